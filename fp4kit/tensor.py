@@ -1,0 +1,191 @@
+"""Result types: Operand, QuantizedTensor and GroupedQuantizedTensor.
+
+Arrays inside are NumPy arrays for the reference and the caller's device arrays for the CUDA
+backend; these classes never import an array library.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .formats import FORMATS, SCALE_LAYOUTS, AXES
+
+__all__ = ["Operand", "QuantizeOptions", "QuantizedTensor", "GroupedQuantizedTensor", "swizzled_shape"]
+
+
+def _roundup(n: int, m: int) -> int:
+    return -(-n // m) * m
+
+
+def swizzled_shape(rows: int, cols: int) -> tuple[int, int]:
+    """Shape of the swizzled (128x4) scale buffer of a compact (rows, cols) scale matrix."""
+    return (_roundup(rows, 128), _roundup(cols, 4))
+
+
+@dataclass(frozen=True)
+class QuantizeOptions:
+    """Validated options of one quantize call (amax arrays are kept out: they live on the operands)."""
+
+    format: str
+    axis: str = "rowwise"
+    scale_layout: str = "compact"
+    scale_rule: str = "rceil"
+    tile_2d: bool = False
+    row_scaled: bool = False
+    rht: bool = False
+    rht_sign_mask: int = 0xD7E8
+    rounding: str = "nearest"
+    seed: int = 0
+
+    @property
+    def fmt(self):
+        return FORMATS[self.format]
+
+    @property
+    def want_rowwise(self) -> bool:
+        return self.axis in ("rowwise", "both")
+
+    @property
+    def want_columnwise(self) -> bool:
+        return self.axis in ("columnwise", "both")
+
+
+@dataclass(frozen=True)
+class Operand:
+    """One quantized operand: codes, scale codes, their layout, and the NVFP4 amax.
+
+    `rows x cols` is the logical element shape of the operand: (M, K) for the rowwise operand and
+    (K, M) for the columnwise one. Blocks run along `cols`. `data` is uint8 `(rows, cols)`, or
+    `(rows, cols // 2)` for FP4; `scales` is uint8 `(rows, ceil(cols / block))` when compact and
+    `swizzled_shape(...)` of that when swizzled; `amax` is float32 `(1,)`, `(rows,)` when row-scaled,
+    or None for MX formats.
+    """
+
+    data: Any
+    scales: Any
+    scale_layout: str
+    amax: Any
+    rows: int
+    cols: int
+    format: str
+
+    def __post_init__(self):
+        if self.scale_layout not in SCALE_LAYOUTS:
+            raise ValueError(f"scale_layout: expected one of {SCALE_LAYOUTS}, got {self.scale_layout!r}")
+        fmt = FORMATS[self.format]
+        want = (self.rows, fmt.packed_len(self.cols))
+        if tuple(self.data.shape) != want:
+            raise ValueError(f"data: expected shape {want}, got {tuple(self.data.shape)}")
+        if tuple(self.scales.shape) != self.scales_shape:
+            raise ValueError(f"scales: expected shape {self.scales_shape}, got {tuple(self.scales.shape)}")
+
+    @property
+    def scale_shape(self) -> tuple[int, int]:
+        """Shape of the compact scale matrix."""
+        return (self.rows, FORMATS[self.format].num_blocks(self.cols))
+
+    @property
+    def scales_shape(self) -> tuple[int, int]:
+        """Shape of `scales` as stored (compact or swizzled)."""
+        r, c = self.scale_shape
+        return swizzled_shape(r, c) if self.scale_layout == "swizzled" else (r, c)
+
+    @property
+    def nbytes(self) -> int:
+        n = int(self.data.nbytes) + int(self.scales.nbytes)
+        return n + (int(self.amax.nbytes) if self.amax is not None else 0)
+
+
+@dataclass(frozen=True)
+class QuantizedTensor:
+    """The result of `quantize`: the rowwise and/or columnwise operand of one tensor."""
+
+    format: str
+    shape: tuple
+    rowwise: Operand | None
+    columnwise: Operand | None
+    options: QuantizeOptions
+    input_dtype: str = "float32"
+
+    def __post_init__(self):
+        if self.rowwise is None and self.columnwise is None:
+            raise ValueError("QuantizedTensor needs at least one operand")
+
+    @property
+    def M(self) -> int:
+        m = 1
+        for d in self.shape[:-1]:
+            m *= int(d)
+        return m
+
+    @property
+    def K(self) -> int:
+        return int(self.shape[-1])
+
+    @property
+    def nbytes(self) -> int:
+        return sum(op.nbytes for op in (self.rowwise, self.columnwise) if op is not None)
+
+    def operand(self, name: str) -> Operand:
+        if name not in ("rowwise", "columnwise"):
+            raise ValueError(f"operand: expected 'rowwise' or 'columnwise', got {name!r}")
+        op = getattr(self, name)
+        if op is None:
+            raise ValueError(f"operand: this tensor was quantized with axis={self.options.axis!r} and has no {name} operand")
+        return op
+
+    def __repr__(self) -> str:  # short and useful; the notebook helpers extend this
+        from ._display import quantized_repr
+        return quantized_repr(self)
+
+    def _repr_html_(self) -> str:
+        from ._display import quantized_html
+        return quantized_html(self)
+
+
+@dataclass(frozen=True)
+class GroupedQuantizedTensor:
+    """The result of `group_quantize`: G members stored back to back (SPEC section 7).
+
+    `first_dims`/`last_dims` are host tuples of ints (length G); `offsets` are element offsets
+    (G + 1 entries); `scale_offsets_rowwise` / `scale_offsets_columnwise` are byte offsets of each
+    member's scale matrix in the concatenated scale buffers (G + 1 entries). `rowwise_data` etc.
+    are flat 1-D uint8 buffers; `amax_*` are float32 (G,) (NVFP4) or None.
+    """
+
+    format: str
+    kind: str
+    first_dims: tuple
+    last_dims: tuple
+    offsets: tuple
+    options: QuantizeOptions
+    rowwise_data: Any = None
+    rowwise_scales: Any = None
+    rowwise_amax: Any = None
+    columnwise_data: Any = None
+    columnwise_scales: Any = None
+    columnwise_amax: Any = None
+    scale_offsets_rowwise: tuple = ()
+    scale_offsets_columnwise: tuple = ()
+    dbias: Any = None
+    input_dtype: str = "float32"
+    extra: dict = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.first_dims)
+
+    def __getitem__(self, i: int) -> QuantizedTensor:
+        from ._grouped_views import member_view
+        return member_view(self, i)
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    def __repr__(self) -> str:
+        from ._display import grouped_repr
+        return grouped_repr(self)
+
+    def _repr_html_(self) -> str:
+        from ._display import grouped_html
+        return grouped_html(self)
