@@ -1,0 +1,54 @@
+"""fp4kit: block-scaled low-precision formats (MXFP8, MXFP6, MXFP4, NVFP4) on NVIDIA GPUs from
+Hopper on, with a NumPy reference that every kernel reproduces bit for bit.
+
+``import fp4kit`` never imports CuPy: the GPU side loads on first use with a device array.
+"""
+from __future__ import annotations
+
+import importlib.util as _ilu
+import sys as _sys
+from pathlib import Path as _Path
+
+__version__ = "0.1.0"
+
+
+def _attach_reference():
+    """In a source tree the reference lives at ../reference; installed, it is fp4kit/reference."""
+    here = _Path(__file__).resolve().parent
+    if (here / "reference" / "__init__.py").is_file() or "fp4kit.reference" in _sys.modules:
+        return
+    src = here.parent / "reference"
+    spec = _ilu.spec_from_file_location("fp4kit.reference", src / "__init__.py",
+                                        submodule_search_locations=[str(src)])
+    mod = _ilu.module_from_spec(spec)
+    _sys.modules["fp4kit.reference"] = mod
+    spec.loader.exec_module(mod)
+
+
+from .formats import FORMATS, Format, ElementType  # noqa: E402
+from .tensor import GroupedQuantizedTensor, Operand, QuantizedTensor, QuantizeOptions  # noqa: E402
+
+_attach_reference()
+from . import reference  # noqa: E402
+from .api import (dequantize, group_dequantize, group_quantize, quantize, swizzle_scales,  # noqa: E402
+                  unswizzle_scales)
+from ._grouped_views import GroupedArray  # noqa: E402
+
+
+def warmup():
+    """Compile (or load from the disk cache) every CUDA kernel for the current GPU."""
+    from ._loader import warmup as _w
+    return _w()
+
+
+def compare(got, expected, **kw):
+    """Compare two quantized results byte for byte; see fp4kit.compare module."""
+    from .compare import compare as _c
+    return _c(got, expected, **kw)
+
+
+__all__ = [
+    "FORMATS", "Format", "ElementType", "QuantizedTensor", "Operand", "QuantizeOptions",
+    "GroupedQuantizedTensor", "GroupedArray", "quantize", "dequantize", "swizzle_scales",
+    "unswizzle_scales", "group_quantize", "group_dequantize", "reference", "warmup", "compare",
+]

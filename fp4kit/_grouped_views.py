@@ -1,0 +1,99 @@
+"""Grouped-tensor bookkeeping shared by every backend: offsets, scale offsets, member views.
+
+Only slicing and reshape are used on arrays, so NumPy, CuPy and PyTorch buffers all give views.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .formats import FORMATS
+from .tensor import Operand, QuantizedTensor, swizzled_shape
+
+__all__ = ["GroupLayout", "grouped_layout", "member_view", "GroupedArray"]
+
+
+@dataclass(frozen=True)
+class GroupLayout:
+    offsets: tuple                   # element offsets, G + 1 entries
+    scale_offsets_rowwise: tuple     # byte offsets of each member's scale matrix, G + 1 entries
+    scale_offsets_columnwise: tuple
+    amax_offsets_rowwise: tuple      # float offsets into the amax vector, G + 1 entries
+    amax_offsets_columnwise: tuple
+
+
+def _scale_bytes(f, rows: int, cols: int, layout: str) -> int:
+    r, c = rows, f.num_blocks(cols)
+    if layout == "swizzled":
+        r, c = swizzled_shape(r, c)
+    return r * c
+
+
+def grouped_layout(f, opts, first, last) -> GroupLayout:
+    offs, srow, scol, arow, acol = [0], [0], [0], [0], [0]
+    for m, k in zip(first, last):
+        offs.append(offs[-1] + m * k)
+        srow.append(srow[-1] + _scale_bytes(f, m, k, opts.scale_layout))
+        scol.append(scol[-1] + _scale_bytes(f, k, m, opts.scale_layout))
+        arow.append(arow[-1] + (m if opts.row_scaled else 1))
+        acol.append(acol[-1] + (k if opts.row_scaled else 1))
+    return GroupLayout(tuple(offs), tuple(srow), tuple(scol), tuple(arow), tuple(acol))
+
+
+def member_view(g, i: int) -> QuantizedTensor:
+    n = len(g)
+    if not isinstance(i, int) or isinstance(i, bool):
+        raise TypeError(f"index: expected an int, got {type(i).__name__}")
+    if i < 0:
+        i += n
+    if not 0 <= i < n:
+        raise IndexError(f"index: group has {n} members, got {i}")
+    f = FORMATS[g.format]
+    opts = g.options
+    lay = grouped_layout(f, opts, g.first_dims, g.last_dims)
+    m, k = g.first_dims[i], g.last_dims[i]
+    e0 = lay.offsets[i] // 2 if f.packed else lay.offsets[i]
+
+    def operand(data, scales, amax, soffs, aoffs, rows, cols):
+        if data is None:
+            return None
+        nbytes = rows * f.packed_len(cols)
+        d = data[e0:e0 + nbytes].reshape(rows, f.packed_len(cols))
+        sshape = (rows, f.num_blocks(cols))
+        if opts.scale_layout == "swizzled":
+            sshape = swizzled_shape(*sshape)
+        s = scales[soffs[i]:soffs[i + 1]].reshape(sshape)
+        a = amax[aoffs[i]:aoffs[i + 1]] if amax is not None else None
+        return Operand(data=d, scales=s, scale_layout=opts.scale_layout, amax=a, rows=rows, cols=cols, format=f.name)
+
+    row = operand(g.rowwise_data, g.rowwise_scales, g.rowwise_amax, lay.scale_offsets_rowwise,
+                  lay.amax_offsets_rowwise, m, k)
+    col = operand(g.columnwise_data, g.columnwise_scales, g.columnwise_amax, lay.scale_offsets_columnwise,
+                  lay.amax_offsets_columnwise, k, m)
+    return QuantizedTensor(format=f.name, shape=(m, k), rowwise=row, columnwise=col, options=opts,
+                           input_dtype=g.input_dtype)
+
+
+@dataclass(frozen=True)
+class GroupedArray:
+    """A flat buffer of G members (member i at element offsets[i]) with its group metadata."""
+
+    data: Any
+    kind: str
+    first_dims: tuple
+    last_dims: tuple
+    offsets: tuple
+    operand: str = "rowwise"
+
+    def __len__(self) -> int:
+        return len(self.first_dims)
+
+    def __getitem__(self, i: int):
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(f"index: group has {n} members, got {i}")
+        m, k = self.first_dims[i], self.last_dims[i]
+        shape = (m, k) if self.operand == "rowwise" else (k, m)
+        return self.data[self.offsets[i]:self.offsets[i + 1]].reshape(shape)

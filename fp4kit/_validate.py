@@ -1,0 +1,188 @@
+"""Every argument check of the public ops, shared by the reference and the CUDA backend.
+
+Checks run once per call, before any launch, and raise TypeError (wrong kind of thing) or
+ValueError (right kind, wrong value) naming the argument, what was expected and what was given.
+"""
+from __future__ import annotations
+
+import numbers
+import operator
+
+from .formats import AXES, DTYPES, FORMATS, ROUNDINGS, SCALE_LAYOUTS, SCALE_RULES, get_format
+from .tensor import QuantizeOptions
+
+__all__ = ["quantize_options", "check_choice", "check_bool", "check_int", "flat_2d", "check_amax_shape"]
+
+
+def check_choice(name: str, value, choices) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{name}: expected one of {list(choices)}, got {type(value).__name__} {value!r}")
+    if value not in choices:
+        raise ValueError(f"{name}: expected one of {list(choices)}, got {value!r}")
+    return value
+
+
+def check_bool(name: str, value) -> bool:
+    if not isinstance(value, bool) and type(value).__name__ != "bool_":
+        raise TypeError(f"{name}: expected True or False, got {type(value).__name__} {value!r}")
+    return bool(value)
+
+
+def check_int(name: str, value, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name}: expected an integer in [{lo}, {hi}], got {type(value).__name__} {value!r}")
+    v = operator.index(value)
+    if not lo <= v <= hi:
+        raise ValueError(f"{name}: expected an integer in [{lo}, {hi}], got {v}")
+    return v
+
+
+def flat_2d(shape) -> tuple[int, int]:
+    """SPEC section 5: any ndim >= 1 flattened to (M, K) with M = prod(shape[:-1])."""
+    shape = tuple(int(s) for s in shape)
+    if len(shape) == 0:
+        raise ValueError("x: expected an array with ndim >= 1, got a 0-d array (a scalar)")
+    m = 1
+    for s in shape[:-1]:
+        m *= s
+    return m, shape[-1]
+
+
+def check_amax_shape(amax_shape, amax_dtype: str, fmt, row_scaled: bool, M: int) -> None:
+    if not fmt.is_nvfp4:
+        raise ValueError(f"amax: only NVFP4 takes a global amax; format {fmt.name!r} has none (pass amax=None)")
+    if amax_dtype != "float32":
+        raise TypeError(f"amax: expected a float32 array, got dtype {amax_dtype}")
+    want = (M,) if row_scaled else (1,)
+    if tuple(amax_shape) != want:
+        what = f"({M},) (one amax per row, row_scaled=True)" if row_scaled else "(1,)"
+        raise ValueError(f"amax: expected shape {what}, got {tuple(amax_shape)}")
+
+
+def quantize_options(shape, dtype: str, fmt, axis="rowwise", scale_layout="compact", scale_rule="rceil",
+                     tile_2d=False, row_scaled=False, rht=False, rht_sign_mask=0xD7E8,
+                     rounding="nearest", seed=0, amax_shape=None, amax_dtype=None) -> QuantizeOptions:
+    """Validate one quantize call; `dtype` is the input's dtype name, `amax_*` describe `amax=`."""
+    f = get_format(fmt)
+    if dtype not in DTYPES:
+        raise TypeError(f"x: expected dtype float32, bfloat16 or float16, got {dtype}")
+    M, K = flat_2d(shape)
+    check_choice("axis", axis, AXES)
+    check_choice("scale_layout", scale_layout, SCALE_LAYOUTS)
+    check_choice("scale_rule", scale_rule, SCALE_RULES)
+    check_choice("rounding", rounding, ROUNDINGS)
+    tile_2d = check_bool("tile_2d", tile_2d)
+    row_scaled = check_bool("row_scaled", row_scaled)
+    rht = check_bool("rht", rht)
+    rht_sign_mask = check_int("rht_sign_mask", rht_sign_mask, 0, 0xFFFF)
+    seed = check_int("seed", seed, 0, 2**64 - 1)
+    if not f.is_nvfp4:
+        for name, on in (("tile_2d", tile_2d), ("row_scaled", row_scaled), ("rht", rht)):
+            if on:
+                raise ValueError(f"{name}: is an NVFP4 option; format {f.name!r} does not take it")
+    elif scale_rule != "rceil":
+        raise ValueError(f"scale_rule: NVFP4 scales are E4M3 and have no rule choice; expected 'rceil', got {scale_rule!r}")
+    if rounding == "stochastic" and not f.packed:
+        raise ValueError(f"rounding: 'stochastic' is for FP4 formats (nvfp4, mxfp4_e2m1), got format {f.name!r}")
+    if row_scaled and (tile_2d or rht):
+        other = "tile_2d" if tile_2d else "rht"
+        raise ValueError(f"row_scaled: cannot be combined with {other}=True (SPEC section 4)")
+    rowwise = axis in ("rowwise", "both")
+    colwise = axis in ("columnwise", "both")
+    if rht:
+        if dtype != "bfloat16":
+            raise TypeError(f"x: rht=True needs bfloat16 input, got dtype {dtype}")
+        if not colwise:
+            raise ValueError("rht: the Hadamard transform applies to the columnwise operand; "
+                             "use axis='columnwise' or 'both', got axis='rowwise'")
+        if M % 16:
+            raise ValueError(f"x: rht=True needs M (rows of the flattened input) a multiple of 16, got M={M}")
+    if f.packed:
+        if rowwise and K % 2:
+            raise ValueError(f"x: {f.name} packs two codes per byte along K, so K must be even, got shape {tuple(shape)} (K={K})")
+        if colwise and M % 2:
+            raise ValueError(f"x: {f.name} columnwise packs two codes per byte along M, so M must be even, got M={M}")
+    if amax_shape is not None:
+        check_amax_shape(amax_shape, amax_dtype, f, row_scaled, M)
+    return QuantizeOptions(format=f.name, axis=axis, scale_layout=scale_layout, scale_rule=scale_rule,
+                           tile_2d=tile_2d, row_scaled=row_scaled, rht=rht, rht_sign_mask=rht_sign_mask,
+                           rounding=rounding, seed=seed)
+
+
+def _dims_list(name: str, dims) -> list[int] | int:
+    if isinstance(dims, bool):
+        raise TypeError(f"{name}: expected a sequence of non-negative integers, got bool")
+    if isinstance(dims, numbers.Integral):
+        v = operator.index(dims)
+        if v < 0:
+            raise ValueError(f"{name}: expected non-negative sizes, got {v}")
+        return v
+    try:
+        seq = [d for d in dims]
+    except TypeError:
+        raise TypeError(f"{name}: expected a sequence of integers, got {type(dims).__name__}") from None
+    out = []
+    for k, d in enumerate(seq):
+        if isinstance(d, bool) or not isinstance(d, numbers.Integral):
+            raise TypeError(f"{name}[{k}]: expected an integer, got {type(d).__name__} {d!r}")
+        d = operator.index(d)
+        if d < 0:
+            raise ValueError(f"{name}[{k}]: expected a non-negative size, got {d}")
+        out.append(d)
+    if not out:
+        raise ValueError(f"{name}: expected at least one member (G >= 1), got an empty sequence")
+    return out
+
+
+def group_dims(shape, num_groups=None, first_dims=None, last_dims=None):
+    """Host-side group dims -> (kind, first_dims tuple, last_dims tuple); SPEC section 7."""
+    shape = tuple(int(s) for s in shape)
+    if num_groups is not None:
+        if first_dims is not None or last_dims is not None:
+            raise ValueError("num_groups: give either num_groups (kind 'same') or first_dims/last_dims, not both")
+        g = check_int("num_groups", num_groups, 1, 2**31 - 1)
+        if len(shape) != 2:
+            raise ValueError(f"x: kind 'same' expects a 2-D (G*M, K) array, got shape {shape}")
+        if shape[0] % g:
+            raise ValueError(f"x: kind 'same' needs rows divisible by num_groups={g}, got {shape[0]} rows")
+        return "same", (shape[0] // g,) * g, (shape[1],) * g
+    if first_dims is None and last_dims is None:
+        raise ValueError("group dims: give num_groups, first_dims, or first_dims and last_dims")
+    if last_dims is None:
+        fd = _dims_list("first_dims", first_dims)
+        if isinstance(fd, int):
+            raise TypeError("first_dims: expected a sequence of member row counts for kind 'varying_first', got an int")
+        if len(shape) != 2:
+            raise ValueError(f"x: kind 'varying_first' expects a 2-D (sum M_i, K) array, got shape {shape}")
+        if sum(fd) != shape[0]:
+            raise ValueError(f"first_dims: sum(first_dims)={sum(fd)} does not match x.shape[0]={shape[0]}")
+        return "varying_first", tuple(fd), (shape[1],) * len(fd)
+    ld = _dims_list("last_dims", last_dims)
+    if isinstance(ld, int):
+        raise TypeError("last_dims: expected a sequence of member column counts, got an int")
+    if first_dims is None:
+        raise ValueError("first_dims: kinds 'varying_last'/'varying_both' need first_dims (a sequence, or one int M)")
+    fd = _dims_list("first_dims", first_dims)
+    if isinstance(fd, int):
+        fd = [fd] * len(ld)
+    if len(fd) != len(ld):
+        raise ValueError(f"first_dims/last_dims: expected the same number of members, got {len(fd)} and {len(ld)}")
+    if len(shape) != 1:
+        raise ValueError(f"x: kinds 'varying_last'/'varying_both' expect a 1-D buffer, got shape {shape}")
+    total = sum(m * k for m, k in zip(fd, ld))
+    if total != shape[0]:
+        raise ValueError(f"first_dims/last_dims: members hold sum(M_i*K_i)={total} elements but x has {shape[0]}")
+    kind = "varying_last" if len(set(fd)) == 1 else "varying_both"
+    return kind, tuple(fd), tuple(ld)
+
+
+def group_member_checks(fmt, opts, first, last):
+    """Per-member constraints (FP4 packing, RHT rows) with the member index in the message."""
+    for i, (m, k) in enumerate(zip(first, last)):
+        if fmt.packed:
+            if opts.want_rowwise and k % 2:
+                raise ValueError(f"last_dims[{i}]: {fmt.name} packs two codes per byte along K, so K_i must be even, got {k}")
+            if opts.want_columnwise and m % 2:
+                raise ValueError(f"first_dims[{i}]: {fmt.name} columnwise packs along M, so M_i must be even, got {m}")
+        if opts.rht and m % 16:
+            raise ValueError(f"first_dims[{i}]: rht=True needs every M_i a multiple of 16, got {m}")

@@ -1,0 +1,156 @@
+"""Public ops: validate -> pick the backend (NumPy -> reference, device array -> CUDA) -> run."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import reference as _ref
+from .tensor import GroupedQuantizedTensor, QuantizedTensor
+
+__all__ = ["quantize", "dequantize", "swizzle_scales", "unswizzle_scales", "group_quantize", "group_dequantize"]
+
+
+def _is_host(x) -> bool:
+    return isinstance(x, np.ndarray)
+
+
+def _is_device(x) -> bool:
+    if isinstance(x, np.ndarray):
+        return False
+    return hasattr(x, "__cuda_array_interface__") or hasattr(x, "__dlpack__")
+
+
+def _bad_input(x, name="x"):
+    return TypeError(f"{name}: expected a NumPy array (reference on the CPU) or a CUDA device array "
+                     f"(CuPy, PyTorch, JAX, DLPack or __cuda_array_interface__), got {type(x).__name__}")
+
+
+def _device():
+    from . import _device_api
+    return _device_api
+
+
+def quantize(x, fmt, axis="rowwise", scale_layout="compact", scale_rule="rceil", amax=None,
+             tile_2d=False, row_scaled=False, rht=False, rht_sign_mask=0xD7E8,
+             rounding="nearest", seed=0) -> QuantizedTensor:
+    """Quantize `x` to a block-scaled format.
+
+    Args:
+        x: array with ndim >= 1 (float32, bfloat16 or float16), flattened to (M, K) with
+            M = prod(shape[:-1]). NumPy arrays run the reference; device arrays run the CUDA kernels
+            and results come back in the caller's library on its current stream.
+        fmt: one of ``fp4kit.FORMATS`` (mxfp8_e4m3, mxfp8_e5m2, mxfp6_e2m3, mxfp6_e3m2, mxfp4_e2m1, nvfp4).
+        axis: "rowwise" (blocks along K, codes (M, K)), "columnwise" (rowwise operand of x^T,
+            codes (K, M)) or "both".
+        scale_layout: "compact" (rows, ceil(cols/block)) or "swizzled" (cuBLASLt 128x4 layout).
+        scale_rule: "rceil" (default) or "floor" (OCP MX); MX formats only.
+        amax: NVFP4 only: float32 array (1,) — or (M,) with row_scaled — used instead of computing it.
+        tile_2d, row_scaled, rht, rht_sign_mask: NVFP4 recipes (SPEC section 4).
+        rounding: "nearest" or "stochastic" (FP4 formats) with a 64-bit `seed`.
+
+    Returns:
+        QuantizedTensor with ``.rowwise`` / ``.columnwise`` Operands (``data``, ``scales``, ``amax``).
+
+    Example:
+        >>> import numpy as np, fp4kit
+        >>> q = fp4kit.quantize(np.ones((4, 32), np.float32), "mxfp8_e4m3")
+        >>> q.rowwise.data.shape, q.rowwise.scales.shape
+        ((4, 32), (4, 1))
+    """
+    kw = dict(axis=axis, scale_layout=scale_layout, scale_rule=scale_rule, amax=amax, tile_2d=tile_2d,
+              row_scaled=row_scaled, rht=rht, rht_sign_mask=rht_sign_mask, rounding=rounding, seed=seed)
+    if _is_host(x):
+        return _ref.quantize(x, fmt, **kw)
+    if _is_device(x):
+        return _device().quantize(x, fmt, **kw)
+    raise _bad_input(x)
+
+
+def dequantize(q, dtype="float32", operand="rowwise"):
+    """Decode one operand of `q` to float32 / bfloat16 / float16.
+
+    Returns an array in the library of `q`'s arrays: the input's shape for the rowwise operand,
+    (K, M) for the columnwise one.
+
+    Example:
+        >>> import numpy as np, fp4kit
+        >>> q = fp4kit.quantize(np.full((2, 16), 3.0, np.float32), "nvfp4")
+        >>> fp4kit.dequantize(q)[0, :3]
+        array([3., 3., 3.], dtype=float32)
+    """
+    if not isinstance(q, QuantizedTensor):
+        raise TypeError(f"q: expected a QuantizedTensor, got {type(q).__name__}")
+    op = q.rowwise if q.rowwise is not None else q.columnwise
+    if _is_host(op.data):
+        return _ref.dequantize(q, dtype=dtype, operand=operand)
+    return _device().dequantize(q, dtype=dtype, operand=operand)
+
+
+def swizzle_scales(compact):
+    """(R, C) uint8 compact scales -> (roundup(R,128), roundup(C,4)) in the cuBLASLt 128x4 layout.
+
+    Example:
+        >>> import numpy as np, fp4kit
+        >>> fp4kit.swizzle_scales(np.ones((3, 5), np.uint8)).shape
+        (128, 8)
+    """
+    if _is_host(compact):
+        return _ref.swizzle_scales(compact)
+    if _is_device(compact):
+        return _device().swizzle_scales(compact)
+    raise _bad_input(compact, "compact")
+
+
+def unswizzle_scales(swizzled, shape):
+    """Swizzled scales -> the (R, C) compact matrix; `shape` = (R, C). Padding bytes are ignored.
+
+    Example:
+        >>> import numpy as np, fp4kit
+        >>> c = np.arange(15, dtype=np.uint8).reshape(3, 5)
+        >>> bool((fp4kit.unswizzle_scales(fp4kit.swizzle_scales(c), (3, 5)) == c).all())
+        True
+    """
+    if _is_host(swizzled):
+        return _ref.unswizzle_scales(swizzled, shape)
+    if _is_device(swizzled):
+        return _device().unswizzle_scales(swizzled, shape)
+    raise _bad_input(swizzled, "swizzled")
+
+
+def group_quantize(x, fmt, num_groups=None, first_dims=None, last_dims=None, **options) -> GroupedQuantizedTensor:
+    """Quantize G member tensors stored back to back (SPEC section 7).
+
+    Kinds: ``same`` — x (G*M, K), num_groups=G; ``varying_first`` — x (sum M_i, K), first_dims;
+    ``varying_last`` — x 1-D, first_dims=M (or [M]*G), last_dims; ``varying_both`` — x 1-D, both.
+    `options` are quantize's (axis, scale_layout, scale_rule, amax (G,), ...) plus ``dbias=True``
+    (kinds same / varying_first: float32 (G, K) column sums) and, on the GPU, ``max_elements`` when
+    dims are device arrays.
+
+    Example:
+        >>> import numpy as np, fp4kit
+        >>> g = fp4kit.group_quantize(np.ones((96, 64), np.float32), "mxfp8_e4m3", first_dims=[32, 0, 64])
+        >>> len(g), g[2].rowwise.data.shape
+        (3, (64, 64))
+    """
+    if _is_host(x):
+        return _ref.group_quantize(x, fmt, num_groups=num_groups, first_dims=first_dims, last_dims=last_dims, **options)
+    if _is_device(x):
+        return _device().group_quantize(x, fmt, num_groups=num_groups, first_dims=first_dims,
+                                        last_dims=last_dims, **options)
+    raise _bad_input(x)
+
+
+def group_dequantize(g, dtype="float32", operand="rowwise"):
+    """Dequantize every member of a grouped result; returns a GroupedArray (flat buffer + metadata).
+
+    Example:
+        >>> import numpy as np, fp4kit
+        >>> g = fp4kit.group_quantize(np.ones((64, 32), np.float32), "nvfp4", num_groups=2)
+        >>> fp4kit.group_dequantize(g)[1].shape
+        (32, 32)
+    """
+    if not isinstance(g, GroupedQuantizedTensor):
+        raise TypeError(f"g: expected a GroupedQuantizedTensor, got {type(g).__name__}")
+    buf = g.rowwise_data if g.rowwise_data is not None else g.columnwise_data
+    if _is_host(buf):
+        return _ref.group_dequantize(g, dtype=dtype, operand=operand)
+    return _device().group_dequantize(g, dtype=dtype, operand=operand)

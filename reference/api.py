@@ -1,0 +1,160 @@
+"""The public reference functions: NumPy in, NumPy out, the same signatures as ``fp4kit.*``.
+
+Orchestration only; the numerics live in numerics.py, mx.py, nvfp4.py, rht.py, layouts.py.
+Orientation (SPEC section 5): the input is flattened to (M, K); the rowwise operand is (M, K) with
+blocks along K; the columnwise operand is the rowwise operand of x^T, (K, M).
+"""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+from .._validate import check_choice, quantize_options
+from ..formats import DTYPES, FORMATS
+from ..tensor import Operand, QuantizedTensor
+from . import mx, nvfp4
+from .layouts import swizzle, unswizzle
+from .numerics import from_f32, to_f32
+from .rht import rht16
+
+__all__ = ["quantize", "dequantize", "swizzle_scales", "unswizzle_scales", "dtype_name"]
+
+
+def dtype_name(dt) -> str | None:
+    dt = np.dtype(dt)
+    if dt == np.float32:
+        return "float32"
+    if dt == np.float16:
+        return "float16"
+    if dt == np.dtype(ml_dtypes.bfloat16):
+        return "bfloat16"
+    return None
+
+
+def _np_input(x, name="x") -> tuple[np.ndarray, str]:
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f"{name}: expected a NumPy array (or a device array through fp4kit.quantize), got {type(x).__name__}")
+    dn = dtype_name(x.dtype)
+    if dn is None:
+        raise TypeError(f"{name}: expected dtype float32, bfloat16 or float16, got {x.dtype}")
+    return x, dn
+
+
+def _np_amax(amax):
+    if amax is None:
+        return None
+    if not isinstance(amax, np.ndarray):
+        raise TypeError(f"amax: expected a float32 NumPy array of shape (1,) or (M,), got {type(amax).__name__}")
+    return amax
+
+
+def _operand(x2: np.ndarray, opts, A, stream: int, layout: str) -> Operand:
+    f = opts.fmt
+    r, c = x2.shape
+    if f.is_nvfp4:
+        codes, sc = nvfp4.quantize_operand(x2, A, tile_2d=opts.tile_2d, rounding=opts.rounding,
+                                           seed=opts.seed, stream=stream)
+        amax = np.asarray(A, dtype=np.float32).copy()
+    else:
+        codes, sc = mx.quantize_operand(x2, f, scale_rule=opts.scale_rule, rounding=opts.rounding,
+                                        seed=opts.seed, stream=stream)
+        amax = None
+    if layout == "swizzled":
+        sc = swizzle(sc)
+    return Operand(data=codes, scales=sc, scale_layout=layout, amax=amax, rows=r, cols=c, format=f.name)
+
+
+def quantize(x, fmt, axis="rowwise", scale_layout="compact", scale_rule="rceil", amax=None,
+             tile_2d=False, row_scaled=False, rht=False, rht_sign_mask=0xD7E8,
+             rounding="nearest", seed=0) -> QuantizedTensor:
+    """Reference quantize (SPEC sections 2-6). See ``fp4kit.quantize`` for the arguments."""
+    x, dn = _np_input(x)
+    amax = _np_amax(amax)
+    opts = quantize_options(x.shape, dn, fmt, axis=axis, scale_layout=scale_layout, scale_rule=scale_rule,
+                            tile_2d=tile_2d, row_scaled=row_scaled, rht=rht, rht_sign_mask=rht_sign_mask,
+                            rounding=rounding, seed=seed,
+                            amax_shape=None if amax is None else amax.shape,
+                            amax_dtype=None if amax is None else dtype_name(amax.dtype) or str(amax.dtype))
+    if amax is not None and (np.any(amax < 0) or np.any(np.isnan(amax))):
+        raise ValueError(f"amax: expected non-negative values, got {amax[:4]}")
+    M = 1
+    for s in x.shape[:-1]:
+        M *= int(s)
+    K = int(x.shape[-1]) if x.ndim else 1
+    xf = to_f32(x).reshape(M, K)
+    f = opts.fmt
+    row = col = None
+    if opts.want_rowwise:
+        A = None
+        if f.is_nvfp4:
+            A = amax if amax is not None else nvfp4.global_amax(xf, per_row=opts.row_scaled)
+        row = _operand(xf, opts, A, 0, opts.scale_layout)
+    if opts.want_columnwise:
+        xt = np.ascontiguousarray(xf.T)
+        if opts.rht:
+            xt = rht16(xt, opts.rht_sign_mask)
+        A = None
+        if f.is_nvfp4:
+            if opts.rht or opts.row_scaled or amax is None:
+                A = nvfp4.global_amax(xt, per_row=opts.row_scaled)
+            else:
+                A = amax
+        col = _operand(xt, opts, A, 1, opts.scale_layout)
+    return QuantizedTensor(format=f.name, shape=tuple(int(s) for s in x.shape), rowwise=row, columnwise=col,
+                           options=opts, input_dtype=dn)
+
+
+def dequantize_operand(op: Operand, dtype: str = "float32") -> np.ndarray:
+    """One operand -> (rows, cols) array of `dtype`."""
+    f = FORMATS[op.format]
+    sc = unswizzle(op.scales, op.scale_shape) if op.scale_layout == "swizzled" else op.scales
+    if f.is_nvfp4:
+        y = nvfp4.dequantize_operand(op.data, sc, op.amax, op.cols)
+    else:
+        y = mx.dequantize_operand(op.data, sc, f, op.cols)
+    return from_f32(y, dtype)
+
+
+def dequantize(q, dtype="float32", operand="rowwise") -> np.ndarray:
+    """Reference dequantize: rowwise -> the input's shape; columnwise -> (K, M)."""
+    if not isinstance(q, QuantizedTensor):
+        raise TypeError(f"q: expected a QuantizedTensor, got {type(q).__name__}")
+    check_choice("dtype", dtype, DTYPES)
+    check_choice("operand", operand, ("rowwise", "columnwise"))
+    op = q.operand(operand)
+    y = dequantize_operand(op, dtype)
+    return y.reshape(q.shape) if operand == "rowwise" else y
+
+
+def _scale_matrix(a, name):
+    if not isinstance(a, np.ndarray):
+        raise TypeError(f"{name}: expected a uint8 NumPy array, got {type(a).__name__}")
+    if a.dtype != np.uint8:
+        raise TypeError(f"{name}: expected dtype uint8, got {a.dtype}")
+    if a.ndim != 2:
+        raise ValueError(f"{name}: expected a 2-D (rows, cols) array, got shape {a.shape}")
+    return a
+
+
+def swizzle_scales(compact) -> np.ndarray:
+    """(R, C) compact scales -> (roundup(R,128), roundup(C,4)) swizzled, zero padded."""
+    return swizzle(_scale_matrix(compact, "compact"))
+
+
+def check_unswizzle_shape(s_shape, shape):
+    if not (isinstance(shape, (tuple, list)) and len(shape) == 2):
+        raise TypeError(f"shape: expected a (rows, cols) tuple, got {shape!r}")
+    r = int(shape[0]); c = int(shape[1])
+    if r < 0 or c < 0:
+        raise ValueError(f"shape: expected non-negative (rows, cols), got {tuple(shape)}")
+    want = (-(-r // 128) * 128, -(-c // 4) * 4)
+    if tuple(s_shape) != want:
+        raise ValueError(f"swizzled: a compact shape {(r, c)} swizzles to {want}, got an array of shape {tuple(s_shape)}")
+    return r, c
+
+
+def unswizzle_scales(swizzled, shape) -> np.ndarray:
+    """Swizzled scales -> the (R, C) compact matrix (padding ignored)."""
+    s = _scale_matrix(swizzled, "swizzled")
+    r, c = check_unswizzle_shape(s.shape, shape)
+    return unswizzle(s, (r, c))

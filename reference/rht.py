@@ -1,0 +1,34 @@
+"""The 16-point random Hadamard transform of NVFP4's columnwise operand (SPEC.md section 4).
+
+Contract
+--------
+Groups of 16 consecutive elements ``v_0..v_15`` along the block axis are transformed in float64:
+``w_k = s_k * v_k`` with ``s_k = -1`` where bit k of the sign mask is set (exact); then butterflies
+for h = 1, 2, 4, 8 in this order, ``(w_k, w_{k+h}) = (w_k + w_{k+h}, w_k - w_{k+h})`` for every k
+with ``k & h == 0``, each a float64 RN operation; ``u_j = bf16_RN(fp32_RN(0.25 * w_j))`` (two
+roundings, as written) and a zero result is +0. No fast-math, no fused operations, no tensor cores.
+"""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+__all__ = ["rht16", "DEFAULT_SIGN_MASK"]
+
+DEFAULT_SIGN_MASK = 0xD7E8
+
+
+def rht16(v: np.ndarray, sign_mask: int = DEFAULT_SIGN_MASK) -> np.ndarray:
+    """Transform (R, C) values (C a multiple of 16, blocks along C); returns bf16-exact fp32 (R, C)."""
+    v = np.asarray(v, dtype=np.float32)
+    r, c = v.shape
+    w = v.astype(np.float64).reshape(r, c // 16, 16)
+    signs = np.where((int(sign_mask) >> np.arange(16)) & 1, -1.0, 1.0)
+    w = w * signs
+    for h in (1, 2, 4, 8):
+        w = w.reshape(r, c // 16, 16 // (2 * h), 2, h)
+        a, b = w[:, :, :, 0, :], w[:, :, :, 1, :]
+        w = np.stack((a + b, a - b), axis=3)
+    w = w.reshape(r, c)
+    u = (0.25 * w).astype(np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
+    return np.where(u == 0, np.float32(0), u)
