@@ -30,9 +30,7 @@ def global_amax(x: np.ndarray, per_row: bool = False) -> np.ndarray:
     """float32 (1,) amax of the whole tensor, or (R,) per row; NaN ignored, empty -> 0."""
     if per_row:
         return nanmax_abs(x, axis=1).reshape(-1)
-    a = np.abs(x)
-    a = a[~np.isnan(a)]
-    return np.array([a.max() if a.size else 0.0], dtype=np.float32)
+    return nanmax_abs(x.reshape(-1), axis=0).reshape(1)
 
 
 def s_enc(A: np.ndarray) -> np.ndarray:
