@@ -41,14 +41,12 @@ def warmup():
     return _w()
 
 
-def compare(got, expected, **kw):
-    """Compare two quantized results byte for byte; see fp4kit.compare module."""
-    from .compare import compare as _c
-    return _c(got, expected, **kw)
+from .comparator import CompareReport, compare  # noqa: E402
 
 
 __all__ = [
     "FORMATS", "Format", "ElementType", "QuantizedTensor", "Operand", "QuantizeOptions",
     "GroupedQuantizedTensor", "GroupedArray", "quantize", "dequantize", "swizzle_scales",
     "unswizzle_scales", "group_quantize", "group_dequantize", "reference", "warmup", "compare",
+    "CompareReport",
 ]

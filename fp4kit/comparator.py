@@ -1,0 +1,277 @@
+"""The comparator: byte-for-byte comparison of two quantized results, with every difference classified.
+
+``fp4kit.compare(got, expected, x=None)`` takes two QuantizedTensors (or Operands, or
+GroupedQuantizedTensors) whose arrays may live in any library, compares ``uint8`` views with
+exact equality field by field (``rowwise.data``, ``rowwise.scales``, ``rowwise.amax``, ...) and
+classifies each differing byte:
+
+* ``nibble order swapped``     FP4 byte whose two nibbles are the expected ones, swapped;
+* ``sign of zero``             +0 vs -0 element code;
+* ``saturation vs NaN``        the type's max code where NaN was expected, or the reverse;
+* ``rounding tie flipped``     neighbouring codes where the scaled input sits exactly on a midpoint
+                               (needs ``x``); ``rounding off by one code`` otherwise;
+* ``scale off by one code``    a scale byte one code away;
+* ``swizzled byte misplaced``  a swizzled scale byte that belongs to another (row, block);
+* ``padding not zero``         a non-zero byte in the padding of a swizzled scale buffer;
+* ``amax differs`` / ``other``.
+
+The report is truthy when everything matches, counts per field and per kind, and shows the first
+few mismatches with their (row, block) and, when ``x`` is given, the input block.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .formats import FORMATS
+from .tensor import GroupedQuantizedTensor, Operand, QuantizedTensor
+
+__all__ = ["compare", "CompareReport", "Mismatch", "to_numpy"]
+
+
+def to_numpy(a):
+    """Any host or device array -> NumPy (uint8 / float32 views kept)."""
+    if a is None or isinstance(a, np.ndarray):
+        return a
+    if hasattr(a, "get") and type(a).__module__.startswith("cupy"):
+        return a.get()
+    mod = type(a).__module__
+    if mod.startswith("torch"):
+        t = a.detach()
+        if str(t.dtype) == "torch.bfloat16":
+            import ml_dtypes
+            return t.view(__import__("torch").int16).cpu().numpy().view(ml_dtypes.bfloat16)
+        return t.cpu().numpy()
+    return np.asarray(a)
+
+
+@dataclass
+class Mismatch:
+    field: str
+    index: tuple           # position in the field's array
+    got: int | float
+    expected: int | float
+    kind: str
+    block: tuple | None = None      # (row, block) of the operand it belongs to
+    input_block: np.ndarray | None = None
+
+    def __str__(self) -> str:
+        g = f"0x{self.got:02x}" if isinstance(self.got, (int, np.integer)) else repr(self.got)
+        e = f"0x{self.expected:02x}" if isinstance(self.expected, (int, np.integer)) else repr(self.expected)
+        s = f"{self.field}{list(self.index)}: got {g}, expected {e} ({self.kind})"
+        if self.block is not None:
+            s += f" in (row, block) {self.block}"
+        if self.input_block is not None:
+            s += f"\n      input block: {np.array2string(self.input_block, precision=6, max_line_width=120)}"
+        return s
+
+
+@dataclass
+class FieldReport:
+    total: int
+    differing: int = 0
+    kinds: Counter = field(default_factory=Counter)
+
+
+@dataclass
+class CompareReport:
+    fields: dict = field(default_factory=dict)
+    mismatches: list = field(default_factory=list)
+    errors: list = field(default_factory=list)   # structural problems (missing operand, shapes)
+    max_shown: int = 8
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors and all(f.differing == 0 for f in self.fields.values())
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    @property
+    def differing(self) -> int:
+        return sum(f.differing for f in self.fields.values())
+
+    def __str__(self) -> str:
+        lines = ["match: every byte equal" if self.ok else f"MISMATCH: {self.differing} differing bytes"]
+        lines += [f"  error: {e}" for e in self.errors]
+        for name, f in self.fields.items():
+            kinds = ", ".join(f"{k}: {n}" for k, n in f.kinds.most_common())
+            lines.append(f"  {name:<22} {f.differing:>8} / {f.total:<10} {kinds}")
+        if self.mismatches:
+            lines.append(f"  first {len(self.mismatches)} mismatches:")
+            lines += [f"    {m}" for m in self.mismatches]
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+    def _add(self, m: Mismatch):
+        self.fields[m.field].differing += 1
+        self.fields[m.field].kinds[m.kind] += 1
+        if len(self.mismatches) < self.max_shown:
+            self.mismatches.append(m)
+
+
+def _as_u8(a) -> np.ndarray:
+    a = to_numpy(a)
+    return np.ascontiguousarray(a).view(np.uint8) if a.dtype != np.uint8 else np.ascontiguousarray(a)
+
+
+def _code_kind(g: int, e: int, elem, scaled_input=None) -> str:
+    bits = elem.bits
+    sign = 1 << (bits - 1)
+    gm, em = g & (sign - 1), e & (sign - 1)
+    if gm == 0 and em == 0 and g != e:
+        return "sign of zero"
+    if elem.has_nan and ({gm, em} == {elem.max_code, elem.nan_code}) and (g & sign) == (e & sign):
+        return "saturation vs NaN"
+    if (not elem.has_nan) and g == elem.nan_code and e != g and scaled_input is not None and np.isnan(scaled_input):
+        return "saturation vs NaN"
+    if (g & sign) == (e & sign) and abs(gm - em) == 1:
+        if scaled_input is not None and np.isfinite(scaled_input):
+            from .reference.numerics import decode
+            lo, hi = sorted((float(decode(np.uint8(gm), elem)), float(decode(np.uint8(em), elem))))
+            if abs(float(scaled_input)) == (lo + hi) / 2:
+                return "rounding tie flipped"
+        return "rounding off by one code"
+    return "other"
+
+
+def _compare_operand(rep: CompareReport, name: str, got: Operand, exp: Operand, x2=None, transposed=False):
+    f = FORMATS[exp.format]
+    elem = f.elem
+    gd, ed = _as_u8(got.data), _as_u8(exp.data)
+    fname = f"{name}.data"
+    rep.fields[fname] = FieldReport(total=int(ed.size))
+    if gd.shape != ed.shape:
+        rep.errors.append(f"{fname}: shape {gd.shape} != expected {ed.shape}")
+    else:
+        for idx in np.argwhere(gd != ed):
+            r, c = (int(v) for v in idx)
+            g, e = int(gd[r, c]), int(ed[r, c])
+            if f.packed and ((g >> 4) | ((g & 0xF) << 4)) == e:
+                kind, col = "nibble order swapped", 2 * c
+            elif f.packed:
+                col = 2 * c if (g & 0xF) != (e & 0xF) else 2 * c + 1
+                sh = 0 if col == 2 * c else 4
+                kind = _code_kind((g >> sh) & 0xF, (e >> sh) & 0xF, elem)
+            else:
+                col = c
+                kind = _code_kind(g, e, elem)
+            blk = (r, col // f.block)
+            ib = None
+            if x2 is not None:
+                b0, b1 = blk[1] * f.block, min((blk[1] + 1) * f.block, exp.cols)
+                ib = x2[b0:b1, r] if transposed else x2[r, b0:b1]
+            rep._add(Mismatch(fname, (r, c), g, e, kind, blk, ib))
+    _compare_scales(rep, f"{name}.scales", got, exp)
+    if exp.amax is not None or got.amax is not None:
+        fname = f"{name}.amax"
+        ga, ea = to_numpy(got.amax), to_numpy(exp.amax)
+        rep.fields[fname] = FieldReport(total=0 if ea is None else int(ea.size))
+        if ga is None or ea is None or ga.shape != ea.shape:
+            rep.errors.append(f"{fname}: got {None if ga is None else ga.shape}, expected {None if ea is None else ea.shape}")
+        else:
+            gb, eb = ga.astype(np.float32).view(np.uint32), ea.astype(np.float32).view(np.uint32)
+            for (i,) in np.argwhere(gb != eb):
+                rep._add(Mismatch(fname, (int(i),), float(ga[i]), float(ea[i]), "amax differs"))
+
+
+def _compare_scales(rep: CompareReport, fname: str, got: Operand, exp: Operand):
+    from .reference.layouts import swizzled_offset
+    gs, es = _as_u8(got.scales), _as_u8(exp.scales)
+    rep.fields[fname] = FieldReport(total=int(es.size))
+    if gs.shape != es.shape:
+        rep.errors.append(f"{fname}: shape {gs.shape} != expected {es.shape}")
+        return
+    diff = np.argwhere(gs != es)
+    if not len(diff):
+        return
+    R, C = exp.scale_shape
+    if exp.scale_layout == "swizzled":
+        # map every flat swizzled offset back to its compact (row, block), -1 for padding
+        owner = np.full(es.size, -1, dtype=np.int64)
+        ii, jj = np.meshgrid(np.arange(R), np.arange(C), indexing="ij")
+        owner[swizzled_offset(ii, jj, C).reshape(-1)] = (ii * C + jj).reshape(-1)
+        ge, ee = gs.reshape(-1), es.reshape(-1)
+        for idx in diff:
+            flat = int(idx[0]) * es.shape[1] + int(idx[1])
+            g, e = int(ge[flat]), int(ee[flat])
+            o = owner[flat]
+            if o < 0:
+                rep._add(Mismatch(fname, tuple(int(v) for v in idx), g, e, "padding not zero"))
+                continue
+            blk = (int(o // C), int(o % C))
+            if abs(g - e) == 1:
+                kind = "scale off by one code"
+            elif g in set(ee[owner >= 0].tolist()) and g != e:
+                kind = "swizzled byte misplaced"
+            else:
+                kind = "other"
+            rep._add(Mismatch(fname, tuple(int(v) for v in idx), g, e, kind, blk))
+    else:
+        for idx in diff:
+            r, c = (int(v) for v in idx)
+            g, e = int(gs[r, c]), int(es[r, c])
+            kind = "scale off by one code" if abs(g - e) == 1 else "other"
+            rep._add(Mismatch(fname, (r, c), g, e, kind, (r, c)))
+
+
+def compare(got, expected, x=None, max_shown: int = 8) -> CompareReport:
+    """Compare `got` with `expected` byte for byte; see the module docstring for the classes.
+
+    Args:
+        got, expected: QuantizedTensor, Operand or GroupedQuantizedTensor (any array library).
+        x: optional input (NumPy or device array) to show each mismatch's input block.
+        max_shown: how many mismatches the report keeps in detail.
+
+    Example:
+        >>> import numpy as np, fp4kit
+        >>> x = np.random.default_rng(0).standard_normal((4, 64)).astype(np.float32)
+        >>> rep = fp4kit.compare(fp4kit.quantize(x, "nvfp4"), fp4kit.reference.quantize(x, "nvfp4"))
+        >>> bool(rep), rep.differing
+        (True, 0)
+    """
+    rep = CompareReport(max_shown=max_shown)
+    if isinstance(expected, GroupedQuantizedTensor):
+        if not isinstance(got, GroupedQuantizedTensor) or len(got) != len(expected):
+            rep.errors.append("got is not a grouped result with the same number of members")
+            return rep
+        for i in range(len(expected)):
+            sub = compare(got[i], expected[i], max_shown=max_shown)
+            for k, v in sub.fields.items():
+                rep.fields[f"[{i}].{k}"] = v
+            rep.mismatches += [m for m in sub.mismatches][: max(0, max_shown - len(rep.mismatches))]
+            rep.errors += [f"[{i}] {e}" for e in sub.errors]
+        if expected.dbias is not None:
+            gb, eb = to_numpy(got.dbias), to_numpy(expected.dbias)
+            rep.fields["dbias"] = FieldReport(total=int(eb.size))
+            tol = 1e-6 * np.abs(eb).sum(axis=-1, keepdims=True) + 1e-30
+            if gb is None or gb.shape != eb.shape:
+                rep.errors.append("dbias: missing or wrong shape")
+            else:
+                for idx in np.argwhere(np.abs(gb.astype(np.float64) - eb) > tol):
+                    rep._add(Mismatch("dbias", tuple(int(v) for v in idx), float(gb[tuple(idx)]),
+                                      float(eb[tuple(idx)]), "dbias beyond tolerance"))
+        return rep
+    if isinstance(expected, Operand):
+        _compare_operand(rep, "operand", got, expected)
+        return rep
+    if not isinstance(expected, QuantizedTensor) or not isinstance(got, QuantizedTensor):
+        raise TypeError(f"compare: expected two QuantizedTensors, Operands or grouped results, got "
+                        f"{type(got).__name__} and {type(expected).__name__}")
+    x2 = None
+    if x is not None:
+        xn = to_numpy(x)
+        x2 = xn.astype(np.float32).reshape(expected.M, expected.K)
+    for name in ("rowwise", "columnwise"):
+        g, e = getattr(got, name), getattr(expected, name)
+        if e is None and g is None:
+            continue
+        if g is None or e is None:
+            rep.errors.append(f"{name}: present in {'expected' if g is None else 'got'} only")
+            continue
+        _compare_operand(rep, name, g, e, x2 if not (name == "columnwise" and expected.options.rht) else None,
+                         transposed=(name == "columnwise"))
+    return rep
