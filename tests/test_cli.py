@@ -1,0 +1,191 @@
+"""`python -m fp4kit check`: table, exit status, the no-GPU message and the hand-over to _gpucheck.
+
+Most tests feed the CLI fake suites (modules put into sys.modules) so that they test the CLI alone;
+the last runs the real command in a subprocess once the reference's golden cases exist.
+"""
+from __future__ import annotations
+
+import importlib.util
+import io
+import os
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from fp4kit import cli
+
+
+def _suite(monkeypatch, name: str, run_all) -> str:
+    modname = f"fp4kit_test_suite_{name}"
+    mod = types.ModuleType(modname)
+    if run_all is not None:
+        mod.run_all = run_all
+    monkeypatch.setitem(sys.modules, modname, mod)
+    return modname
+
+
+@pytest.fixture
+def no_gpu(monkeypatch):
+    monkeypatch.setattr(cli, "detect_gpu", lambda: (None, "CuPy is not installed"))
+
+
+def _use_suites(monkeypatch, *suites):
+    monkeypatch.setattr(cli, "SUITES", tuple(suites))
+
+
+def passing(formats=None):
+    return [("mxfp8_e4m3", "quantize", "all_zero_block", True, ""),
+            ("nvfp4", "quantize", "nvfp4_amax_zero", True, ""),
+            ("-", "swizzle", "round_trip_3x5", True, "")]
+
+
+def failing():
+    yield ("mxfp4_e2m1", "quantize", "satfinite_7", False, "byte 3: got 0x07, expected 0x06")
+    yield ("mxfp4_e2m1", "dequantize", "satfinite_7", True, "")
+
+
+def test_all_pass_without_gpu(monkeypatch, capsys, no_gpu):
+    _use_suites(monkeypatch, ("golden", _suite(monkeypatch, "ok", passing)))
+    assert cli.main(["check"]) == 0
+    out = capsys.readouterr().out
+    assert "all_zero_block" in out and "nvfp4_amax_zero" in out
+    assert "no GPU found (CuPy is not installed): kernel checks skipped (" in out
+    for family in ("quantize", "dequantize", "swizzle_scales", "group_quantize"):
+        assert family in out.split("kernel checks skipped")[1]
+    assert "3 checks, 3 passed, 0 failed" in out
+    assert "fp4kit check: OK" in out
+
+
+def test_failure_gives_nonzero_exit_and_detail(monkeypatch, capsys, no_gpu):
+    _use_suites(monkeypatch, ("golden", _suite(monkeypatch, "ok", passing)),
+                ("conformance", _suite(monkeypatch, "bad", failing)))
+    assert cli.main(["check"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL" in out and "byte 3: got 0x07, expected 0x06" in out
+    assert "5 checks, 4 passed, 1 failed" in out
+    assert "fp4kit check: FAILED" in out
+
+
+def test_brief_lists_only_failures(monkeypatch, capsys, no_gpu):
+    _use_suites(monkeypatch, ("golden", _suite(monkeypatch, "ok", passing)),
+                ("conformance", _suite(monkeypatch, "bad", failing)))
+    assert cli.main(["check", "--brief"]) == 1
+    out = capsys.readouterr().out
+    assert "satfinite_7" in out and "all_zero_block" not in out
+
+
+def test_nothing_to_check_is_a_failure(monkeypatch, capsys, no_gpu):
+    _use_suites(monkeypatch, ("golden", "fp4kit_test_suite_absent_module"))
+    assert cli.main(["check"]) == 1
+    out = capsys.readouterr().out
+    assert "not available" in out and "no reference check could run" in out
+
+
+def test_broken_suite_is_a_failure_not_a_skip(monkeypatch, capsys, no_gpu):
+    def boom():
+        raise RuntimeError("reference exploded")
+    _use_suites(monkeypatch, ("golden", _suite(monkeypatch, "ok", passing)),
+                ("conformance", _suite(monkeypatch, "boom", boom)),
+                ("other", _suite(monkeypatch, "norun", None)))
+    assert cli.main(["check"]) == 1
+    out = capsys.readouterr().out
+    assert "reference exploded" in out and "has no run_all()" in out
+
+
+def test_formats_filter_and_kwargs(monkeypatch, capsys, no_gpu):
+    seen = {}
+
+    def run_all(formats=None, quick=False):
+        seen.update(formats=formats, quick=quick)
+        return passing()
+    _use_suites(monkeypatch, ("golden", _suite(monkeypatch, "kw", run_all)))
+    assert cli.main(["check", "--quick", "--formats", "nvfp4,mxfp8_e4m3"]) == 0
+    assert seen == {"formats": ("nvfp4", "mxfp8_e4m3"), "quick": True}
+    assert cli.main(["check", "--formats", "nvfp4"]) == 0
+    out = capsys.readouterr().out.split("formats: nvfp4)")[1]
+    assert "nvfp4_amax_zero" in out and "round_trip_3x5" in out and "all_zero_block" not in out
+
+
+def test_unknown_format_is_rejected(capsys):
+    assert cli.main(["check", "--formats", "fp3"]) == 2
+    assert "fp3" in capsys.readouterr().err
+
+
+def test_record_shapes():
+    rec = types.SimpleNamespace(fmt="nvfp4", op="quantize", name="zero_block", passed=True)
+    assert cli._as_result("g", rec) == cli.CheckResult("g", "nvfp4", "quantize", "zero_block", True, "")
+    d = {"format": "mxfp8_e5m2", "op": "dequantize", "case": "c", "passed": False, "detail": "x"}
+    assert cli._as_result("g", d) == cli.CheckResult("g", "mxfp8_e5m2", "dequantize", "c", False, "x")
+    with pytest.raises(ValueError):
+        cli._as_result("g", ("nvfp4", "quantize"))
+
+
+@pytest.mark.parametrize("result,expect_rc,text", [(0, 0, "kernel checks passed"), (True, 0, "kernel checks passed"),
+                                                   (3, 1, "kernel checks failed (status 3)"),
+                                                   (False, 1, "kernel checks failed (status 1)")])
+def test_gpu_present_hands_over_to_gpucheck(monkeypatch, capsys, result, expect_rc, text):
+    calls = []
+
+    def run(quick, full, formats=None):
+        calls.append((quick, full, formats))
+        return result
+    _use_suites(monkeypatch, ("golden", _suite(monkeypatch, "ok", passing)))
+    monkeypatch.setattr(cli, "GPU_CHECK_MODULE", _suite(monkeypatch, "gpucheck", None))
+    sys.modules[cli.GPU_CHECK_MODULE].run = run
+    monkeypatch.setattr(cli, "detect_gpu", lambda: (cli.GpuInfo("NVIDIA H100 80GB HBM3", 90, 1), ""))
+    assert cli.main(["check", "--full", "--formats", "nvfp4"]) == expect_rc
+    assert calls == [(False, True, ("nvfp4",))]
+    out = capsys.readouterr().out
+    assert "GPU: NVIDIA H100 80GB HBM3 (sm_90" in out and text in out
+
+
+def test_gpu_present_without_gpucheck(monkeypatch, capsys):
+    _use_suites(monkeypatch, ("golden", _suite(monkeypatch, "ok", passing)))
+    monkeypatch.setattr(cli, "GPU_CHECK_MODULE", "fp4kit_test_suite_no_gpucheck")
+    monkeypatch.setattr(cli, "detect_gpu", lambda: (cli.GpuInfo("NVIDIA H200", 90, 1), ""))
+    assert cli.main(["check"]) == 0
+    out = capsys.readouterr().out
+    assert "fp4kit_test_suite_no_gpucheck is missing from this build: kernel checks skipped" in out
+    assert cli.main(["check", "--require-gpu"]) == 1
+
+
+def test_require_gpu_and_cpu_only(monkeypatch, capsys, no_gpu):
+    _use_suites(monkeypatch, ("golden", _suite(monkeypatch, "ok", passing)))
+    assert cli.main(["check", "--require-gpu"]) == 1
+    monkeypatch.setattr(cli, "detect_gpu", lambda: pytest.fail("--cpu-only must not look for a GPU"))
+    assert cli.main(["check", "--cpu-only"]) == 0
+    assert "CPU only (--cpu-only): kernel checks skipped" in capsys.readouterr().out
+
+
+def test_progress_line():
+    stream = io.StringIO()
+    p = cli.Progress(total=4, label="kernels", stream=stream, interval=0.0)
+    p.start -= 10.0  # pretend 10 s have passed
+    p.update(note="nvfp4 (128, 128)")
+    line = stream.getvalue().strip().splitlines()[-1]
+    assert line.startswith("kernels: 1/4 (25%), 10.0s elapsed, ~30.0s left") and "nvfp4 (128, 128)" in line
+    quiet = io.StringIO()
+    with cli.Progress(stream=quiet) as q:  # not a terminal: nothing for the first 10 s
+        q.update()
+    assert quiet.getvalue() == ""
+
+
+def test_no_subcommand_prints_help(capsys):
+    assert cli.main([]) == 2
+    assert "check" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(importlib.util.find_spec("fp4kit.reference.golden") is None,
+                    reason="fp4kit.reference.golden does not exist yet")
+def test_real_check_command(tmp_path):
+    """The README's main job, as a person runs it (quick mode; no GPU on CI)."""
+    spec = importlib.util.find_spec("fp4kit")
+    parent = str(Path(list(spec.submodule_search_locations)[0]).resolve().parent)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [parent, os.environ.get("PYTHONPATH")])))
+    r = subprocess.run([sys.executable, "-m", "fp4kit", "check", "--quick"], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, f"fp4kit check failed:\n{r.stdout[-6000:]}\n{r.stderr[-3000:]}"
+    assert "0 failed" in r.stdout and "fp4kit check: OK" in r.stdout
