@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The GPU machine's check: run from the repo root of a checkout on a machine with an NVIDIA GPU and
+# the image's Python (CuPy, pytest, numpy, ml_dtypes there; nothing is installed, no network).
+#   bash scripts/gpu_check.sh            # logs go to $OUT when it is set, else a temporary folder
+# Steps: nvidia-smi -L; the GPU tests (pytest -m gpu); python3 -m fp4kit check --quick --require-gpu;
+# scripts/bench.py --quick when it exists. A summary (pass/fail per step) is printed last; the
+# exit status is non-zero when any step failed.
+set -uo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONUNBUFFERED=1
+logdir="${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/gpu_check.XXXXXX")}"
+t_start=$SECONDS
+
+names=()
+results=()
+
+# run_step NAME LOGFILE CMD...: runs CMD, tees its output to $logdir/LOGFILE.
+run_step() {
+    local name=$1 log=$2 rc t0=$SECONDS
+    shift 2
+    echo
+    echo "=== $name: $*"
+    "$@" 2>&1 | tee "$logdir/$log"
+    rc=${PIPESTATUS[0]}
+    local verdict="ok"
+    if [ "$rc" -ne 0 ]; then verdict="FAIL (exit $rc)"; fi
+    if [ "$rc" -eq 5 ] && [ "$name" = "gpu tests" ]; then verdict="FAIL (exit 5: no GPU test was collected)"; fi
+    names+=("$name")
+    results+=("$verdict, $((SECONDS - t0))s")
+    return 0
+}
+
+run_step "nvidia-smi" nvidia_smi.log nvidia-smi -L
+run_step "gpu tests" gpu_tests.log python3 -m pytest tests -q -m gpu -p no:cacheprovider
+run_step "fp4kit check --quick" check_quick.log python3 -m fp4kit check --quick --require-gpu
+if [ -f scripts/bench.py ]; then
+    run_step "bench --quick" bench_quick.log python3 scripts/bench.py --quick
+else
+    names+=("bench --quick")
+    results+=("skipped (scripts/bench.py not present)")
+fi
+
+# pytest's own closing line, so the summary says how many GPU tests ran.
+pytest_line=$(grep -E '[0-9]+ (passed|failed|errors?|skipped|deselected)|no tests ran' "$logdir/gpu_tests.log" | tail -n 1)
+
+echo
+echo "=== gpu_check summary ($(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1 || echo 'no GPU'); $((SECONDS - t_start))s)"
+status=0
+for i in "${!names[@]}"; do
+    printf '  %-22s %s\n' "${names[$i]}" "${results[$i]}"
+    case "${results[$i]}" in FAIL*) status=1 ;; esac
+done
+if [ -n "$pytest_line" ]; then echo "  gpu tests said: $pytest_line"; fi
+if [ "$status" -eq 0 ]; then echo "gpu_check: all steps passed"; else echo "gpu_check: FAILED"; fi
+exit "$status"
