@@ -1,0 +1,123 @@
+// fp4kit: amax reductions for NVFP4 (SPEC section 4), NaN ignored, written as float bits with
+// atomicMax into a zero-initialised device buffer (non-negative floats order like their bits).
+#include "common/types.cuh"
+#include "common/enums.cuh"
+#include "common/io.cuh"
+#include "common/rht.cuh"
+
+namespace fp4kit {
+
+constexpr int AM_THREADS = 256;
+
+__device__ __forceinline__ void block_atomic_max(u32 acc, u32* out) {
+    __shared__ u32 warp_max[AM_THREADS / 32];
+    acc = __reduce_max_sync(0xFFFFFFFFu, acc);
+    if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = acc;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        acc = threadIdx.x < AM_THREADS / 32 ? warp_max[threadIdx.x] : 0u;
+        acc = __reduce_max_sync(0xFFFFFFFFu, acc);
+        if (threadIdx.x == 0 && acc != 0u) atomicMax(out, acc);
+    }
+}
+
+// max |x| over n elements (grid-stride; vec_ok: x is 16-byte aligned).
+template <int DT>
+__device__ __forceinline__ void amax_global(const void* xv, i64 n, int vec_ok, u32* out) {
+    typedef typename In<DT>::T T;
+    constexpr int V = In<DT>::vec;
+    const T* x = reinterpret_cast<const T*>(xv);
+    const i64 stride = (i64)gridDim.x * AM_THREADS;
+    const i64 tid = (i64)blockIdx.x * AM_THREADS + threadIdx.x;
+    u32 acc = 0;
+    i64 nvec = vec_ok ? n / V : 0;
+    i64 i = tid;
+    for (; i + 3 * stride < nvec; i += 4 * stride) {
+        uint4 r[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) r[u] = load_stream16(x + (i + u * stride) * V);
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+            float v[V];
+            In<DT>::unpack(r[u], v);
+#pragma unroll
+            for (int j = 0; j < V; ++j) acc = absmax_bits(acc, v[j]);
+        }
+    }
+    for (; i < nvec; i += stride) {
+        float v[V];
+        In<DT>::unpack(load_stream16(x + i * V), v);
+#pragma unroll
+        for (int j = 0; j < V; ++j) acc = absmax_bits(acc, v[j]);
+    }
+    for (i64 e = nvec * V + tid; e < n; e += stride) acc = absmax_bits(acc, In<DT>::cvt(x[e]));
+    block_atomic_max(acc, out);
+}
+
+// Per-row (out_rows, M entries) and per-column (out_cols, K entries) amax; either may be null.
+// One CTA per 16 rows x 256 columns.
+template <int DT>
+__device__ __forceinline__ void amax_rows_cols(const void* xv, i64 M, i64 K, u32* out_rows, u32* out_cols) {
+    typedef typename In<DT>::T T;
+    const T* x = reinterpret_cast<const T*>(xv);
+    __shared__ u32 row_part[AM_THREADS / 32][16];
+    const i64 tiles_k = (K + AM_THREADS - 1) / AM_THREADS;
+    const i64 m0 = ((i64)blockIdx.x / tiles_k) * 16;
+    const i64 gk = ((i64)blockIdx.x % tiles_k) * AM_THREADS + threadIdx.x;
+    u32 col_acc = 0;
+#pragma unroll
+    for (int r = 0; r < 16; ++r) {
+        const i64 gm = m0 + r;
+        u32 b = 0;
+        if (gm < M && gk < K) b = absmax_bits(0u, In<DT>::cvt(x[gm * K + gk]));
+        col_acc = b > col_acc ? b : col_acc;
+        const u32 wmax = __reduce_max_sync(0xFFFFFFFFu, b);
+        if ((threadIdx.x & 31) == 0) row_part[threadIdx.x >> 5][r] = wmax;
+    }
+    if (out_cols != nullptr && gk < K && col_acc != 0u) atomicMax(out_cols + gk, col_acc);
+    __syncthreads();
+    if (out_rows != nullptr && threadIdx.x < 16 && m0 + threadIdx.x < M) {
+        u32 acc = 0;
+        for (int w = 0; w < AM_THREADS / 32; ++w) acc = row_part[w][threadIdx.x] > acc ? row_part[w][threadIdx.x] : acc;
+        if (acc != 0u) atomicMax(out_rows + m0 + threadIdx.x, acc);
+    }
+}
+
+// max |u| over the RHT-transformed columnwise operand (bfloat16 input, M % 16 == 0).
+// Thread per (group of 16 rows, column); grid-stride.
+__device__ __forceinline__ void amax_rht(const u16* x, i64 M, i64 K, u32 sign_mask, u32* out) {
+    const i64 total = (M / 16) * K;
+    const i64 stride = (i64)gridDim.x * AM_THREADS;
+    u32 acc = 0;
+    for (i64 t = (i64)blockIdx.x * AM_THREADS + threadIdx.x; t < total; t += stride) {
+        const i64 g = t / K, k = t % K;
+        float v[16];
+#pragma unroll
+        for (int i = 0; i < 16; ++i) v[i] = bf16_bits_to_f32(x[(g * 16 + i) * K + k]);
+        rht16_inplace(v, sign_mask);
+#pragma unroll
+        for (int i = 0; i < 16; ++i) acc = absmax_bits(acc, v[i]);
+    }
+    block_atomic_max(acc, out);
+}
+
+}  // namespace fp4kit
+
+using namespace fp4kit;
+
+#define FP4KIT_AMAX_KERNELS(D)                                                                          \
+    extern "C" __global__ void __launch_bounds__(AM_THREADS)                                           \
+    amax_global_d##D(const void* x, i64 n, int vec_ok, u32* out) { amax_global<D>(x, n, vec_ok, out); } \
+    extern "C" __global__ void __launch_bounds__(AM_THREADS)                                           \
+    amax_rows_cols_d##D(const void* x, i64 M, i64 K, u32* out_rows, u32* out_cols) {                   \
+        amax_rows_cols<D>(x, M, K, out_rows, out_cols);                                                 \
+    }
+
+FP4KIT_AMAX_KERNELS(0)
+FP4KIT_AMAX_KERNELS(1)
+FP4KIT_AMAX_KERNELS(2)
+
+extern "C" __global__ void __launch_bounds__(AM_THREADS)
+amax_rht_bf16(const u16* x, i64 M, i64 K, u32 sign_mask, u32* out) {
+    amax_rht(x, M, K, sign_mask, out);
+}

@@ -1,0 +1,190 @@
+// fp4kit: element codecs, E8M0 scale rules and NVFP4 scale math (SPEC sections 2-4).
+// One helper per formula; every fp32 operation is an explicit RN operation and the module is
+// compiled with -ftz=false -fmad=false -prec-div=true (fp4kit/_loader.py).
+#pragma once
+#include "common/types.cuh"
+#include "common/enums.cuh"
+
+namespace fp4kit {
+
+// A sign-magnitude minifloat element type (mirrors fp4kit.formats.ElementType).
+template <int EBITS, int MBITS, int BIAS, u32 MAX_CODE, u32 NAN_CODE, u32 MAX_BITS, bool FP8_E4M3, bool FP8_E5M2>
+struct Elem {
+    static constexpr int ebits = EBITS;
+    static constexpr int mbits = MBITS;
+    static constexpr int bias = BIAS;
+    static constexpr int emin = 1 - BIAS;                       // exponent of subnormals / min normal
+    static constexpr int emax = (int)(MAX_CODE >> MBITS) - BIAS; // exponent of the element max
+    static constexpr u32 max_code = MAX_CODE;
+    static constexpr u32 nan_code = NAN_CODE;
+    static constexpr u32 max_bits = MAX_BITS;                   // fp32 bits of the element max
+    static constexpr int sign_shift = EBITS + MBITS;
+    static constexpr bool is_e4m3 = FP8_E4M3;
+    static constexpr bool is_e5m2 = FP8_E5M2;
+};
+
+//                    E  M  bias max   nan   fp32(max)
+typedef Elem<4, 3, 7, 0x7E, 0x7F, 0x43E00000u, true, false> E4M3;   // 448
+typedef Elem<5, 2, 15, 0x7B, 0x7F, 0x47600000u, false, true> E5M2;  // 57344
+typedef Elem<2, 3, 1, 0x1F, 0x1F, 0x40F00000u, false, false> E2M3;  // 7.5
+typedef Elem<3, 2, 3, 0x1F, 0x1F, 0x41E00000u, false, false> E3M2;  // 28
+typedef Elem<2, 1, 1, 0x7, 0x7, 0x40C00000u, false, false> E2M1;    // 6
+
+// Format traits (mirrors fp4kit.formats.FORMATS). RECIP_BITS = fp32_RN(1 / element_max).
+template <int FMT> struct Fmt;
+template <> struct Fmt<FORMAT_MXFP8_E4M3> { typedef E4M3 E; static constexpr int block = 32; static constexpr bool mx = true; static constexpr bool packed = false; static constexpr u32 recip_bits = 0x3B124925u; };
+template <> struct Fmt<FORMAT_MXFP8_E5M2> { typedef E5M2 E; static constexpr int block = 32; static constexpr bool mx = true; static constexpr bool packed = false; static constexpr u32 recip_bits = 0x37924925u; };
+template <> struct Fmt<FORMAT_MXFP6_E2M3> { typedef E2M3 E; static constexpr int block = 32; static constexpr bool mx = true; static constexpr bool packed = false; static constexpr u32 recip_bits = 0x3E088889u; };
+template <> struct Fmt<FORMAT_MXFP6_E3M2> { typedef E3M2 E; static constexpr int block = 32; static constexpr bool mx = true; static constexpr bool packed = false; static constexpr u32 recip_bits = 0x3D124925u; };
+template <> struct Fmt<FORMAT_MXFP4_E2M1> { typedef E2M1 E; static constexpr int block = 32; static constexpr bool mx = true; static constexpr bool packed = true; static constexpr u32 recip_bits = 0x3E2AAAABu; };
+template <> struct Fmt<FORMAT_NVFP4> { typedef E2M1 E; static constexpr int block = 16; static constexpr bool mx = false; static constexpr bool packed = true; static constexpr u32 recip_bits = 0x3E2AAAABu; };
+
+// ---------------------------------------------------------------------------------------------
+// Element encode (SPEC section 2, algorithm of docs/design.md):
+//   a = |y|; NaN -> nan_code; a = min(a, max); e = max(floor(log2 a), emin) from the exponent
+//   field; n = rint_even(a * 2^(mbits - e)) (exact scaling, one rounding);
+//   code = ((e - emin) << mbits) + n; sign bit from signbit(y).
+template <class E>
+__device__ __forceinline__ u32 encode(float y) {
+    const u32 b = f2u(y);
+    u32 ab = b & 0x7FFFFFFFu;
+    if (ab > FP4KIT_INF_BITS) return E::nan_code;
+    if (ab > E::max_bits) ab = E::max_bits;          // saturation, +inf included
+    int e = (int)(ab >> 23) - 127;                   // zero / fp32 subnormal: -127 < emin
+    if (e < E::emin) e = E::emin;
+    const float scaled = mul_rn(u2f(ab), pow2_normal(E::mbits - e));   // exact
+    const u32 n = __float2uint_rn(scaled);                               // RNE to integer
+    const u32 code = ((u32)(e - E::emin) << E::mbits) + n;
+    return code | ((b >> 31) << E::sign_shift);
+}
+
+// Element decode: exact; FP8 NaN codes -> NaN carrying the code's sign; E5M2 0x7C -> inf.
+template <class E>
+__device__ __forceinline__ float decode(u32 code) {
+    const u32 sign = (code >> E::sign_shift) & 1u;
+    const u32 mag = code & ((1u << E::sign_shift) - 1u);
+    const u32 ef = mag >> E::mbits;
+    const u32 m = mag & ((1u << E::mbits) - 1u);
+    u32 bits;
+    if (E::is_e4m3 && mag == 0x7Fu) {
+        bits = 0x7FC00000u;
+    } else if (E::is_e5m2 && ef == 31u) {
+        bits = m ? 0x7FC00000u : FP4KIT_INF_BITS;
+    } else if (ef == 0u) {
+        bits = f2u(mul_rn((float)m, pow2_normal(E::emin - E::mbits)));   // exact
+    } else {
+        bits = ((ef + (u32)(127 - E::bias)) << 23) | (m << (23 - E::mbits));
+    }
+    return u2f(bits | (sign << 31));
+}
+
+// ---------------------------------------------------------------------------------------------
+// E8M0 (SPEC section 3). Code E means 2^(E-127); 255 is NaN; 0 is 2^-127 (0x00400000).
+__device__ __forceinline__ u32 e8m0_rceil(float amax, u32 recip_bits) {
+    const u32 b = f2u(mul_rn(amax, u2f(recip_bits)));
+    if ((b & 0x7FFFFFFFu) > FP4KIT_INF_BITS) return 255u;
+    if (b == FP4KIT_INF_BITS) return 254u;
+    if ((b & 0x7FFFFFFFu) == 0u) return 0u;
+    u32 e = (b >> 23) & 0xFFu;
+    const u32 m = b & 0x7FFFFFu;
+    if (m > 0u && e != 254u && !(e == 0u && m <= 0x400000u)) e += 1u;
+    return e;
+}
+
+__device__ __forceinline__ u32 e8m0_floor(float amax, int emax_elem) {
+    const u32 b = f2u(amax) & 0x7FFFFFFFu;
+    if (b > FP4KIT_INF_BITS) return 255u;
+    if (b == FP4KIT_INF_BITS) return 254u;
+    int e = (int)(b >> 23) - emax_elem;
+    e = e < 0 ? 0 : (e > 254 ? 254 : e);
+    return (u32)e;
+}
+
+// 2^(127 - E) built from bits (E = 254 -> 2^-127, subnormal). E = 255 -> NaN.
+__device__ __forceinline__ float e8m0_inv_scale(u32 E) {
+    if (E == 255u) return u2f(0x7FC00000u);
+    if (E == 254u) return u2f(0x00400000u);
+    return u2f((254u - E) << 23);
+}
+
+// 2^(E - 127) built from bits (E = 0 -> 2^-127, subnormal). E = 255 -> NaN.
+__device__ __forceinline__ float e8m0_decode(u32 E) {
+    if (E == 255u) return u2f(0x7FC00000u);
+    if (E == 0u) return u2f(0x00400000u);
+    return u2f(E << 23);
+}
+
+template <int FMT>
+__device__ __forceinline__ u32 mx_scale_code(float amax, bool floor_rule) {
+    typedef Fmt<FMT> F;
+    return floor_rule ? e8m0_floor(amax, F::E::emax) : e8m0_rceil(amax, F::recip_bits);
+}
+
+// ---------------------------------------------------------------------------------------------
+// NVFP4 (SPEC section 4).
+#define FP4KIT_RECIP6_BITS 0x3E2AAAABu      // fp32_RN(1/6)
+#define FP4KIT_RECIP2688_BITS 0x39C30C31u   // fp32_RN(1/2688)
+
+// S_enc = fp32_RN(2688 / A); min(S_enc, FLT_MAX) with NaN -> FLT_MAX; A == 0 or S_enc == 0 -> 1.
+__device__ __forceinline__ float nvfp4_s_enc(float A) {
+    float s = div_rn(2688.0f, A);
+    if (is_nan(s)) s = flt_max();
+    else if (s > flt_max()) s = flt_max();
+    if (A == 0.0f || s == 0.0f) s = 1.0f;
+    return s;
+}
+
+// Block scale byte and the element multiplier `enc` from the block amax b.
+__device__ __forceinline__ u32 nvfp4_block_scale(float b, float s_enc, float s_dec, float& enc) {
+    const float mult = mul_rn(s_enc, u2f(FP4KIT_RECIP6_BITS));
+    float t = mul_rn(b, mult);
+    if (t > flt_max()) t = flt_max();              // min(., FLT_MAX); NaN stays NaN
+    const u32 sf = encode<E4M3>(t);
+    if (sf == 0u) {
+        enc = flt_max();
+    } else {
+        float r = div_rn(1.0f, mul_rn(decode<E4M3>(sf), s_dec));
+        enc = (r > flt_max()) ? flt_max() : r;
+    }
+    return sf;
+}
+
+// Dequantize multiplier: fp32_RN(fp32_RN(decode(sf) * A) * fp32_RN(1/2688)).
+__device__ __forceinline__ float nvfp4_dequant_mult(u32 sf, float A) {
+    return mul_rn(mul_rn(decode<E4M3>(sf), A), u2f(FP4KIT_RECIP2688_BITS));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stochastic rounding of E2M1 (SPEC section 4): r is the Philox draw of the element.
+// Grid 0, .5, 1, 1.5, 2, 3, 4, 6; round up iff float(r >> 8) < fp32((a - lo) / (hi - lo) * 2^24).
+__device__ __forceinline__ u32 encode_e2m1_stochastic(float y, u32 r) {
+    const u32 b = f2u(y);
+    const u32 ab = b & 0x7FFFFFFFu;
+    if (ab > FP4KIT_INF_BITS) return E2M1::nan_code;
+    const float a = u2f(ab);
+    u32 code;
+    if (a >= 6.0f) {
+        code = 7u;
+    } else {
+        u32 idx;
+        float lo, inv_step;
+        if (a < 2.0f) {
+            idx = (u32)__float2int_rz(mul_rn(a, 2.0f));   // 0..3 (exact product)
+            lo = mul_rn((float)idx, 0.5f);
+            inv_step = 2.0f;
+        } else if (a < 4.0f) {
+            idx = (a < 3.0f) ? 4u : 5u;
+            lo = (a < 3.0f) ? 2.0f : 3.0f;
+            inv_step = 1.0f;
+        } else {
+            idx = 6u;
+            lo = 4.0f;
+            inv_step = 0.5f;
+        }
+        const float frac = mul_rn(mul_rn(__fsub_rn(a, lo), inv_step), 16777216.0f);   // all exact
+        code = idx + (((float)(r >> 8) < frac) ? 1u : 0u);
+    }
+    return code | ((b >> 31) << 3);
+}
+
+}  // namespace fp4kit

@@ -1,0 +1,65 @@
+// fp4kit: input element types and vectorised global-memory I/O.
+#pragma once
+#include "common/types.cuh"
+#include "common/enums.cuh"
+
+namespace fp4kit {
+
+// Input element: storage type, elements per 16-byte vector and exact conversion to fp32.
+template <int DT> struct In;
+template <> struct In<DTYPE_FLOAT32> {
+    typedef float T;
+    static constexpr int vec = 4;
+    static __device__ __forceinline__ float cvt(T v) { return v; }
+    static __device__ __forceinline__ void unpack(uint4 r, float* o) {
+        o[0] = u2f(r.x); o[1] = u2f(r.y); o[2] = u2f(r.z); o[3] = u2f(r.w);
+    }
+};
+template <> struct In<DTYPE_BFLOAT16> {
+    typedef u16 T;
+    static constexpr int vec = 8;
+    static __device__ __forceinline__ float cvt(T v) { return bf16_bits_to_f32(v); }
+    static __device__ __forceinline__ void unpack(uint4 r, float* o) {
+        const u32 w[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            o[2 * i] = u2f(w[i] << 16);
+            o[2 * i + 1] = u2f(w[i] & 0xFFFF0000u);
+        }
+    }
+};
+template <> struct In<DTYPE_FLOAT16> {
+    typedef u16 T;
+    static constexpr int vec = 8;
+    static __device__ __forceinline__ float cvt(T v) { return f16_bits_to_f32(v); }
+    static __device__ __forceinline__ void unpack(uint4 r, float* o) {
+        const u32 w[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            o[2 * i] = f16_bits_to_f32((u16)(w[i] & 0xFFFFu));
+            o[2 * i + 1] = f16_bits_to_f32((u16)(w[i] >> 16));
+        }
+    }
+};
+
+__device__ __forceinline__ bool aligned16(const void* p) { return (((u64)p) & 15u) == 0; }
+__device__ __forceinline__ bool aligned8(const void* p) { return (((u64)p) & 7u) == 0; }
+
+// Streaming (read-once) 16-byte load.
+__device__ __forceinline__ uint4 load_stream16(const void* p) {
+    return __ldcs(reinterpret_cast<const uint4*>(p));
+}
+
+// Store `nbytes` (<= 16) bytes of the little-endian words w[0..3] at dst; one vector store when
+// the whole 16 (or 8) bytes are written and dst is aligned.
+__device__ __forceinline__ void store_bytes(u8* dst, const u32* w, int nbytes, int full) {
+    if (nbytes == full && full == 16 && aligned16(dst)) {
+        *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
+    } else if (nbytes == full && full == 8 && aligned8(dst)) {
+        *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[1]);
+    } else {
+        for (int b = 0; b < nbytes; ++b) dst[b] = (u8)(w[b >> 2] >> (8 * (b & 3)));
+    }
+}
+
+}  // namespace fp4kit

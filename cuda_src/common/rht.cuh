@@ -1,0 +1,35 @@
+// fp4kit: 16-point random Hadamard transform (SPEC section 4, `rht`), float64 exactly as written.
+#pragma once
+#include "common/types.cuh"
+
+namespace fp4kit {
+
+// v: 16 fp32 values (bfloat16 inputs); on return v holds u_j = bf16_RN(fp32_RN(0.25 * w_j)), +0 for zero.
+__device__ __forceinline__ void rht16_inplace(float* v, u32 sign_mask) {
+    double w[16];
+#pragma unroll
+    for (int k = 0; k < 16; ++k) {
+        const double d = (double)v[k];
+        w[k] = ((sign_mask >> k) & 1u) ? -d : d;
+    }
+#pragma unroll
+    for (int h = 1; h < 16; h <<= 1) {
+#pragma unroll
+        for (int k = 0; k < 16; ++k) {
+            if ((k & h) == 0) {
+                const double a = w[k], b = w[k + h];
+                w[k] = __dadd_rn(a, b);
+                w[k + h] = __dsub_rn(a, b);
+            }
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+        const float f = __double2float_rn(__dmul_rn(0.25, w[j]));
+        float u = round_to_bf16(f);
+        if (u == 0.0f) u = 0.0f;   // +0
+        v[j] = u;
+    }
+}
+
+}  // namespace fp4kit

@@ -1,0 +1,242 @@
+"""Compiles ``cuda_src/`` with NVRTC and loads the cubins into CuPy.
+
+The only module that reads ``cuda_src/``. Every .cu is compiled by :mod:`fp4kit._nvrtc` (never through
+CuPy's RawModule(code=...), which appends ``-ftz=true``) with ``-ftz=false -prec-div=true
+-prec-sqrt=true -fmad=false`` for the current device's architecture, and the cubin is loaded with
+``cupy.RawModule(path=...)``.
+
+Disk cache: ``$FP4KIT_CACHE_DIR`` or ``~/.cache/fp4kit``; the key hashes every file of ``cuda_src/``,
+the options, the NVRTC version and the architecture. Entries are written through a temporary
+file and ``os.replace`` (process safe) under a per-key thread lock; each cubin has a ``.sha256``
+sidecar, and an entry whose bytes do not match it (truncated, corrupt) is rebuilt.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from . import _nvrtc
+
+__all__ = ["cuda_src_dir", "module_names", "options_for", "arch_for_capability", "device_arch",
+           "build_cubin", "get_function", "get_module", "warmup", "compile_check", "cache_dir"]
+
+log = logging.getLogger("fp4kit")
+
+_LOADER_VERSION = "1"
+_BASE_OPTIONS = ("--std=c++17", "-ftz=false", "-prec-div=true", "-prec-sqrt=true", "-fmad=false")
+
+_key_locks: dict[str, threading.Lock] = {}
+_key_locks_guard = threading.Lock()
+_modules: dict[tuple, object] = {}
+_modules_guard = threading.Lock()
+_logged_options = False
+
+
+def cuda_src_dir() -> Path:
+    """`<package>/cuda_src` when installed, `<repo>/cuda_src` in a source tree."""
+    pkg = Path(__file__).resolve().parent
+    for cand in (pkg / "cuda_src", pkg.parent / "cuda_src"):
+        if (cand / "common").is_dir():
+            return cand
+    raise FileNotFoundError(f"fp4kit CUDA sources not found in {pkg / 'cuda_src'} or {pkg.parent / 'cuda_src'}")
+
+
+def _read_sources() -> dict[str, str]:
+    """Every .cu / .cuh under cuda_src/, keyed by its path relative to cuda_src/ (POSIX)."""
+    root = cuda_src_dir()
+    out = {}
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and p.suffix in (".cu", ".cuh", ".h"):
+            out[p.relative_to(root).as_posix()] = p.read_text()
+    return out
+
+
+def module_names() -> list[str]:
+    """The op-family modules: one per top-level .cu file (e.g. 'quantize', 'dequantize')."""
+    return sorted(Path(n).stem for n in _read_sources() if n.endswith(".cu") and "/" not in n)
+
+
+def options_for(arch: str) -> list[str]:
+    return [*_BASE_OPTIONS, f"-arch={arch}", f"-I{cuda_src_dir()}"]
+
+
+def arch_for_capability(major: int, minor: int, supported: list[int] | None = None) -> str:
+    """sm_90 for 9.x; sm_XYa (architecture-specific features) for 10.0 and later; sm_XY otherwise."""
+    if major == 9:
+        return "sm_90"
+    if major >= 10:
+        return f"sm_{major}{minor}a"
+    return f"sm_{major}{minor}"
+
+
+def device_arch(device=None) -> str:
+    import cupy
+
+    dev = cupy.cuda.Device(device)
+    cc = str(dev.compute_capability)
+    major, minor = int(cc[:-1]), int(cc[-1])
+    return arch_for_capability(major, minor)
+
+
+def cache_dir() -> Path:
+    d = os.environ.get("FP4KIT_CACHE_DIR")
+    path = Path(d) if d else Path.home() / ".cache" / "fp4kit"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        if os.access(path, os.W_OK):
+            return path
+    except OSError:
+        pass
+    path = Path(tempfile.gettempdir()) / f"fp4kit-cache-{os.getuid() if hasattr(os, 'getuid') else 'user'}"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _cache_key(module: str, arch: str, sources: dict[str, str], options: list[str]) -> str:
+    # -I<dir> is left out: the headers are passed to NVRTC by name, so the path does not matter.
+    opts = [o for o in options if not o.startswith("-I")]
+    blob = json.dumps({"loader": _LOADER_VERSION, "module": module, "arch": arch, "options": opts,
+                       "nvrtc": list(_nvrtc.version()), "sources": sources}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _lock_for(key: str) -> threading.Lock:
+    with _key_locks_guard:
+        lock = _key_locks.get(key)
+        if lock is None:
+            lock = _key_locks[key] = threading.Lock()
+        return lock
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _valid_entry(cubin: Path, sidecar: Path) -> bool:
+    try:
+        data = cubin.read_bytes()
+        want = sidecar.read_text().strip()
+    except OSError:
+        return False
+    return data[:4] == b"\x7fELF" and hashlib.sha256(data).hexdigest() == want
+
+
+def _compile(module: str, arch: str, sources: dict[str, str], options: list[str]) -> bytes:
+    global _logged_options
+    name = f"{module}.cu"
+    if name not in sources:
+        raise FileNotFoundError(f"no CUDA source {name} in {cuda_src_dir()} (modules: {module_names()})")
+    headers = {k: v for k, v in sources.items() if not k.endswith(".cu")}
+    if not _logged_options:
+        log.info("fp4kit: NVRTC %s.%s (%s), options: %s", *_nvrtc.version(), _nvrtc.library_path(),
+                 " ".join(options))
+        _logged_options = True
+    cubin, _ = _nvrtc.compile_program(sources[name], name, options, headers=headers, output="cubin")
+    return cubin
+
+
+def build_cubin(module: str, arch: str, use_cache: bool = True) -> Path | bytes:
+    """Compile `module` (cuda_src/<module>.cu) for `arch`; returns the cached cubin's path
+    (or the bytes when use_cache is False)."""
+    sources = _read_sources()
+    options = options_for(arch)
+    if not use_cache:
+        return _compile(module, arch, sources, options)
+    key = _cache_key(module, arch, sources, options)
+    d = cache_dir()
+    cubin = d / f"{module}-{arch}-{key[:40]}.cubin"
+    sidecar = cubin.with_suffix(".sha256")
+    with _lock_for(key):
+        if _valid_entry(cubin, sidecar):
+            return cubin
+        data = _compile(module, arch, sources, options)
+        _atomic_write(cubin, data)
+        _atomic_write(sidecar, hashlib.sha256(data).hexdigest().encode())
+        return cubin
+
+
+def get_module(module: str):
+    """The loaded cupy.RawModule of cuda_src/<module>.cu for the current device."""
+    import cupy
+
+    dev = cupy.cuda.Device().id
+    arch = device_arch(dev)
+    k = (dev, module, arch)
+    mod = _modules.get(k)
+    if mod is not None:
+        return mod
+    path = build_cubin(module, arch)
+    with _modules_guard:
+        mod = _modules.get(k)
+        if mod is None:
+            mod = cupy.RawModule(path=str(path))
+            _modules[k] = mod
+    return mod
+
+
+_functions: dict[tuple, object] = {}
+
+
+def get_function(module_name: str, kernel_name: str):
+    """The kernel `kernel_name` (extern "C") of cuda_src/<module_name>.cu, as a cupy.RawKernel."""
+    import cupy
+
+    k = (cupy.cuda.Device().id, module_name, kernel_name)
+    fn = _functions.get(k)
+    if fn is None:
+        fn = get_module(module_name).get_function(kernel_name)
+        _functions[k] = fn
+    return fn
+
+
+def warmup() -> list[str]:
+    """Compile (or load from the cache) every module for the current device; returns their names."""
+    names = module_names()
+    for n in names:
+        get_module(n)
+    return names
+
+
+def compile_check(arch: str, modules: list[str] | None = None, verbose: bool = True) -> list[dict]:
+    """Compile every cuda_src/*.cu for `arch` (e.g. "sm_90", "sm_100a") with NVRTC alone: no GPU
+    and no CuPy needed, no cache. Returns one dict per file; raises RuntimeError if any failed."""
+    results = []
+    sources = _read_sources()
+    options = options_for(arch)
+    for m in modules or module_names():
+        t0 = time.perf_counter()
+        try:
+            cubin = _compile(m, arch, sources, options)
+            res = {"file": f"{m}.cu", "arch": arch, "ok": True, "bytes": len(cubin), "error": ""}
+        except _nvrtc.NVRTCError as e:
+            res = {"file": f"{m}.cu", "arch": arch, "ok": False, "bytes": 0, "error": str(e)}
+        res["seconds"] = time.perf_counter() - t0
+        results.append(res)
+        if verbose:
+            status = f"ok  {res['bytes']:>9} bytes" if res["ok"] else "FAILED"
+            print(f"{res['file']:<18} {arch:<8} {status}  {res['seconds']:.1f}s", flush=True)
+            if not res["ok"]:
+                print(res["error"], flush=True)
+    failed = [r for r in results if not r["ok"]]
+    if failed:
+        raise RuntimeError(f"compile_check({arch}): {len(failed)} of {len(results)} files failed: "
+                           + ", ".join(r["file"] for r in failed))
+    return results

@@ -1,0 +1,36 @@
+#!/usr/bin/env python3
+"""Compile every cuda_src/*.cu with NVRTC for sm_90 and sm_100a (no GPU needed).
+
+Prints one line per (file, arch) and a summary; exits non-zero if anything failed.
+Usage: python scripts/compile_check.py [arch ...]
+"""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from fp4kit import _loader, _nvrtc  # noqa: E402
+
+
+def main(argv):
+    archs = argv[1:] or ["sm_90", "sm_100a"]
+    print(f"NVRTC {'.'.join(map(str, _nvrtc.version()))} from {_nvrtc.library_path()}")
+    print(f"options: {' '.join(_loader.options_for('<arch>'))}")
+    total = failed = 0
+    for arch in archs:
+        try:
+            res = _loader.compile_check(arch)
+        except RuntimeError as e:
+            print(e)
+            failed += 1
+            total += 1
+            continue
+        total += len(res)
+    ok = failed == 0
+    print(f"summary: {'OK' if ok else 'FAILED'}: {len(archs)} arch(s) {', '.join(archs)}, "
+          f"{'all files compiled' if ok else f'{failed} arch(s) with failures'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
