@@ -1,0 +1,319 @@
+#!/usr/bin/env python3
+"""fp4kit benchmarks: time per op/format/axis/shape against a device-to-device copy of the same
+bytes and a torch.compile'd PyTorch implementation of the same numerics.
+
+Method: inputs are PyTorch CUDA tensors (so fp4kit runs on torch's current stream); each figure
+is the median of many CUDA-event-timed runs after warm-up, rotating among enough input buffers to
+exceed the L2 cache. Bytes moved = input read once + every output written once (codes, scales,
+amax). "copy %" = time of a device-to-device copy moving the same number of bytes (read + write)
+measured in the same run / time of the op. torch.compile baselines are checked byte for byte
+against the reference on a sample before they are timed (column "baseline exact").
+
+Usage: python scripts/bench.py [--quick] [--csv out.csv] [--md out.md]
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+
+def _torch():
+    import torch
+    return torch
+
+
+# --------------------------------------------------------------------------------------------
+# timing
+
+def time_fn(fn, reps: int = 50, warmup: int = 5) -> float:
+    """Median microseconds of fn() with CUDA events on torch's current stream."""
+    torch = _torch()
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        a = torch.cuda.Event(enable_timing=True)
+        b = torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) * 1e3)
+    return statistics.median(times)
+
+
+def rotating(make, nbytes_each: int, l2_bytes: int = 64 << 20):
+    """Enough independent inputs that their total exceeds the L2 cache; returns a cycling getter."""
+    n = max(2, -(-2 * l2_bytes // max(nbytes_each, 1)))
+    n = min(n, 16)
+    bufs = [make(i) for i in range(n)]
+    state = {"i": 0}
+
+    def nxt():
+        state["i"] = (state["i"] + 1) % n
+        return bufs[state["i"]]
+    return nxt
+
+
+def copy_us(nbytes: int, reps: int) -> float:
+    """A device-to-device copy moving `nbytes` in total (nbytes/2 read + nbytes/2 written)."""
+    torch = _torch()
+    half = max(nbytes // 2, 16)
+    src = rotating(lambda i: torch.empty(half, dtype=torch.uint8, device="cuda"), half)
+    dst = torch.empty(half, dtype=torch.uint8, device="cuda")
+    return time_fn(lambda: dst.copy_(src()), reps=reps)
+
+
+# --------------------------------------------------------------------------------------------
+# torch.compile baselines (the PyTorch code a user would write for the same numerics)
+
+def _e8m0_rceil_torch(v):
+    torch = _torch()
+    b = v.view(torch.int32)
+    e = (b >> 23) & 0xFF
+    m = b & 0x7FFFFF
+    bump = (m > 0) & (e != 254) & ~((e == 0) & (m <= 0x400000))
+    E = e + bump.to(torch.int32)
+    E = torch.where(torch.isinf(v), torch.full_like(E, 254), E)
+    return E
+
+
+def mxfp8_rowwise_torch(x):
+    """MXFP8 E4M3 rowwise, rule rceil, compact scales; K % 32 == 0."""
+    torch = _torch()
+    M, K = x.shape
+    xf = x.float().view(M, K // 32, 32)
+    a = xf.abs()
+    amax = torch.where(torch.isnan(a), torch.zeros_like(a), a).amax(-1)
+    R = torch.tensor(1.0, dtype=torch.float32, device=x.device) / 448.0
+    E = _e8m0_rceil_torch(amax * R)
+    k = 127 - E
+    s_inv = torch.where(k == -127, torch.full_like(k, 0x00400000), (k.clamp(-126, 127) + 127) << 23).view(torch.float32)
+    y = xf * s_inv[..., None]
+    q = torch.where(torch.isnan(y), y, y.clamp(-448.0, 448.0)).to(torch.float8_e4m3fn)
+    return q.view(M, K).view(torch.uint8), E.to(torch.uint8)
+
+
+def nvfp4_rowwise_torch(x, amax):
+    """NVFP4 rowwise with a supplied global amax (1,), compact scales; K % 16 == 0."""
+    torch = _torch()
+    M, K = x.shape
+    xf = x.float().view(M, K // 16, 16)
+    FMAX = torch.finfo(torch.float32).max
+    s_enc = (2688.0 / amax).nan_to_num(nan=FMAX).clamp(max=FMAX)
+    s_enc = torch.where((amax == 0) | (s_enc == 0), torch.ones_like(s_enc), s_enc)
+    s_dec = 1.0 / s_enc
+    a = xf.abs()
+    b = torch.where(torch.isnan(a), torch.zeros_like(a), a).amax(-1)
+    mult = s_enc * torch.tensor(1.0 / 6.0, dtype=torch.float32, device=x.device)
+    sf = (b * mult).clamp(max=448.0).to(torch.float8_e4m3fn)
+    enc = (1.0 / (sf.float() * s_dec)).clamp(max=FMAX)
+    y = xf * enc[..., None]
+    ay = y.abs()
+    # E2M1 nearest-even thresholds: 0.25 0.75 1.25 1.75 2.5 3.5 5 (ties to the even code)
+    code = ((ay > 0.25).int() + (ay >= 0.75).int() + (ay > 1.25).int() + (ay >= 1.75).int()
+            + (ay > 2.5).int() + (ay >= 3.5).int() + (ay > 5.0).int())
+    code = torch.where(torch.isnan(ay), torch.full_like(code, 7), code)
+    code = code | (torch.signbit(y) & ~torch.isnan(y)).int() << 3
+    code = code.view(M, K // 2, 2)
+    packed = (code[..., 0] | (code[..., 1] << 4)).to(torch.uint8)
+    return packed, sf.view(torch.uint8).view(M, K // 16)
+
+
+# --------------------------------------------------------------------------------------------
+
+def _bytes_out(fmt, M, K, axis):
+    import fp4kit
+    f = fp4kit.FORMATS[fmt]
+    n = 0
+    ops = {"rowwise": [(M, K)], "columnwise": [(K, M)], "both": [(M, K), (K, M)]}[axis]
+    for r, c in ops:
+        n += r * f.packed_len(c) + r * f.num_blocks(c) + (4 if f.is_nvfp4 else 0)
+    return n
+
+
+def bench_quantize(rows, shapes, formats, axes, reps):
+    import fp4kit
+    import ml_dtypes
+    torch = _torch()
+    for (M, K) in shapes:
+        mk = lambda i: (torch.randn(M, K, device="cuda", dtype=torch.float32) *  # noqa: E731
+                        (1 + i)).to(torch.bfloat16)
+        nxt = rotating(mk, M * K * 2)
+        sample = nxt()
+        amax_t = sample.float().abs().amax().reshape(1)
+        for fmt in formats:
+            for axis in axes:
+                for layout in ("compact", "swizzled"):
+                    if layout == "swizzled" and axis != "both":
+                        continue
+                    variants = [("", {})]
+                    if fmt == "nvfp4":
+                        variants = [("computed amax", {}), ("supplied amax", {"amax": amax_t})]
+                    for vname, kw in variants:
+                        fn = lambda: fp4kit.quantize(nxt(), fmt, axis=axis, scale_layout=layout, **kw)  # noqa: E731
+                        us = time_fn(fn, reps=reps)
+                        nbytes = M * K * 2 + _bytes_out(fmt, M, K, axis)
+                        cu = copy_us(nbytes, reps)
+                        base_us, exact = None, ""
+                        if axis == "rowwise" and layout == "compact" and fmt in ("mxfp8_e4m3", "nvfp4") and vname != "computed amax":
+                            base_us, exact = _baseline(fmt, sample, amax_t, nxt, reps)
+                        rows.append(dict(op="quantize", format=fmt, axis=axis, layout=layout, variant=vname,
+                                         shape=f"{M}x{K}", us=us, bytes=nbytes, gbs=nbytes / us / 1e3,
+                                         copy_pct=100 * cu / us, baseline_us=base_us,
+                                         speedup=(base_us / us) if base_us else None, baseline_exact=exact))
+                        print(_fmt_row(rows[-1]), flush=True)
+
+
+def _baseline(fmt, sample, amax_t, nxt, reps):
+    import fp4kit
+    import ml_dtypes
+    torch = _torch()
+    try:
+        if fmt == "mxfp8_e4m3":
+            f = torch.compile(mxfp8_rowwise_torch)
+            call = lambda x: f(x)  # noqa: E731
+        else:
+            f = torch.compile(nvfp4_rowwise_torch)
+            call = lambda x: f(x, amax_t)  # noqa: E731
+        q, s = call(sample)
+        xs = sample.view(torch.int16).cpu().numpy().view(ml_dtypes.bfloat16)
+        kw = {"amax": amax_t.cpu().numpy()} if fmt == "nvfp4" else {}
+        ref = fp4kit.reference.quantize(xs, fmt, **kw)
+        exact = bool(np.array_equal(q.cpu().numpy(), ref.rowwise.data) and
+                     np.array_equal(s.cpu().numpy(), ref.rowwise.scales))
+        return time_fn(lambda: call(nxt()), reps=reps), ("yes" if exact else "NO")
+    except Exception as e:  # torch.compile unavailable: say so in the table
+        return None, f"n/a ({type(e).__name__})"
+
+
+def bench_dequantize(rows, shapes, formats, reps):
+    import fp4kit
+    torch = _torch()
+    for (M, K) in shapes:
+        x = (torch.randn(M, K, device="cuda")).to(torch.bfloat16)
+        for fmt in formats:
+            q = fp4kit.quantize(x, fmt, axis="rowwise", scale_layout="swizzled")
+            for dt in ("bfloat16", "float32"):
+                us = time_fn(lambda: fp4kit.dequantize(q, dtype=dt), reps=reps)
+                nbytes = _bytes_out(fmt, M, K, "rowwise") + M * K * (2 if dt == "bfloat16" else 4)
+                cu = copy_us(nbytes, reps)
+                rows.append(dict(op=f"dequantize->{dt}", format=fmt, axis="rowwise", layout="swizzled", variant="",
+                                 shape=f"{M}x{K}", us=us, bytes=nbytes, gbs=nbytes / us / 1e3, copy_pct=100 * cu / us,
+                                 baseline_us=None, speedup=None, baseline_exact=""))
+                print(_fmt_row(rows[-1]), flush=True)
+
+
+def bench_swizzle(rows, shapes, reps):
+    import fp4kit
+    torch = _torch()
+    for (M, K) in shapes:
+        c = torch.randint(0, 255, (M, K // 16), device="cuda", dtype=torch.uint8)
+        us = time_fn(lambda: fp4kit.swizzle_scales(c), reps=reps)
+        nbytes = 2 * c.numel()
+        cu = copy_us(nbytes, reps)
+        rows.append(dict(op="swizzle_scales", format="-", axis="-", layout="swizzled", variant="",
+                         shape=f"{M}x{K // 16}", us=us, bytes=nbytes, gbs=nbytes / us / 1e3, copy_pct=100 * cu / us,
+                         baseline_us=None, speedup=None, baseline_exact=""))
+        print(_fmt_row(rows[-1]), flush=True)
+
+
+def bench_small(reps=200):
+    """Host time per call once warm, M in 1, 16, 128 and K = 4096 (wall clock, synchronised at the end)."""
+    import fp4kit
+    torch = _torch()
+    out = []
+    for M in (1, 16, 128):
+        x = torch.randn(M, 4096, device="cuda").to(torch.bfloat16)
+        for fmt in ("mxfp8_e4m3", "nvfp4"):
+            for _ in range(20):
+                fp4kit.quantize(x, fmt)
+            torch.cuda.synchronize()
+            t = time.perf_counter()
+            for _ in range(reps):
+                fp4kit.quantize(x, fmt)
+            host = (time.perf_counter() - t) / reps * 1e6
+            torch.cuda.synchronize()
+            out.append((M, fmt, host))
+    return out
+
+
+def bench_startup():
+    """Cold start (empty cache: compile everything) and warm start (disk cache) in fresh processes."""
+    code = "import time,fp4kit; t=time.time(); fp4kit.warmup(); print(time.time()-t)"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    with tempfile.TemporaryDirectory() as d:
+        env["FP4KIT_CACHE_DIR"] = d
+        cold = float(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                    check=True).stdout.split()[-1])
+        warm = float(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                    check=True).stdout.split()[-1])
+    return cold, warm
+
+
+def _fmt_row(r):
+    sp = f"{r['speedup']:.2f}x" if r.get("speedup") else "-"
+    return (f"| {r['op']} | {r['format']} | {r['axis']} | {r['layout']} | {r['variant']} | {r['shape']} | "
+            f"{r['us']:.1f} | {r['gbs']:.0f} | {r['copy_pct']:.0f}% | {sp} | {r['baseline_exact']} |")
+
+
+HEADER = ("| op | format | axis | scales | variant | shape | us | GB/s | copy % | vs torch.compile | baseline exact |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="one shape, fewer formats and repetitions")
+    ap.add_argument("--csv", default=os.path.join(os.environ.get("OUT", "."), "bench.csv"))
+    ap.add_argument("--md", default=os.path.join(os.environ.get("OUT", "."), "bench.md"))
+    ap.add_argument("--no-startup", action="store_true")
+    args = ap.parse_args(argv)
+    torch = _torch()
+    import fp4kit
+    fp4kit.warmup()
+    dev = torch.cuda.get_device_name()
+    if args.quick:
+        shapes, reps = [(8192, 8192)], 20
+        formats = ("mxfp8_e4m3", "mxfp4_e2m1", "nvfp4")
+        axes = ("rowwise", "both")
+    else:
+        shapes, reps = [(8192, 8192), (16384, 16384)], 50
+        formats = tuple(fp4kit.FORMATS)
+        axes = ("rowwise", "columnwise", "both")
+    rows = []
+    print(f"# fp4kit benchmarks on {dev}\n\n{HEADER}", flush=True)
+    bench_quantize(rows, shapes, formats, axes, reps)
+    bench_dequantize(rows, shapes, formats, reps)
+    bench_swizzle(rows, shapes, reps)
+    small = bench_small()
+    startup = None if args.no_startup else bench_startup()
+    with open(args.csv, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0].keys()))
+        w.writeheader()
+        w.writerows(rows)
+    lines = [f"# fp4kit benchmarks on {dev}", "", HEADER] + [_fmt_row(r) for r in rows]
+    lines += ["", "| M x 4096 | format | host us/call |", "|---|---|---|"]
+    lines += [f"| {M} | {f} | {h:.1f} |" for M, f, h in small]
+    if startup:
+        lines += ["", f"cold start (compile everything): {startup[0]:.1f} s; warm start (disk cache): {startup[1]:.2f} s"]
+    Path(args.md).write_text("\n".join(lines) + "\n")
+    print("\n".join(lines[-(len(small) + 4):]))
+    worst = min(r["copy_pct"] for r in rows)
+    print(f"\nbench summary on {dev}: {len(rows)} rows, worst copy% {worst:.0f}; table in {args.md}, CSV in {args.csv}")
+
+
+if __name__ == "__main__":
+    main()
