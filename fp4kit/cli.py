@@ -27,7 +27,7 @@ __all__ = ["main", "Progress", "CheckResult", "run_reference_checks", "detect_gp
 # (suite name, module): each module has run_all(**optional kwargs) -> iterable of records.
 SUITES: tuple[tuple[str, str], ...] = (
     ("golden", "fp4kit.reference.golden"),
-    ("conformance", "fp4kit.reference.conformance"),
+    ("conformance", "fp4kit.reference.vectors"),
 )
 GPU_CHECK_MODULE = "fp4kit._gpucheck"
 # What fp4kit._gpucheck covers; named when those checks cannot run.
