@@ -152,14 +152,14 @@ def _as_result(suite: str, rec: Any) -> CheckResult:
 
 
 def _call_with_supported(fn: Callable, **kwargs):
-    """Call ``fn`` with those keyword arguments its signature accepts."""
+    """Call ``fn`` with those keyword arguments its signature names (never through ``**kwargs``)."""
     try:
         params = inspect.signature(fn).parameters
     except (TypeError, ValueError):
         return fn()
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return fn(**kwargs)
-    return fn(**{k: v for k, v in kwargs.items() if k in params})
+    named = {k for k, p in params.items()
+             if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)}
+    return fn(**{k: v for k, v in kwargs.items() if k in named})
 
 
 def _missing(e: ModuleNotFoundError, modname: str) -> bool:
