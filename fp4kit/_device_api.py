@@ -1,0 +1,138 @@
+"""The CUDA side of the public API: device arrays in, device arrays (caller's library) out.
+
+validate (fp4kit._validate, before any launch) -> view as CuPy (fp4kit._interop) -> launch on the
+caller's current stream and device (fp4kit._cuda) -> wrap the results back in the caller's library.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import _interop
+from ._validate import check_choice, quantize_options, flat_2d
+from .formats import DTYPES, FORMATS
+from .tensor import Operand, QuantizedTensor
+
+__all__ = ["quantize", "dequantize", "swizzle_scales", "unswizzle_scales", "group_quantize", "group_dequantize"]
+
+
+def _cuda():
+    from . import _cuda as c
+    return c
+
+
+def _device_ctx(dev: int):
+    import cupy
+    return cupy.cuda.Device(dev)
+
+
+def device_input(x, name="x", dtypes=DTYPES):
+    if not _interop.is_device_array(x):
+        raise TypeError(f"{name}: expected a CUDA device array (CuPy, PyTorch, JAX, DLPack or "
+                        f"__cuda_array_interface__), got {type(x).__name__}")
+    da = _interop.as_cupy(x, name)
+    if da.dtype not in dtypes:
+        raise TypeError(f"{name}: expected dtype {' or '.join(dtypes)}, got {da.dtype}")
+    return da
+
+
+def _amax_input(amax, dev: int):
+    """amax= as a CuPy float32 array on `dev` (NumPy input is uploaded)."""
+    if amax is None:
+        return None, None, None
+    if isinstance(amax, np.ndarray):
+        if amax.dtype != np.float32:
+            raise TypeError(f"amax: expected a float32 array, got dtype {amax.dtype}")
+        if np.any(~(amax >= 0)):
+            raise ValueError(f"amax: expected non-negative values, got {amax[:4]}")
+        import cupy
+        with _device_ctx(dev):
+            return cupy.asarray(amax), amax.shape, "float32"
+    if not _interop.is_device_array(amax):
+        raise TypeError(f"amax: expected a float32 device (or NumPy) array, got {type(amax).__name__}")
+    da = _interop.as_cupy(amax, "amax")
+    if da.device != dev:
+        raise ValueError(f"amax: expected an array on device {dev} (where x is), got device {da.device}")
+    return da.array, da.shape, da.dtype
+
+
+def _wrap(op: dict | None, rows: int, cols: int, fmt, layout: str, lib: str):
+    if op is None:
+        return None
+    conv = lambda a: None if a is None else _interop.to_library(a, lib)  # noqa: E731
+    return Operand(data=conv(op["data"]), scales=conv(op["scales"]), scale_layout=layout, amax=conv(op["amax"]),
+                   rows=rows, cols=cols, format=fmt.name)
+
+
+def quantize(x, fmt, axis="rowwise", scale_layout="compact", scale_rule="rceil", amax=None,
+             tile_2d=False, row_scaled=False, rht=False, rht_sign_mask=0xD7E8,
+             rounding="nearest", seed=0) -> QuantizedTensor:
+    da = device_input(x)
+    amax_cp, amax_shape, amax_dtype = _amax_input(amax, da.device)
+    opts = quantize_options(da.shape, da.dtype, fmt, axis=axis, scale_layout=scale_layout, scale_rule=scale_rule,
+                            tile_2d=tile_2d, row_scaled=row_scaled, rht=rht, rht_sign_mask=rht_sign_mask,
+                            rounding=rounding, seed=seed, amax_shape=amax_shape, amax_dtype=amax_dtype)
+    M, K = flat_2d(da.shape)
+    f = opts.fmt
+    with _device_ctx(da.device), _interop.current_stream(x):
+        row, col = _cuda().quantize(da.array.reshape(M, K), opts, amax_cp, input_dtype=da.dtype)
+    return QuantizedTensor(format=f.name, shape=da.shape, rowwise=_wrap(row, M, K, f, opts.scale_layout, da.library),
+                           columnwise=_wrap(col, K, M, f, opts.scale_layout, da.library), options=opts,
+                           input_dtype=da.dtype)
+
+
+def dequantize_operand(op: Operand, dtype: str, stream_src=None):
+    """One device operand -> CuPy (rows, cols) plus the library of its arrays."""
+    data = _interop.as_cupy(op.data, "q.data")
+    scales = _interop.as_cupy(op.scales, "q.scales")
+    amax = _interop.as_cupy(op.amax, "q.amax").array if op.amax is not None else None
+    with _device_ctx(data.device), _interop.current_stream(stream_src if stream_src is not None else op.data):
+        y = _cuda().dequantize(data.array, scales.array, amax, op.format, op.rows, op.cols, op.scale_layout, dtype)
+    return y, data.library
+
+
+def dequantize(q: QuantizedTensor, dtype="float32", operand="rowwise"):
+    check_choice("dtype", dtype, DTYPES)
+    check_choice("operand", operand, ("rowwise", "columnwise"))
+    op = q.operand(operand)
+    y, lib = dequantize_operand(op, dtype)
+    if operand == "rowwise":
+        y = y.reshape(q.shape)
+    return _interop.to_library(y, lib, dtype=dtype)
+
+
+def _u8_matrix(a, name):
+    if not _interop.is_device_array(a):
+        raise TypeError(f"{name}: expected a uint8 device array, got {type(a).__name__}")
+    da = _interop.as_cupy(a, name)
+    if da.dtype != "uint8":
+        raise TypeError(f"{name}: expected dtype uint8, got {da.dtype}")
+    if len(da.shape) != 2:
+        raise ValueError(f"{name}: expected a 2-D (rows, cols) array, got shape {da.shape}")
+    return da
+
+
+def swizzle_scales(compact):
+    da = _u8_matrix(compact, "compact")
+    with _device_ctx(da.device), _interop.current_stream(compact):
+        out = _cuda().swizzle_scales(da.array)
+    return _interop.to_library(out, da.library)
+
+
+def unswizzle_scales(swizzled, shape):
+    from .reference.api import check_unswizzle_shape
+    da = _u8_matrix(swizzled, "swizzled")
+    r, c = check_unswizzle_shape(da.shape, shape)
+    with _device_ctx(da.device), _interop.current_stream(swizzled):
+        out = _cuda().unswizzle_scales(da.array, (r, c))
+    return _interop.to_library(out, da.library)
+
+
+def group_quantize(x, fmt, num_groups=None, first_dims=None, last_dims=None, **options):
+    from . import _grouped_device
+    return _grouped_device.group_quantize(x, fmt, num_groups=num_groups, first_dims=first_dims,
+                                          last_dims=last_dims, **options)
+
+
+def group_dequantize(g, dtype="float32", operand="rowwise"):
+    from . import _grouped_device
+    return _grouped_device.group_dequantize(g, dtype=dtype, operand=operand)
