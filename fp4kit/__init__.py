@@ -30,8 +30,8 @@ from .tensor import GroupedQuantizedTensor, Operand, QuantizedTensor, QuantizeOp
 
 _attach_reference()
 from . import reference  # noqa: E402
-from .api import (dequantize, group_dequantize, group_quantize, quantize, swizzle_scales,  # noqa: E402
-                  unswizzle_scales)
+from .api import (dequantize, group_dequantize, group_quantize, qmatmul, quantize,  # noqa: E402
+                  swizzle_scales, unswizzle_scales)
 from ._grouped_views import GroupedArray  # noqa: E402
 
 
@@ -47,6 +47,6 @@ from .comparator import CompareReport, compare  # noqa: E402
 __all__ = [
     "FORMATS", "Format", "ElementType", "QuantizedTensor", "Operand", "QuantizeOptions",
     "GroupedQuantizedTensor", "GroupedArray", "quantize", "dequantize", "swizzle_scales",
-    "unswizzle_scales", "group_quantize", "group_dequantize", "reference", "warmup", "compare",
+    "unswizzle_scales", "group_quantize", "group_dequantize", "qmatmul", "reference", "warmup", "compare",
     "CompareReport",
 ]

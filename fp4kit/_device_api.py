@@ -136,3 +136,49 @@ def group_quantize(x, fmt, num_groups=None, first_dims=None, last_dims=None, **o
 def group_dequantize(g, dtype="float32", operand="rowwise"):
     from . import _grouped_device
     return _grouped_device.group_dequantize(g, dtype=dtype, operand=operand)
+
+
+def qmatmul(a, b, a_operand="rowwise", b_operand="rowwise"):
+    """GPU twin of reference.qmatmul: decode to float64 on the device, float64 GEMM, alpha, float32."""
+    import cupy as cp
+    from ._validate import check_qmatmul
+    oa, ob = check_qmatmul(a, b, a_operand, b_operand)
+    lib = _interop.library_of(oa.data)
+    va, aa = _operand_f64_device(oa)
+    vb, ab = _operand_f64_device(ob)
+    acc = va @ vb.T
+    out = (acc * aa * ab.reshape(1, -1)).astype(cp.float32)
+    return _interop.to_library(out, lib)
+
+
+def _operand_f64_device(op):
+    """Device twin of reference.qmatmul.operand_f64 (CuPy elementwise decode, exact in float64)."""
+    import cupy as cp
+    from .reference.numerics import decode, e8m0_decode
+    f = FORMATS[op.format]
+    data = _interop.as_cupy(op.data, "q.data").array
+    sc = _interop.as_cupy(op.scales, "q.scales").array
+    if op.scale_layout == "swizzled":
+        sc = _cuda().unswizzle_scales(sc, op.scale_shape)
+    if f.packed:
+        q = cp.empty((op.rows, data.shape[1] * 2), dtype=cp.uint8)
+        q[:, 0::2] = data & 0xF
+        q[:, 1::2] = data >> 4
+    else:
+        q = data
+    # decode tables from the reference codecs (exact), applied on the device by indexing
+    nbits = f.elem.bits
+    table = cp.asarray(decode(np.arange(1 << nbits, dtype=np.uint8), f.elem).astype(np.float64))
+    v = table[(q[:, :op.cols] & ((1 << nbits) - 1)).astype(cp.int64)]
+    if f.is_nvfp4:
+        st = cp.asarray(decode(np.arange(256, dtype=np.uint8), "e4m3").astype(np.float64))
+    else:
+        st = cp.asarray(e8m0_decode(np.arange(256)).astype(np.float64))
+    s = st[sc.astype(cp.int64)]
+    v = v * cp.repeat(s, f.block, axis=1)[:, :op.cols]
+    if f.is_nvfp4:
+        A = _interop.as_cupy(op.amax, "q.amax").array.astype(cp.float32).reshape(-1, 1)
+        alpha = (A * (np.float32(1) / np.float32(2688))).astype(cp.float32).astype(cp.float64)
+    else:
+        alpha = cp.ones((1, 1))
+    return v, alpha

@@ -186,3 +186,18 @@ def group_member_checks(fmt, opts, first, last):
                 raise ValueError(f"first_dims[{i}]: {fmt.name} columnwise packs along M, so M_i must be even, got {m}")
         if opts.rht and m % 16:
             raise ValueError(f"first_dims[{i}]: rht=True needs every M_i a multiple of 16, got {m}")
+
+
+def check_qmatmul(a, b, a_operand, b_operand):
+    """Both quantized, operands present, same K along the block axis."""
+    from .tensor import QuantizedTensor
+    for name, q in (("a", a), ("b", b)):
+        if not isinstance(q, QuantizedTensor):
+            raise TypeError(f"{name}: expected a QuantizedTensor, got {type(q).__name__}")
+    check_choice("a_operand", a_operand, ("rowwise", "columnwise"))
+    check_choice("b_operand", b_operand, ("rowwise", "columnwise"))
+    oa, ob = a.operand(a_operand), b.operand(b_operand)
+    if oa.cols != ob.cols:
+        raise ValueError(f"b: the operands must share the block axis K; a's {a_operand} operand is "
+                         f"{oa.rows}x{oa.cols}, b's {b_operand} operand is {ob.rows}x{ob.cols}")
+    return oa, ob

@@ -6,7 +6,8 @@ import numpy as np
 from . import reference as _ref
 from .tensor import GroupedQuantizedTensor, QuantizedTensor
 
-__all__ = ["quantize", "dequantize", "swizzle_scales", "unswizzle_scales", "group_quantize", "group_dequantize"]
+__all__ = ["quantize", "dequantize", "swizzle_scales", "unswizzle_scales", "group_quantize", "group_dequantize",
+           "qmatmul"]
 
 
 def _is_host(x) -> bool:
@@ -154,3 +155,26 @@ def group_dequantize(g, dtype="float32", operand="rowwise"):
     if _is_host(buf):
         return _ref.group_dequantize(g, dtype=dtype, operand=operand)
     return _device().group_dequantize(g, dtype=dtype, operand=operand)
+
+
+def qmatmul(a, b, a_operand="rowwise", b_operand="rowwise"):
+    """What a block-scaled GEMM gives for two quantized operands: float32 (M, N) = A_hat @ B_hat^T.
+
+    `a`'s operand is (M, K) and `b`'s is (N, K), both blocked along K (for a weight W (N, K),
+    quantize W rowwise). Elements times block scales are accumulated in float64, then NVFP4's
+    global decode scales fp32(amax * fp32(1/2688)) are applied (per row for row-scaled operands).
+    NumPy operands use the reference; device operands run on the GPU (float64, another summation
+    order: equal to the reference within float64 rounding).
+
+    Example:
+        >>> import numpy as np, fp4kit
+        >>> x = np.ones((2, 32), np.float32); w = np.full((3, 32), 0.5, np.float32)
+        >>> fp4kit.qmatmul(fp4kit.quantize(x, "mxfp8_e4m3"), fp4kit.quantize(w, "mxfp8_e4m3"))
+        array([[16., 16., 16.],
+               [16., 16., 16.]], dtype=float32)
+    """
+    from ._validate import check_qmatmul
+    oa, _ = check_qmatmul(a, b, a_operand, b_operand)
+    if _is_host(oa.data):
+        return _ref.qmatmul(a, b, a_operand=a_operand, b_operand=b_operand)
+    return _device().qmatmul(a, b, a_operand=a_operand, b_operand=b_operand)
