@@ -42,6 +42,7 @@ def warmup():
 
 
 from .comparator import CompareReport, compare  # noqa: E402
+from .analysis import error_report  # noqa: E402
 
 
 __all__ = [

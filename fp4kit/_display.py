@@ -1,23 +1,69 @@
-"""Short, useful text and HTML summaries of quantized results (repr / _repr_html_)."""
+"""Short, useful text and HTML summaries of quantized results (repr / _repr_html_).
+
+Works for NumPy and device arrays alike: only shapes, ``nbytes`` and the tiny amax vectors are read,
+never the codes or scales (no large host copies).
+"""
 from __future__ import annotations
 
 import html
+
+import numpy as np
 
 from .formats import FORMATS
 
 _IN_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
+def _nbytes(a) -> int:
+    if a is None:
+        return 0
+    n = getattr(a, "nbytes", None)
+    if n is not None:
+        return int(n)
+    try:  # PyTorch-like objects without nbytes
+        return int(a.numel()) * int(a.element_size())
+    except Exception:
+        return 0
+
+
+def _small_host(a, limit: int = 1 << 16):
+    """A small array (amax) as NumPy float32, or None when it cannot (or should not) be read."""
+    if a is None:
+        return None
+    try:
+        n = 1
+        for s in a.shape:
+            n *= int(s)
+        if n > limit:
+            return None
+        from .comparator import to_numpy
+        return np.asarray(to_numpy(a), dtype=np.float32).reshape(-1)
+    except Exception:
+        return None
+
+
 def _amax_text(a) -> str:
     if a is None:
         return "-"
-    try:
-        n = int(a.shape[0])
-        if n == 1:
-            return f"{float(a[0]):.6g}"
-        return f"({n},) per row"
-    except Exception:  # device arrays that refuse host reads
+    v = _small_host(a)
+    if v is None:
         return "on device"
+    if v.size == 1:
+        return f"{float(v[0]):.6g}"
+    if v.size == 0:
+        return "(0,)"
+    return f"({v.size},) per row, max {float(np.nanmax(v)):.6g}"
+
+
+def _in_bytes(shape, input_dtype: str) -> int:
+    n = 1
+    for s in shape:
+        n *= int(s)
+    return n * _IN_BYTES.get(input_dtype, 4)
+
+
+def _ratio(in_bytes: int, out_bytes: int) -> str:
+    return f"{in_bytes / out_bytes:.2f}x" if out_bytes else "-"
 
 
 def _rows(q):
@@ -31,18 +77,21 @@ def _rows(q):
     return out
 
 
-def _summary(q) -> str:
-    n_in = 1
-    for s in q.shape:
-        n_in *= int(s)
-    in_bytes = n_in * _IN_BYTES.get(q.input_dtype, 4)
-    ratio = f"{in_bytes / q.nbytes:.2f}x" if q.nbytes else "-"
-    o = q.options
+def _extras(o, fmt) -> list[str]:
     extras = [k for k in ("tile_2d", "row_scaled", "rht") if getattr(o, k)]
+    if o.rht and o.rht_sign_mask != 0xD7E8:
+        extras[-1] = f"rht(mask=0x{o.rht_sign_mask:04X})"
     if o.rounding == "stochastic":
         extras.append(f"stochastic(seed={o.seed})")
-    if FORMATS[q.format].is_mx:
+    if fmt.is_mx:
         extras.append(f"scale_rule={o.scale_rule}")
+    return extras
+
+
+def _summary(q) -> str:
+    f = FORMATS[q.format]
+    ratio = _ratio(_in_bytes(q.shape, q.input_dtype), q.nbytes)
+    extras = _extras(q.options, f)
     return (f"{q.format} {tuple(q.shape)} from {q.input_dtype}, {q.nbytes:,} bytes "
             f"(compression {ratio} vs the input)" + (f", {', '.join(extras)}" if extras else ""))
 
@@ -54,20 +103,85 @@ def quantized_repr(q) -> str:
     return "\n".join(lines)
 
 
+def _format_line(f) -> str:
+    second = f", second level {f.second_level}" if f.second_level else ""
+    return (f"{f.element.upper()} elements (max {f.element_max:g}), blocks of {f.block}, "
+            f"{f.scale.upper()} scales{second}")
+
+
+_CSS = ("<style>.fp4kit-t{border-collapse:collapse;font-family:monospace;font-size:90%}"
+        ".fp4kit-t td,.fp4kit-t th{border:1px solid #ccc;padding:2px 8px;text-align:right}"
+        ".fp4kit-t th{background:#f3f3f3}</style>")
+
+
+def _table(head, rows) -> str:
+    h = "".join(f"<th>{html.escape(c)}</th>" for c in head)
+    b = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in rows)
+    return f'<table class="fp4kit-t"><tr>{h}</tr>{b}</table>'
+
+
 def quantized_html(q) -> str:
-    head = "<tr><th>operand</th><th>rows x cols</th><th>scales</th><th>scale shape</th><th>bytes</th><th>amax</th></tr>"
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in _rows(q))
-    return f"<div><b>QuantizedTensor</b>: {html.escape(_summary(q))}<table>{head}{body}</table></div>"
+    f = FORMATS[q.format]
+    rows = []
+    for name in ("rowwise", "columnwise"):
+        op = getattr(q, name)
+        if op is None:
+            continue
+        rows.append((name, f"{op.rows} x {op.cols}", f"{tuple(op.data.shape)}", f"{_nbytes(op.data):,}",
+                     op.scale_layout, f"{tuple(op.scales.shape)}", f"{_nbytes(op.scales):,}",
+                     _amax_text(op.amax)))
+    head = ("operand", "rows x cols", "codes", "code bytes", "scales", "scale shape", "scale bytes", "amax")
+    return (f"<div>{_CSS}<b>QuantizedTensor</b> {html.escape(_summary(q))}<br>"
+            f"<small>{html.escape(_format_line(f))}</small>{_table(head, rows)}</div>")
 
 
-def grouped_repr(g) -> str:
+def _grouped_bytes(g) -> int:
+    return sum(_nbytes(getattr(g, f"{o}_{p}")) for o in ("rowwise", "columnwise") for p in ("data", "scales", "amax"))
+
+
+def _grouped_summary(g) -> str:
     G = len(g)
     dims = ", ".join(f"{m}x{k}" for m, k in list(zip(g.first_dims, g.last_dims))[:6])
     more = ", ..." if G > 6 else ""
     ops = [n for n in ("rowwise", "columnwise") if getattr(g, f"{n}_data") is not None]
-    return (f"GroupedQuantizedTensor: {g.format}, kind {g.kind}, {G} members [{dims}{more}], "
-            f"operands {'+'.join(ops)}, {g.options.scale_layout} scales")
+    in_bytes = sum(m * k for m, k in zip(g.first_dims, g.last_dims)) * _IN_BYTES.get(g.input_dtype, 4)
+    nb = _grouped_bytes(g)
+    extras = _extras(g.options, FORMATS[g.format])
+    return (f"{g.format}, kind {g.kind}, {G} members [{dims}{more}] from {g.input_dtype}, "
+            f"operands {'+'.join(ops)}, {g.options.scale_layout} scales, {nb:,} bytes "
+            f"(compression {_ratio(in_bytes, nb)} vs the input)" + (f", {', '.join(extras)}" if extras else ""))
+
+
+def _grouped_amax(g) -> list[str]:
+    out = []
+    for name in ("rowwise", "columnwise"):
+        a = getattr(g, f"{name}_amax")
+        if a is None:
+            continue
+        v = _small_host(a)
+        if v is None:
+            out.append(f"{name} amax on device")
+        elif v.size:
+            shown = ", ".join(f"{x:.4g}" for x in v[:6]) + (", ..." if v.size > 6 else "")
+            out.append(f"{name} amax ({v.size},) [{shown}]")
+    return out
+
+
+def grouped_repr(g) -> str:
+    lines = [f"GroupedQuantizedTensor: {_grouped_summary(g)}"]
+    lines += [f"  {a}" for a in _grouped_amax(g)]
+    if g.dbias is not None:
+        lines.append(f"  dbias {tuple(g.dbias.shape)}")
+    return "\n".join(lines)
 
 
 def grouped_html(g) -> str:
-    return f"<div>{html.escape(grouped_repr(g))}</div>"
+    f = FORMATS[g.format]
+    rows = []
+    for i, (m, k) in enumerate(list(zip(g.first_dims, g.last_dims))[:16]):
+        rows.append((i, f"{m} x {k}", g.offsets[i]))
+    head = ("member", "M x K", "element offset")
+    more = f"<small>... {len(g) - 16} more members</small>" if len(g) > 16 else ""
+    amax = "".join(f"<br><small>{html.escape(a)}</small>" for a in _grouped_amax(g))
+    return (f"<div>{_CSS}<b>GroupedQuantizedTensor</b> {html.escape(_grouped_summary(g))}<br>"
+            f"<small>{html.escape(_format_line(f))}</small>{amax}{_table(head, rows)}{more}</div>")
