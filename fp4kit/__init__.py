@@ -49,5 +49,5 @@ __all__ = [
     "FORMATS", "Format", "ElementType", "QuantizedTensor", "Operand", "QuantizeOptions",
     "GroupedQuantizedTensor", "GroupedArray", "quantize", "dequantize", "swizzle_scales",
     "unswizzle_scales", "group_quantize", "group_dequantize", "qmatmul", "reference", "warmup", "compare",
-    "CompareReport",
+    "CompareReport", "error_report",
 ]
