@@ -1,0 +1,215 @@
+"""Device arrays from any library <-> C-contiguous CuPy views, streams, results back.
+
+Supported inputs: CuPy arrays, PyTorch CUDA tensors, JAX GPU arrays, and anything exposing
+``__cuda_array_interface__`` or ``__dlpack__``. bfloat16 data travels as uint16 bits (CuPy may have
+no bfloat16): torch tensors are reinterpreted with ``.view(torch.int16)``, JAX arrays with
+``lax.bitcast_convert_type``. Results (uint8 / float32 / float16 / bfloat16-as-uint16 CuPy arrays)
+go back to the caller's library through DLPack, without copies.
+
+Nothing here imports CuPy, PyTorch or JAX at module import time.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["DeviceArray", "library_of", "is_device_array", "as_cupy", "current_stream", "to_library",
+           "dtype_name"]
+
+
+@dataclass
+class DeviceArray:
+    """A caller's device array seen as CuPy: `array` is C-contiguous, on the caller's device.
+
+    `dtype` is "float32" / "bfloat16" / "float16" / "uint8" ... (bfloat16 data: `array` holds
+    uint16 bits), `library` is "cupy", "torch", "jax" or "other", `source` the original object.
+    """
+
+    array: Any
+    dtype: str
+    library: str
+    device: int
+    shape: tuple
+    source: Any = None
+
+
+def _mod(obj) -> str:
+    return type(obj).__module__.split(".")[0]
+
+
+def library_of(x) -> str:
+    m = _mod(x)
+    if m == "cupy":
+        return "cupy"
+    if m == "torch":
+        return "torch"
+    if m in ("jax", "jaxlib"):
+        return "jax"
+    return "other"
+
+
+def is_device_array(x) -> bool:
+    lib = library_of(x)
+    if lib == "torch":
+        return bool(getattr(x, "is_cuda", False))
+    if lib == "jax":
+        try:
+            return all(d.platform == "gpu" for d in x.devices())
+        except Exception:
+            return False
+    if lib == "cupy":
+        return True
+    if hasattr(x, "__cuda_array_interface__"):
+        return True
+    if hasattr(x, "__dlpack_device__"):
+        try:
+            return int(x.__dlpack_device__()[0]) in (2, 3, 13)   # kDLCUDA, kDLCUDAHost, kDLCUDAManaged
+        except Exception:
+            return False
+    return False
+
+
+def _bf16_dtype_name(dt) -> bool:
+    return str(dt) in ("bfloat16", "torch.bfloat16")
+
+
+def dtype_name(x) -> str:
+    """The dtype of a device array as a plain name: "float32", "bfloat16", "float16", "uint8", ..."""
+    dt = getattr(x, "dtype", None)
+    s = str(dt)
+    if s.startswith("torch."):
+        s = s[len("torch."):]
+    return {"float": "float32", "half": "float16"}.get(s, s)
+
+
+def _torch_to_cupy(t):
+    import cupy
+    import torch
+
+    if not t.is_cuda:
+        raise TypeError(f"x: expected a CUDA tensor, got a torch tensor on {t.device}")
+    t = t.contiguous()
+    if t.dtype == torch.bfloat16:
+        return cupy.from_dlpack(t.view(torch.int16)).view(cupy.uint16), "bfloat16"
+    return cupy.from_dlpack(t), dtype_name(t)
+
+
+def _jax_to_cupy(a):
+    import cupy
+
+    if _bf16_dtype_name(a.dtype):
+        import jax
+        import jax.numpy as jnp
+
+        a = jax.lax.bitcast_convert_type(a, jnp.uint16)
+        return cupy.from_dlpack(a), "bfloat16"
+    return cupy.from_dlpack(a), dtype_name(a)
+
+
+def _cupy_to_cupy(a):
+    import cupy
+
+    if _bf16_dtype_name(a.dtype):
+        return a.view(cupy.uint16), "bfloat16"
+    return a, dtype_name(a)
+
+
+def _generic_to_cupy(x):
+    import cupy
+
+    cai = getattr(x, "__cuda_array_interface__", None)
+    if cai is not None:
+        typestr = cai.get("typestr", "")
+        if _bf16_dtype_name(getattr(x, "dtype", "")) or typestr in ("<V2", "|V2"):
+            # bfloat16 without a CuPy dtype: take the buffer as uint16 bits
+            import numpy as np
+
+            shape = tuple(cai["shape"])
+            nbytes = 2
+            for s in shape:
+                nbytes *= s
+            mem = cupy.cuda.UnownedMemory(cai["data"][0], max(nbytes, 1), x)
+            strides = cai.get("strides")
+            arr = cupy.ndarray(shape, dtype=np.uint16, memptr=cupy.cuda.MemoryPointer(mem, 0), strides=strides)
+            return arr, "bfloat16"
+        arr = cupy.asarray(x)
+        return arr, dtype_name(arr)
+    if hasattr(x, "__dlpack__"):
+        arr = cupy.from_dlpack(x)
+        return arr, dtype_name(arr)
+    raise TypeError(f"x: expected a CUDA device array (CuPy, PyTorch, JAX, DLPack or "
+                    f"__cuda_array_interface__), got {type(x).__name__}")
+
+
+def as_cupy(x, name: str = "x") -> DeviceArray:
+    """A C-contiguous CuPy view of device array `x` (copied only when `x` is not contiguous)."""
+    import cupy
+
+    lib = library_of(x)
+    try:
+        if lib == "torch":
+            arr, dn = _torch_to_cupy(x)
+        elif lib == "jax":
+            arr, dn = _jax_to_cupy(x)
+        elif lib == "cupy":
+            arr, dn = _cupy_to_cupy(x)
+        else:
+            arr, dn = _generic_to_cupy(x)
+    except TypeError as e:
+        raise TypeError(str(e).replace("x:", f"{name}:", 1)) from None
+    shape = tuple(int(s) for s in arr.shape)
+    if not arr.flags.c_contiguous:
+        arr = cupy.ascontiguousarray(arr)
+    return DeviceArray(array=arr, dtype=dn, library=lib, device=int(arr.device.id), shape=shape, source=x)
+
+
+def current_stream(x):
+    """The caller's current stream as a CuPy stream (usable as ``with stream:``).
+
+    torch: torch.cuda.current_stream(device) wrapped in cupy.cuda.ExternalStream; CuPy and others:
+    CuPy's current stream (DLPack exchange synchronises JAX's producer stream with it).
+    """
+    import cupy
+
+    if library_of(x) == "torch" and getattr(x, "is_cuda", False):
+        import torch
+
+        dev = x.device.index if x.device.index is not None else torch.cuda.current_device()
+        s = torch.cuda.current_stream(dev)
+        return cupy.cuda.ExternalStream(int(s.cuda_stream), dev)
+    return cupy.cuda.get_current_stream()
+
+
+def to_library(arr, library: str, dtype: str | None = None):
+    """A CuPy result back in `library` ("cupy", "torch", "jax", "other"), without copies.
+
+    `dtype` "bfloat16" means `arr` holds uint16 bits that become the library's bfloat16 (for CuPy
+    and "other": a bfloat16 CuPy view where CuPy supports it, else the uint16 bits).
+    """
+    import cupy
+
+    bf16 = dtype == "bfloat16"
+    if library == "torch":
+        import torch
+
+        if bf16:
+            return torch.from_dlpack(arr.view(cupy.int16)).view(torch.bfloat16)
+        return torch.from_dlpack(arr)
+    if library == "jax":
+        import jax
+        import jax.dlpack
+
+        if bf16:
+            import jax.numpy as jnp
+
+            return jax.lax.bitcast_convert_type(jax.dlpack.from_dlpack(arr), jnp.bfloat16)
+        return jax.dlpack.from_dlpack(arr)
+    if bf16:
+        try:
+            import ml_dtypes
+
+            return arr.view(ml_dtypes.bfloat16)
+        except Exception:
+            return arr
+    return arr
+

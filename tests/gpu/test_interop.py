@@ -1,0 +1,108 @@
+"""fp4kit._interop: device arrays from CuPy / PyTorch / JAX <-> CuPy views without copies."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpu_helpers import require_gpu
+
+pytestmark = pytest.mark.gpu
+
+
+def _torch():
+    require_gpu()
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch without CUDA")
+    return torch
+
+
+def test_cupy_roundtrip():
+    require_gpu()
+    import cupy as cp
+
+    from fp4kit import _interop
+
+    x = cp.arange(12, dtype=cp.float32).reshape(3, 4)
+    d = _interop.as_cupy(x)
+    assert d.dtype == "float32" and d.library == "cupy" and d.array.data.ptr == x.data.ptr
+    nc = x.T
+    d = _interop.as_cupy(nc)
+    assert d.array.flags.c_contiguous and np.array_equal(cp.asnumpy(d.array), cp.asnumpy(nc))
+    assert _interop.to_library(d.array, "cupy") is d.array
+    assert _interop.current_stream(x) is not None
+
+
+def test_torch_bf16_in_and_out():
+    torch = _torch()
+    import cupy as cp
+
+    from fp4kit import _interop
+
+    t = torch.randn(8, 32, device="cuda", dtype=torch.bfloat16)
+    d = _interop.as_cupy(t)
+    assert d.dtype == "bfloat16" and d.library == "torch"
+    assert d.array.dtype == cp.uint16 and d.array.data.ptr == t.data_ptr()
+    assert np.array_equal(cp.asnumpy(d.array), t.view(torch.int16).cpu().numpy().view(np.uint16))
+    back = _interop.to_library(d.array, "torch", "bfloat16")
+    assert back.dtype == torch.bfloat16 and back.data_ptr() == t.data_ptr() and torch.equal(back, t)
+    u8 = cp.arange(10, dtype=cp.uint8)
+    tu8 = _interop.to_library(u8, "torch")
+    assert tu8.dtype == torch.uint8 and tu8.data_ptr() == u8.data.ptr
+    f16 = torch.randn(4, 4, device="cuda", dtype=torch.float16).t()   # non-contiguous
+    d = _interop.as_cupy(f16)
+    assert d.dtype == "float16" and d.array.flags.c_contiguous
+    s = _interop.current_stream(t)
+    assert int(s.ptr) == int(torch.cuda.current_stream().cuda_stream)
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        assert int(_interop.current_stream(t).ptr) == int(side.cuda_stream)
+
+
+def test_jax_in_and_out():
+    require_gpu()
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+
+    try:
+        gpu_devices = jax.devices("gpu")
+    except RuntimeError:
+        gpu_devices = []
+    if not gpu_devices:
+        pytest.skip("jax without GPU")
+    import cupy as cp
+
+    from fp4kit import _interop
+
+    a = jax.device_put(jnp.arange(64, dtype=jnp.float32).reshape(4, 16), gpu_devices[0])
+    d = _interop.as_cupy(a)
+    assert d.dtype == "float32" and d.library == "jax"
+    assert np.array_equal(cp.asnumpy(d.array), np.asarray(a))
+    b = jax.device_put(jnp.linspace(-3, 3, 32, dtype=jnp.bfloat16), gpu_devices[0])
+    d = _interop.as_cupy(b)
+    assert d.dtype == "bfloat16" and d.array.dtype == cp.uint16
+    back = _interop.to_library(d.array, "jax", "bfloat16")
+    assert back.dtype == jnp.bfloat16 and bool(jnp.all(back == b))
+    u8 = _interop.to_library(cp.arange(5, dtype=cp.uint8), "jax")
+    assert u8.dtype == jnp.uint8 and np.array_equal(np.asarray(u8), np.arange(5))
+
+
+def test_torch_kernel_through_interop_matches_reference():
+    """bf16 torch tensor -> _interop -> _cuda.quantize on torch's stream -> torch results."""
+    torch = _torch()
+    import ml_dtypes
+
+    from fp4kit import _cuda, _interop
+    from fp4kit._validate import quantize_options
+    from fp4kit.reference import api as ref_api
+
+    t = torch.randn(64, 96, device="cuda", dtype=torch.bfloat16) * 3
+    d = _interop.as_cupy(t)
+    opts = quantize_options(tuple(t.shape), d.dtype, "nvfp4", axis="both")
+    with _interop.current_stream(t):
+        row, col = _cuda.quantize(d.array, opts, None, input_dtype=d.dtype)
+        data = _interop.to_library(row["data"], "torch")
+    torch.cuda.current_stream().synchronize()
+    x_np = t.view(torch.int16).cpu().numpy().view(np.uint16).view(ml_dtypes.bfloat16)
+    q = ref_api.quantize(x_np, "nvfp4", axis="both")
+    assert np.array_equal(data.cpu().numpy(), q.rowwise.data)

@@ -1,0 +1,366 @@
+"""CUDA kernels against the NumPy reference, byte for byte (SPEC sections 2-6).
+
+Runs the launchers of fp4kit._cuda directly (below the public API) with output poisoning on, so
+an unwritten byte cannot pass. Skipped without CuPy or a GPU.
+"""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from fp4kit import FORMATS
+from fp4kit._validate import quantize_options
+from fp4kit.reference import api as ref_api
+from fp4kit.reference.layouts import swizzle as ref_swizzle
+
+from gpu_helpers import assert_bytes_equal, assert_float_bits_equal
+
+pytestmark = pytest.mark.gpu
+
+NP_DTYPES = {"float32": np.float32, "bfloat16": ml_dtypes.bfloat16, "float16": np.float16}
+FMTS = list(FORMATS)
+MX_FMTS = [f for f in FMTS if FORMATS[f].is_mx]
+SHAPES = [(0, 64), (64, 0), (1, 16), (1, 32), (3, 48), (127, 96), (128, 128), (993, 512), (5, 33), (2, 70),
+          (130, 62)]
+
+
+# ---------------------------------------------------------------------------------------------
+# inputs
+
+def make_input(shape, dtype, kind="normal", seed=0):
+    rng = np.random.default_rng(seed)
+    n = int(np.prod(shape)) if len(shape) else 1
+    if kind == "normal":
+        # vary the magnitude per 16 elements so that scales differ block to block
+        base = rng.standard_normal(n).astype(np.float64)
+        mag = 10.0 ** rng.uniform(-4, 4, size=(n + 15) // 16).repeat(16)[:n]
+        v = base * mag
+    elif kind == "special":
+        v = rng.standard_normal(n) * 10.0 ** rng.uniform(-6, 6, size=n)
+        specials = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -1e-40, 1e-45, 3e38, -3e38,
+                             65504.0, 6e-8, 448.0, 480.0, 464.0, 57344.0, 6.0, 5.0, 0.25, -7.5])
+        idx = rng.choice(n, size=max(1, n // 5), replace=False) if n else np.zeros(0, int)
+        v[idx] = rng.choice(specials, size=idx.size)
+        # a few all-zero and all-NaN blocks
+        if n >= 64:
+            v[:16] = 0.0
+            v[32:48] = np.nan
+    elif kind == "subnormal":
+        v = rng.standard_normal(n) * 1e-40
+    else:
+        raise ValueError(kind)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return v.reshape(shape).astype(NP_DTYPES[dtype])
+
+
+def axes_for(fmt, M, K):
+    f = FORMATS[fmt]
+    if not f.packed:
+        return "both"
+    if K % 2 == 0 and M % 2 == 0:
+        return "both"
+    if K % 2 == 0:
+        return "rowwise"
+    if M % 2 == 0:
+        return "columnwise"
+    return None
+
+
+def to_device(cp, x):
+    dn = ref_api.dtype_name(x.dtype)
+    M = int(np.prod(x.shape[:-1])) if x.ndim > 1 else 1
+    x2 = np.ascontiguousarray(x.reshape(M, x.shape[-1]))
+    if dn == "bfloat16":
+        x2 = x2.view(np.uint16)
+    return cp.asarray(x2), dn
+
+
+def gpu_quantize(cp, x, fmt, amax=None, **kw):
+    from fp4kit import _cuda
+
+    xg, dn = to_device(cp, x)
+    opts = quantize_options(x.shape, dn, fmt, amax_shape=None if amax is None else amax.shape,
+                            amax_dtype=None if amax is None else "float32", **kw)
+    ag = None if amax is None else cp.asarray(amax)
+    row, col = _cuda.quantize(xg, opts, ag, input_dtype=dn)
+    cp.cuda.get_current_stream().synchronize()
+    host = lambda d: None if d is None else {k: (None if v is None else cp.asnumpy(v)) for k, v in d.items()}
+    return host(row), host(col)
+
+
+def check_against_reference(cp, x, fmt, amax=None, **kw):
+    q = ref_api.quantize(x, fmt, amax=amax, **kw)
+    row, col = gpu_quantize(cp, x, fmt, amax=amax, **kw)
+    for name, got in (("rowwise", row), ("columnwise", col)):
+        want = getattr(q, name)
+        assert (got is None) == (want is None), name
+        if want is None:
+            continue
+        tag = f"{fmt} {name} {x.dtype} {x.shape} {kw}"
+        assert_bytes_equal(got["data"], want.data, f"{tag}: data")
+        assert_bytes_equal(got["scales"], want.scales, f"{tag}: scales")
+        if want.amax is None:
+            assert got["amax"] is None
+        else:
+            assert_bytes_equal(got["amax"].view(np.uint32), np.asarray(want.amax, np.float32).view(np.uint32),
+                               f"{tag}: amax")
+    return q, row, col
+
+
+# ---------------------------------------------------------------------------------------------
+# quantize
+
+@pytest.mark.parametrize("layout", ["compact", "swizzled"])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("fmt", FMTS)
+def test_quantize_shapes(gpu, fmt, dtype, layout):
+    for i, shape in enumerate(SHAPES):
+        axis = axes_for(fmt, *shape)
+        if axis is None:
+            continue
+        x = make_input(shape, dtype, "normal", seed=i)
+        check_against_reference(gpu, x, fmt, axis=axis, scale_layout=layout)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("fmt", FMTS)
+def test_quantize_special_values(gpu, fmt, dtype):
+    for i, shape in enumerate([(128, 128), (66, 94), (2, 32), (256, 48)]):
+        x = make_input(shape, dtype, "special", seed=100 + i)
+        for axis in ("rowwise", "columnwise", "both"):
+            check_against_reference(gpu, x, fmt, axis=axis, scale_layout="swizzled" if i % 2 else "compact")
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
+@pytest.mark.parametrize("fmt", FMTS)
+def test_quantize_subnormal_inputs(gpu, fmt, dtype):
+    x = make_input((64, 96), dtype, "subnormal", seed=7)
+    if dtype == "float16":
+        x = (np.random.default_rng(1).integers(-1023, 1024, size=(64, 96)).astype(np.int16)).view(np.float16)
+    check_against_reference(gpu, x, fmt, axis="both")
+
+
+@pytest.mark.parametrize("fmt", FMTS)
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_quantize_every_16bit_pattern(gpu, fmt, dtype):
+    """All 65536 bf16 / fp16 bit patterns (NaN, inf, subnormals, -0 included), 32 per row."""
+    bits = np.arange(65536, dtype=np.uint32).astype(np.uint16)
+    rng = np.random.default_rng(3)
+    x = bits.view(NP_DTYPES[dtype]).reshape(2048, 32)
+    check_against_reference(gpu, x, fmt, axis="both")
+    x = rng.permutation(bits).view(NP_DTYPES[dtype]).reshape(1024, 64)
+    check_against_reference(gpu, x, fmt, axis="both", scale_layout="swizzled")
+
+
+@pytest.mark.parametrize("fmt", MX_FMTS)
+def test_quantize_floor_rule(gpu, fmt):
+    for i, shape in enumerate([(128, 128), (66, 94), (1, 32)]):
+        for kind in ("normal", "special"):
+            x = make_input(shape, "bfloat16", kind, seed=i)
+            check_against_reference(gpu, x, fmt, axis=axes_for(fmt, *shape), scale_rule="floor",
+                                    scale_layout="swizzled")
+
+
+def test_quantize_power_of_two_boundaries(gpu):
+    """Block amaxes sitting on and around every power-of-two boundary of each element max."""
+    for fmt in MX_FMTS:
+        emax = FORMATS[fmt].element_max
+        rows = []
+        for e in range(-130, 128):
+            for m in (np.float32(emax), np.nextafter(np.float32(emax), np.float32(0)), np.nextafter(np.float32(emax), np.float32(np.inf))):
+                with np.errstate(over="ignore", under="ignore"):
+                    a = np.float32(np.ldexp(np.float64(m), e))
+                row = np.full(32, a / 3, np.float32)
+                row[0] = a
+                rows.append(row)
+        x = np.stack(rows).astype(np.float32)
+        for rule in ("rceil", "floor"):
+            check_against_reference(gpu, x, fmt, axis="both" if x.shape[0] % 2 == 0 else "rowwise", scale_rule=rule)
+
+
+@pytest.mark.parametrize("fmt", ["mxfp8_e4m3", "mxfp4_e2m1", "nvfp4"])
+def test_quantize_large(gpu, fmt):
+    x = make_input((4096, 7168), "bfloat16", "normal", seed=11)
+    check_against_reference(gpu, x, fmt, axis="both", scale_layout="swizzled")
+
+
+def test_quantize_3d_input(gpu):
+    x = make_input((4, 6, 64), "bfloat16", "normal", seed=5)
+    check_against_reference(gpu, x, "nvfp4", axis="both")
+    check_against_reference(gpu, x, "mxfp8_e5m2", axis="both", scale_layout="swizzled")
+
+
+def test_quantize_empty(gpu):
+    from fp4kit import _cuda
+
+    cp = gpu
+    for shape in [(0, 64), (64, 0), (0, 0)]:
+        for fmt in FMTS:
+            for layout in ("compact", "swizzled"):
+                x = cp.zeros(shape, dtype=cp.float32)
+                opts = quantize_options(shape, "float32", fmt, axis="both", scale_layout=layout)
+                row, col = _cuda.quantize(x, opts, None, input_dtype="float32")
+                q = ref_api.quantize(np.zeros(shape, np.float32), fmt, axis="both", scale_layout=layout)
+                for got, want in ((row, q.rowwise), (col, q.columnwise)):
+                    assert got["data"].shape == want.data.shape
+                    assert got["scales"].shape == want.scales.shape
+                    if want.amax is not None:
+                        assert np.array_equal(cp.asnumpy(got["amax"]), want.amax)
+
+
+# ---------------------------------------------------------------------------------------------
+# NVFP4 variants
+
+def test_nvfp4_given_amax(gpu):
+    for i, shape in enumerate([(128, 128), (66, 94), (2, 16)]):
+        x = make_input(shape, "bfloat16", "normal", seed=20 + i)
+        true = np.nanmax(np.abs(x.astype(np.float32)))
+        for a in (true, true / 7, true * 3, 0.0, 1e-38, 3e38, np.inf):
+            amax = np.array([a], np.float32)
+            check_against_reference(gpu, x, "nvfp4", amax=amax, axis="both", scale_layout="swizzled")
+
+
+def test_nvfp4_tile_2d(gpu):
+    for i, shape in enumerate([(128, 128), (126, 96), (32, 48), (2, 16), (66, 94)]):
+        for dtype in ("bfloat16", "float32"):
+            x = make_input(shape, dtype, "normal" if i % 2 else "special", seed=30 + i)
+            for axis in ("rowwise", "columnwise", "both"):
+                check_against_reference(gpu, x, "nvfp4", axis=axis, tile_2d=True)
+
+
+def test_nvfp4_row_scaled(gpu):
+    for i, shape in enumerate([(128, 128), (66, 94), (2, 16), (130, 62)]):
+        x = make_input(shape, "bfloat16", "normal" if i % 2 else "special", seed=40 + i)
+        for axis in ("rowwise", "columnwise", "both"):
+            check_against_reference(gpu, x, "nvfp4", axis=axis, row_scaled=True)
+        M = shape[0]
+        amax = np.abs(np.random.default_rng(i).standard_normal(M)).astype(np.float32) * 5
+        amax[0] = 0.0
+        check_against_reference(gpu, x, "nvfp4", axis="both", row_scaled=True, amax=amax, scale_layout="swizzled")
+
+
+def test_nvfp4_rht(gpu):
+    for i, shape in enumerate([(128, 128), (48, 80), (16, 16), (160, 64)]):
+        x = make_input(shape, "bfloat16", "normal" if i % 2 else "special", seed=50 + i)
+        for mask in (0xD7E8, 0, 0xFFFF):
+            check_against_reference(gpu, x, "nvfp4", axis="both", rht=True, rht_sign_mask=mask)
+        check_against_reference(gpu, x, "nvfp4", axis="columnwise", rht=True, tile_2d=True)
+        check_against_reference(gpu, x, "nvfp4", axis="both", rht=True, amax=np.array([3.0], np.float32),
+                                scale_layout="swizzled")
+
+
+@pytest.mark.parametrize("fmt", ["nvfp4", "mxfp4_e2m1"])
+def test_stochastic_rounding(gpu, fmt):
+    for i, shape in enumerate([(126, 96), (64, 64), (1, 32), (130, 62)]):
+        x = make_input(shape, "bfloat16", "normal" if i % 2 else "special", seed=60 + i)
+        for seed in (0, 1, 2**40 + 123, 2**64 - 1):
+            check_against_reference(gpu, x, fmt, axis=axes_for(fmt, *shape), rounding="stochastic", seed=seed)
+    if fmt == "nvfp4":
+        x = make_input((64, 64), "bfloat16", "normal", seed=9)
+        check_against_reference(gpu, x, fmt, axis="both", rounding="stochastic", seed=5, rht=True)
+        check_against_reference(gpu, x, fmt, axis="both", rounding="stochastic", seed=5, tile_2d=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# dequantize
+
+@pytest.mark.parametrize("layout", ["compact", "swizzled"])
+@pytest.mark.parametrize("fmt", FMTS)
+def test_dequantize(gpu, fmt, layout):
+    from fp4kit import _cuda
+
+    cp = gpu
+    for i, shape in enumerate([(128, 128), (66, 94), (2, 16), (993, 512), (1, 32)]):
+        axis = axes_for(fmt, *shape)
+        x = make_input(shape, "float32", "special" if i % 2 else "normal", seed=70 + i)
+        kw = {}
+        if fmt == "nvfp4" and i == 2:
+            kw["row_scaled"] = True
+        q = ref_api.quantize(x, fmt, axis=axis, scale_layout=layout, **kw)
+        for name in ("rowwise", "columnwise"):
+            op = getattr(q, name)
+            if op is None:
+                continue
+            scales = op.scales.copy()
+            if layout == "swizzled":   # garbage in the padding must not matter
+                pad = np.ones(scales.shape, bool)
+                pad.reshape(-1)[ref_swizzle(np.zeros(op.scale_shape, np.uint8) + 1).reshape(-1) == 1] = False
+                scales[pad] = 0xFF
+            for out in ("float32", "bfloat16", "float16"):
+                want = ref_api.dequantize_operand(op, out)
+                got = _cuda.dequantize(cp.asarray(op.data), cp.asarray(scales),
+                                       None if op.amax is None else cp.asarray(op.amax), fmt, op.rows, op.cols,
+                                       layout, out)
+                got = cp.asnumpy(got)
+                if out == "bfloat16":
+                    got = got.view(ml_dtypes.bfloat16)
+                assert_float_bits_equal(got, want, f"dequantize {fmt} {name} {shape} {layout} -> {out}")
+
+
+def test_dequantize_every_code(gpu):
+    """Every element code with a spread of scale codes (E8M0 0..255, E4M3 scales)."""
+    from fp4kit import _cuda
+
+    cp = gpu
+    rng = np.random.default_rng(0)
+    for fmt in FMTS:
+        f = FORMATS[fmt]
+        ncodes = 1 << f.elem.bits
+        rows, cols = 256, 64
+        codes = rng.integers(0, ncodes, size=(rows, cols)).astype(np.uint8)
+        codes[0, :] = np.arange(cols) % ncodes
+        data = (codes[:, 0::2] | (codes[:, 1::2] << 4)).astype(np.uint8) if f.packed else codes
+        nb = f.num_blocks(cols)
+        scales = rng.integers(0, 256, size=(rows, nb)).astype(np.uint8)
+        scales[:, 0] = np.arange(rows) % 256
+        amax = np.array([rng.uniform(0, 1000)], np.float32) if f.is_nvfp4 else None
+        from fp4kit.tensor import Operand
+        op = Operand(data=data, scales=scales, scale_layout="compact", amax=amax, rows=rows, cols=cols, format=fmt)
+        for out in ("float32", "bfloat16", "float16"):
+            with np.errstate(all="ignore"):
+                want = ref_api.dequantize_operand(op, out)
+            got = cp.asnumpy(_cuda.dequantize(cp.asarray(data), cp.asarray(scales),
+                                              None if amax is None else cp.asarray(amax), fmt, rows, cols,
+                                              "compact", out))
+            if out == "bfloat16":
+                got = got.view(ml_dtypes.bfloat16)
+            assert_float_bits_equal(got, want, f"dequantize every code {fmt} -> {out}")
+
+
+def test_dequantize_empty(gpu):
+    from fp4kit import _cuda
+
+    cp = gpu
+    out = _cuda.dequantize(cp.zeros((0, 8), cp.uint8), cp.zeros((0, 1), cp.uint8), None, "mxfp8_e4m3", 0, 8,
+                           "compact", "float32")
+    assert out.shape == (0, 8)
+
+
+# ---------------------------------------------------------------------------------------------
+# swizzle
+
+def test_swizzle_roundtrip(gpu):
+    from fp4kit import _cuda
+
+    cp = gpu
+    rng = np.random.default_rng(1)
+    for shape in [(0, 5), (5, 0), (1, 1), (3, 5), (128, 4), (129, 7), (300, 13), (1000, 130)]:
+        c = rng.integers(0, 256, size=shape).astype(np.uint8)
+        want = ref_api.swizzle_scales(c)
+        got = cp.asnumpy(_cuda.swizzle_scales(cp.asarray(c)))
+        assert_bytes_equal(got, want, f"swizzle {shape}")
+        garbage = want.copy()
+        pad = ref_swizzle(np.ones(shape, np.uint8)) == 0
+        garbage[pad] = 0xEE
+        back = cp.asnumpy(_cuda.unswizzle_scales(cp.asarray(garbage), shape))
+        assert_bytes_equal(back, c, f"unswizzle {shape}")
+
+
+def test_quantize_swizzled_equals_swizzle_of_compact(gpu):
+    for fmt in FMTS:
+        x = make_input((130, 70), "bfloat16", "normal", seed=3)
+        row_c, col_c = gpu_quantize(gpu, x, fmt, axis="both")
+        row_s, col_s = gpu_quantize(gpu, x, fmt, axis="both", scale_layout="swizzled")
+        assert_bytes_equal(row_s["scales"], ref_swizzle(row_c["scales"]), f"{fmt} rowwise")
+        assert_bytes_equal(col_s["scales"], ref_swizzle(col_c["scales"]), f"{fmt} columnwise")
