@@ -173,12 +173,24 @@ __device__ __forceinline__ void quantize_tile(const void* x, i64 M, i64 K, u8* r
         float v[SEG];
 #pragma unroll
         for (int i = 0; i < SEG; ++i) v[i] = tile[s * SEG + i][hi];
+        float bamax;
         if constexpr (!F::mx) {
             if (rht) rht16_inplace(v, rht_mask);
+            bamax = seg_amax(v);
+            if (rht && tile2d) {   // 16x16 tiles of the transformed operand
+                __syncthreads();
+                seg_am[hi][s] = bamax;
+                __syncthreads();
+                u32 acc = 0;
+                for (int c = 0; c < 16; ++c) acc = absmax_bits(acc, seg_am[(hi & ~15) + c][s]);
+                bamax = u2f(acc);
+            } else if (tile2d) {
+                bamax = tile_am[s][hi >> 4];
+            }
+        } else {
+            bamax = seg_amax(v);
+            if constexpr (F::block == 32) bamax = fmaxf(bamax, __shfl_xor_sync(0xFFFFFFFFu, bamax, 1));
         }
-        float bamax = seg_amax(v);
-        if constexpr (F::block == 32) bamax = fmaxf(bamax, __shfl_xor_sync(0xFFFFFFFFu, bamax, 1));
-        if (tile2d) bamax = tile_am[s][hi >> 4];
         if (gk < K && gm < M) {
             float mul;
             const u32 sc = block_scale<FMT>(bamax, floor_rule, amax_col, row_scaled ? gk : 0, mul);

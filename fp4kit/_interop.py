@@ -176,7 +176,15 @@ def current_stream(x):
 
         dev = x.device.index if x.device.index is not None else torch.cuda.current_device()
         s = torch.cuda.current_stream(dev)
-        return cupy.cuda.ExternalStream(int(s.cuda_stream), dev)
+        ptr = int(s.cuda_stream)
+        if ptr == 0:
+            return cupy.cuda.Stream.null
+        with cupy.cuda.Device(dev):
+            import warnings
+
+            with warnings.catch_warnings():   # CuPy 14 deprecates ExternalStream (kept for CuPy 12/13)
+                warnings.simplefilter("ignore", DeprecationWarning)
+                return cupy.cuda.ExternalStream(ptr, dev)
     return cupy.cuda.get_current_stream()
 
 
