@@ -155,7 +155,10 @@ def plot_scale_heatmap(q, operand: str = "rowwise", max_cells: int = 512):
 
 def _cmap(name):
     import matplotlib
-    cmap = matplotlib.colormaps[name].copy()
+    cmap = matplotlib.colormaps[name]
+    if hasattr(cmap, "with_extremes"):
+        return cmap.with_extremes(bad="#bbbbbb")
+    cmap = cmap.copy()
     cmap.set_bad("#bbbbbb")
     return cmap
 

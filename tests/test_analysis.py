@@ -1,0 +1,132 @@
+"""fp4kit.error_report and the repr/HTML summaries (CPU, reference backend)."""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import fp4kit
+from fp4kit.analysis import ErrorReport
+
+RNG = np.random.default_rng(7)
+X = RNG.standard_normal((48, 64)).astype(np.float32)
+
+VARIANTS = [
+    ("mxfp8_e4m3", {}), ("mxfp8_e5m2", {"scale_rule": "floor"}), ("mxfp6_e2m3", {"scale_layout": "swizzled"}),
+    ("mxfp6_e3m2", {}), ("mxfp4_e2m1", {"rounding": "stochastic", "seed": 3}), ("nvfp4", {}),
+    ("nvfp4", {"tile_2d": True}), ("nvfp4", {"row_scaled": True}), ("nvfp4", {"rounding": "stochastic"}),
+    ("nvfp4", {"rht": True}),
+]
+
+
+@pytest.mark.parametrize("fmt,opts", VARIANTS, ids=lambda v: str(v))
+def test_every_format_and_variant(fmt, opts):
+    x = X.astype(ml_dtypes.bfloat16) if opts.get("rht") else X
+    q = fp4kit.quantize(x, fmt, axis="both", **opts)
+    rep = fp4kit.error_report(x, q)
+    assert isinstance(rep, ErrorReport)
+    assert [o.operand for o in rep.operands] == ["rowwise", "columnwise"]
+    for o in rep.operands:
+        assert 5 < o.snr_db < 60, (fmt, opts, o)
+        assert o.finite == x.size and o.nan == o.inf == 0
+        assert o.max_abs_error >= np.sqrt(o.mse) * 0.999
+        assert 0 <= o.saturated <= 1 and 0 <= o.zeroed <= 1
+        n_blocks = o.shape[0] * -(-o.shape[1] // fp4kit.FORMATS[fmt].block)
+        assert sum(c for _, c in o.scale_histogram) == n_blocks      # swizzle padding excluded
+    text = str(rep)
+    assert "rowwise" in text and "columnwise" in text and "SNR dB" in text
+    assert "<table" in rep._repr_html_()
+    want = "rht16(x^T, 0xD7E8)" if opts.get("rht") else "x^T"
+    assert rep["columnwise"].reference == want
+
+
+def test_figures_are_the_definitions():
+    q = fp4kit.quantize(X, "nvfp4", axis="both")
+    rep = fp4kit.error_report(X, q)
+    y = fp4kit.dequantize(q).astype(np.float64)
+    e = y - X
+    r = rep["rowwise"]
+    assert r.mse == pytest.approx(np.mean(e * e))
+    assert r.max_abs_error == pytest.approx(np.max(np.abs(e)))
+    assert r.snr_db == pytest.approx(10 * np.log10(np.sum(X.astype(np.float64) ** 2) / np.sum(e * e)))
+    yc = fp4kit.dequantize(q, operand="columnwise").astype(np.float64)
+    assert rep["columnwise"].mse == pytest.approx(np.mean((yc - X.T) ** 2))
+
+
+def test_rht_columnwise_is_compared_with_the_transform():
+    xb = X.astype(ml_dtypes.bfloat16)
+    q = fp4kit.quantize(xb, "nvfp4", axis="columnwise", rht=True, rht_sign_mask=0x1234)
+    ref = fp4kit.reference.rht.rht16(np.ascontiguousarray(xb.astype(np.float32).T), 0x1234)
+    yc = fp4kit.dequantize(q, operand="columnwise").astype(np.float64)
+    rep = fp4kit.error_report(xb, q)
+    assert rep["columnwise"].reference == "rht16(x^T, 0x1234)"
+    assert rep["columnwise"].mse == pytest.approx(np.mean((yc - ref) ** 2))
+
+
+def test_saturated_zeroed_and_exact():
+    ones = np.ones((2, 32), np.float32)              # NVFP4: every block amax maps onto 6 exactly
+    r = fp4kit.error_report(ones, fp4kit.quantize(ones, "nvfp4"))["rowwise"]
+    assert r.saturated == 1.0 and r.zeroed == 0.0 and r.snr_db == float("inf") and r.mse == 0
+    x = np.full((1, 32), 1e-4, np.float32)
+    x[0, 0] = 6.0                                     # MXFP4: the small ones fall below the grid
+    r = fp4kit.error_report(x, fp4kit.quantize(x, "mxfp4_e2m1"))["rowwise"]
+    assert r.zeroed == pytest.approx(31 / 32)
+    assert r.scale_histogram == ((127, 1),) and r.scale_label(127) == "2^0"
+
+
+def test_non_finite_inputs_are_counted_and_excluded():
+    x = X.copy()
+    x[0, 0], x[1, 40], x[2, 2] = np.nan, np.inf, -np.inf
+    rep = fp4kit.error_report(x, fp4kit.quantize(x, "mxfp8_e4m3", axis="both"))
+    for o in rep.operands:
+        assert (o.nan, o.inf, o.finite) == (1, 2, x.size - 3)
+        assert np.isfinite(o.mse) and np.isfinite(o.snr_db)
+
+
+def test_bad_arguments():
+    q = fp4kit.quantize(X, "nvfp4")
+    with pytest.raises(ValueError, match="x: expected the shape"):
+        fp4kit.error_report(X[:16], q)
+    with pytest.raises(TypeError, match="q: expected a QuantizedTensor"):
+        fp4kit.error_report(X, X)
+    with pytest.raises(KeyError):
+        fp4kit.error_report(X, q)["columnwise"]
+
+
+class _DeviceLike:
+    """Stands in for a device array: shape and nbytes only; any host conversion fails."""
+
+    def __init__(self, shape, itemsize=1):
+        self.shape, self.nbytes = shape, int(np.prod(shape)) * itemsize
+
+    def __array__(self, *a, **k):
+        raise RuntimeError("no host copies of device arrays in repr")
+
+
+def test_repr_never_copies_device_arrays():
+    q = fp4kit.quantize(X, "nvfp4", axis="both", scale_layout="swizzled")
+    ops = {}
+    for name in ("rowwise", "columnwise"):
+        op = getattr(q, name)
+        ops[name] = fp4kit.Operand(data=_DeviceLike(op.data.shape), scales=_DeviceLike(op.scales.shape),
+                                   scale_layout=op.scale_layout, amax=_DeviceLike((1,), 4),
+                                   rows=op.rows, cols=op.cols, format=op.format)
+    qd = fp4kit.QuantizedTensor(format=q.format, shape=q.shape, rowwise=ops["rowwise"], columnwise=ops["columnwise"],
+                                options=q.options, input_dtype=q.input_dtype)
+    assert "amax on device" in repr(qd)
+    assert str(q.nbytes) in repr(qd).replace(",", "")
+    assert "QuantizedTensor" in qd._repr_html_()
+
+
+def test_repr_contents():
+    q = fp4kit.quantize(X, "mxfp4_e2m1", axis="both", scale_layout="swizzled")
+    text = repr(q)
+    for part in ("mxfp4_e2m1", "(48, 64)", "rowwise", "columnwise", "swizzled", "compression", "bytes", "amax"):
+        assert part in text, part
+    h = q._repr_html_()
+    assert "E2M1" in h and "swizzled" in h and "<table" in h
+    g = fp4kit.group_quantize(np.ones((96, 64), np.float32), "nvfp4", first_dims=[32, 0, 64], axis="both")
+    text = repr(g)
+    for part in ("nvfp4", "varying_first", "3 members", "32x64", "compression", "rowwise amax (3,)"):
+        assert part in text, part
+    assert "<table" in g._repr_html_()
