@@ -50,8 +50,9 @@ def member_view(g, i: int) -> QuantizedTensor:
         raise IndexError(f"index: group has {n} members, got {i}")
     f = FORMATS[g.format]
     opts = g.options
-    lay = grouped_layout(f, opts, g.first_dims, g.last_dims)
-    m, k = g.first_dims[i], g.last_dims[i]
+    first, last = g.host_dims()
+    lay = grouped_layout(f, opts, first, last)
+    m, k = first[i], last[i]
     e0 = lay.offsets[i] // 2 if f.packed else lay.offsets[i]
 
     def operand(data, scales, amax, soffs, aoffs, rows, cols):

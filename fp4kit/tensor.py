@@ -172,7 +172,30 @@ class GroupedQuantizedTensor:
     extra: dict = field(default_factory=dict)
 
     def __len__(self) -> int:
+        if "G" in self.extra:
+            return int(self.extra["G"])
         return len(self.first_dims)
+
+    def check(self) -> None:
+        """GPU results with device-side dims: wait for the device and raise ValueError if the
+        metadata kernel flagged the dims (negative, over the bound, odd FP4 axis, ...). Host-side
+        dims were checked before any launch, so this is a no-op for them."""
+        flag = self.extra.get("error_flag")
+        if flag is None:
+            return
+        from ._grouped_device import decode_error
+        from .comparator import to_numpy
+        code = int(to_numpy(flag).reshape(-1)[0])
+        if code:
+            raise ValueError(f"group dims (device): {decode_error(code)} (error flags 0x{code:x}); nothing was written")
+
+    def host_dims(self) -> tuple[tuple, tuple]:
+        """(first_dims, last_dims) as host tuples (synchronises when they live on the device)."""
+        if isinstance(self.first_dims, tuple):
+            return self.first_dims, self.last_dims
+        from .comparator import to_numpy
+        self.check()
+        return (tuple(int(v) for v in to_numpy(self.first_dims)), tuple(int(v) for v in to_numpy(self.last_dims)))
 
     def __getitem__(self, i: int) -> QuantizedTensor:
         from ._grouped_views import member_view

@@ -1,0 +1,203 @@
+// fp4kit: 64x64 tile quantizer shared by quantize.cu and grouped.cu (moved out of quantize.cu so grouped.cu can reuse it).
+#pragma once
+#include "common/codecs.cuh"
+#include "common/layout.cuh"
+#include "common/philox.cuh"
+#include "common/io.cuh"
+#include "common/rht.cuh"
+
+namespace fp4kit {
+
+constexpr int QT_M = 64;
+constexpr int QT_K = 64;
+constexpr int QT_THREADS = 256;
+constexpr int QT_PITCH = QT_K + 1;
+constexpr int SEG = 16;
+
+template <int DT>
+__device__ __forceinline__ void load_tile(const void* xv, i64 M, i64 K, i64 m0, i64 k0, bool vec_ok,
+                                          float (*tile)[QT_PITCH]) {
+    typedef typename In<DT>::T T;
+    constexpr int V = In<DT>::vec;
+    constexpr int CPR = QT_K / V;   // vectors per tile row
+    const T* x = reinterpret_cast<const T*>(xv);
+#pragma unroll 2
+    for (int c = threadIdx.x; c < QT_M * CPR; c += QT_THREADS) {
+        const int r = c / CPR;
+        const int cc = (c % CPR) * V;
+        const i64 gm = m0 + r;
+        const i64 gk = k0 + cc;
+        float v[V];
+        if (vec_ok && gm < M && gk + V <= K) {
+            In<DT>::unpack(load_stream16(x + gm * K + gk), v);
+        } else {
+#pragma unroll
+            for (int i = 0; i < V; ++i) v[i] = (gm < M && gk + i < K) ? In<DT>::cvt(x[gm * K + gk + i]) : 0.0f;
+        }
+#pragma unroll
+        for (int i = 0; i < V; ++i) tile[r][cc + i] = v[i];
+    }
+}
+
+__device__ __forceinline__ float seg_amax(const float* v) {
+    u32 acc = 0;
+#pragma unroll
+    for (int i = 0; i < SEG; ++i) acc = absmax_bits(acc, v[i]);
+    return u2f(acc);
+}
+
+// Quantize one 16-element segment (values v, already in fp32) into packed code words w[0..3].
+// e0: linear index of v[0] within its operand (stochastic rounding only).
+template <int FMT>
+__device__ __forceinline__ void encode_seg(const float* v, float mul, bool stochastic, u64 seed, u32 stream,
+                                           i64 e0, u32* w) {
+    typedef Fmt<FMT> F;
+    typedef typename F::E E;
+    w[0] = w[1] = w[2] = w[3] = 0u;
+    u32 codes[SEG];
+    bool sr = false;
+    if constexpr (E::ebits == 2 && E::mbits == 1) sr = stochastic;
+    if (sr) {
+        PhiloxStream ph(seed, stream);
+#pragma unroll
+        for (int i = 0; i < SEG; ++i) codes[i] = encode_e2m1_stochastic(mul_rn(v[i], mul), ph.draw((u64)(e0 + i)));
+    } else {
+#pragma unroll
+        for (int i = 0; i < SEG; ++i) codes[i] = encode<E>(mul_rn(v[i], mul));
+    }
+    if constexpr (F::packed) {
+#pragma unroll
+        for (int i = 0; i < SEG; ++i) w[i >> 3] |= codes[i] << (4 * (i & 7));
+    } else {
+#pragma unroll
+        for (int i = 0; i < SEG; ++i) w[i >> 2] |= codes[i] << (8 * (i & 3));
+    }
+}
+
+// Scale code and element multiplier of one block with amax `bamax`.
+// NVFP4: A is the (global or per-row) amax of the operand.
+template <int FMT>
+__device__ __forceinline__ u32 block_scale(float bamax, bool floor_rule, const float* amax_ptr, i64 amax_idx,
+                                           float& mul) {
+    if constexpr (Fmt<FMT>::mx) {
+        const u32 sc = mx_scale_code<FMT>(bamax, floor_rule);
+        mul = e8m0_inv_scale(sc);
+        return sc;
+    } else {
+        const float A = amax_ptr[amax_idx];
+        const float s_enc = nvfp4_s_enc(A);
+        const float s_dec = div_rn(1.0f, s_enc);
+        return nvfp4_block_scale(bamax, s_enc, s_dec, mul);
+    }
+}
+
+template <int FMT, int DT>
+__device__ __forceinline__ void quantize_tile(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales,
+                                              u8* col_data, u8* col_scales, const float* amax_row,
+                                              const float* amax_col, int flags, u64 seed, u32 rht_mask, i64 tile_idx) {
+    typedef Fmt<FMT> F;
+    __shared__ float tile[QT_M][QT_PITCH];
+    __shared__ float seg_am[QT_M][QT_K / SEG];
+    __shared__ float tile_am[QT_M / 16][QT_K / 16];
+
+    const i64 tiles_k = (K + QT_K - 1) / QT_K;
+    const i64 m0 = (tile_idx / tiles_k) * QT_M;
+    const i64 k0 = (tile_idx % tiles_k) * QT_K;
+    const int tid = threadIdx.x;
+    const bool swz = flags & QFLAG_SWIZZLED;
+    const bool floor_rule = flags & QFLAG_RULE_FLOOR;
+    const bool stochastic = flags & QFLAG_STOCHASTIC;
+    bool tile2d = false, row_scaled = false, rht = false;
+    if constexpr (!F::mx) {
+        tile2d = flags & QFLAG_TILE_2D;
+        row_scaled = flags & QFLAG_ROW_SCALED;
+        rht = flags & QFLAG_RHT;
+    }
+
+    load_tile<DT>(x, M, K, m0, k0, flags & QFLAG_VEC_IN, tile);
+    __syncthreads();
+
+    const int hi = tid >> 2;   // row (rowwise) or column (columnwise) within the tile
+    const int s = tid & 3;     // 16-element segment within the tile along the block axis
+
+    if constexpr (!F::mx) {
+        if (tile2d) {   // 16x16 tile amax, shared by both operands
+            float v[SEG];
+#pragma unroll
+            for (int i = 0; i < SEG; ++i) v[i] = tile[hi][s * SEG + i];
+            seg_am[hi][s] = seg_amax(v);
+            __syncthreads();
+            if (tid < (QT_M / 16) * (QT_K / 16)) {
+                const int tr = tid / (QT_K / 16), tc = tid % (QT_K / 16);
+                u32 acc = 0;
+                for (int r = 0; r < 16; ++r) acc = absmax_bits(acc, seg_am[tr * 16 + r][tc]);
+                tile_am[tr][tc] = u2f(acc);
+            }
+            __syncthreads();
+        }
+    }
+
+    if (flags & QFLAG_ROWWISE) {
+        const i64 gm = m0 + hi, gk = k0 + s * SEG;
+        float v[SEG];
+#pragma unroll
+        for (int i = 0; i < SEG; ++i) v[i] = tile[hi][s * SEG + i];
+        float bamax = seg_amax(v);
+        if constexpr (F::block == 32) bamax = fmaxf(bamax, __shfl_xor_sync(0xFFFFFFFFu, bamax, 1));
+        if (tile2d) bamax = tile_am[hi >> 4][s];
+        if (gm < M && gk < K) {
+            float mul;
+            const u32 sc = block_scale<FMT>(bamax, floor_rule, amax_row, row_scaled ? gm : 0, mul);
+            u32 w[4];
+            encode_seg<FMT>(v, mul, stochastic, seed, 0u, gm * K + gk, w);
+            const int n = (int)((K - gk) < SEG ? (K - gk) : SEG);
+            if constexpr (F::packed) store_bytes(row_data + gm * (K / 2) + gk / 2, w, n / 2, SEG / 2);
+            else store_bytes(row_data + gm * K + gk, w, n, SEG);
+            if (F::block == 16 || (s & 1) == 0) {
+                const i64 nb = (K + F::block - 1) / F::block;
+                row_scales[scale_offset(gm, gk / F::block, nb, swz)] = (u8)sc;
+            }
+        }
+    }
+
+    if (flags & QFLAG_COLUMNWISE) {
+        const i64 gk = k0 + hi, gm = m0 + s * SEG;
+        float v[SEG];
+#pragma unroll
+        for (int i = 0; i < SEG; ++i) v[i] = tile[s * SEG + i][hi];
+        float bamax;
+        if constexpr (!F::mx) {
+            if (rht) rht16_inplace(v, rht_mask);
+            bamax = seg_amax(v);
+            if (rht && tile2d) {   // 16x16 tiles of the transformed operand
+                __syncthreads();
+                seg_am[hi][s] = bamax;
+                __syncthreads();
+                u32 acc = 0;
+                for (int c = 0; c < 16; ++c) acc = absmax_bits(acc, seg_am[(hi & ~15) + c][s]);
+                bamax = u2f(acc);
+            } else if (tile2d) {
+                bamax = tile_am[s][hi >> 4];
+            }
+        } else {
+            bamax = seg_amax(v);
+            if constexpr (F::block == 32) bamax = fmaxf(bamax, __shfl_xor_sync(0xFFFFFFFFu, bamax, 1));
+        }
+        if (gk < K && gm < M) {
+            float mul;
+            const u32 sc = block_scale<FMT>(bamax, floor_rule, amax_col, row_scaled ? gk : 0, mul);
+            u32 w[4];
+            encode_seg<FMT>(v, mul, stochastic, seed, 1u, gk * M + gm, w);
+            const int n = (int)((M - gm) < SEG ? (M - gm) : SEG);
+            if constexpr (F::packed) store_bytes(col_data + gk * (M / 2) + gm / 2, w, n / 2, SEG / 2);
+            else store_bytes(col_data + gk * M + gm, w, n, SEG);
+            if (F::block == 16 || (s & 1) == 0) {
+                const i64 nb = (M + F::block - 1) / F::block;
+                col_scales[scale_offset(gk, gm / F::block, nb, swz)] = (u8)sc;
+            }
+        }
+    }
+}
+
+}  // namespace fp4kit
+

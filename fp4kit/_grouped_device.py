@@ -1,0 +1,220 @@
+"""Grouped (MoE) quantize / dequantize on the GPU (SPEC.md section 7).
+
+One small metadata kernel turns the member dims (host lists uploaded once, or int64 device arrays
+that never visit the host) into offsets, per-member tile and segment prefixes, scale and amax
+offsets, and checks them; then ONE persistent, statically scheduled launch (grid sized from the
+SM count) quantizes every 64x64 tile of every member, each CTA finding its tile's member by a
+binary search over the tile prefix. NVFP4 with computed amax adds one persistent amax launch.
+
+Device-side dims: nothing is synchronised; the outputs are sized from the caller's bound
+(``max_elements``, and bounds derived from it for the scale buffers). Bad device dims (negative,
+over the bound, odd FP4 packed axis, RHT rows not a multiple of 16) make the metadata kernel set
+``g.error_flag`` and zero the work lists, so nothing is written out of bounds; ``g.check()``
+(or reading members with ``g[i]``) synchronises and raises ValueError naming the problem.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import _interop
+from ._grouped_views import GroupedArray, grouped_layout
+from ._validate import group_dims, group_member_checks, quantize_options, check_int, check_bool
+from .formats import DTYPES
+from .tensor import GroupedQuantizedTensor, swizzled_shape
+
+__all__ = ["group_quantize", "group_dequantize", "ERRORS", "decode_error"]
+
+# error bits written by group_meta (cuda_src/grouped.cu)
+ERRORS = {
+    1: "a member dim is negative",
+    2: "the members hold more elements than the buffer bound (x.size / max_elements)",
+    4: "the members' scales exceed the scale buffer bound",
+    8: "an FP4 member has an odd length along a packed axis",
+    16: "rht=True needs every member's M_i to be a multiple of 16",
+    32: "the members' row amaxes exceed the amax buffer bound",
+    64: "for kind 'varying_first' / 'same' the members' rows exceed x.shape[0]",
+}
+_NMETA = 8
+
+
+def decode_error(code: int) -> str:
+    return "; ".join(msg for bit, msg in ERRORS.items() if code & bit) or "no error"
+
+
+def _cp():
+    import cupy
+    return cupy
+
+
+def _dims_device(name, dims, dev):
+    """A device int64 dims array (validated: 1-D int64 on `dev`)."""
+    da = _interop.as_cupy(dims, name)
+    if da.dtype != "int64":
+        raise TypeError(f"{name}: expected an int64 device array, got dtype {da.dtype}")
+    if len(da.shape) != 1 or da.shape[0] < 1:
+        raise ValueError(f"{name}: expected a 1-D array with G >= 1 entries, got shape {da.shape}")
+    if da.device != dev:
+        raise ValueError(f"{name}: expected an array on device {dev} (where x is), got device {da.device}")
+    return da.array
+
+
+def _is_dev(d):
+    return d is not None and not isinstance(d, (int, np.integer, list, tuple, np.ndarray)) and _interop.is_device_array(d)
+
+
+def _bounds(kind, f, opts, G, N, Mshared, Kshared):
+    """Upper bounds (bytes) of the scale buffers and (floats) of the amax buffers for device dims."""
+    b = f.block
+    cap = {}
+    if kind in ("same", "varying_first"):
+        K = Kshared
+        Mtot = N // K if K else 0
+        nb = f.num_blocks(K)
+        cap["srow"] = (Mtot * nb) if opts.scale_layout == "compact" else (Mtot + 127 * G) * (-(-nb // 4) * 4)
+        cap["scol"] = (K * (Mtot // b + 2 * G)) if opts.scale_layout == "compact" else \
+            (-(-K // 128) * 128) * (Mtot // b + 5 * G)
+        cap["arow"] = Mtot if opts.row_scaled else G
+        cap["acol"] = K * G if opts.row_scaled else G
+    else:
+        rows_bound = N if Mshared is None else Mshared * G       # sum M_i (members with K_i = 0 hold no scales)
+        cols_bound = N                                           # sum K_i
+        if Mshared:
+            cols_bound = N // Mshared
+        if opts.scale_layout == "compact":
+            cap["srow"] = N // b + rows_bound
+            cap["scol"] = N // b + cols_bound
+        else:
+            # sum_i roundup(M_i, 128) * roundup(ceil(K_i / b), 4) <= N/b + 4 sum M_i + 127 sum K_i / b + 508 G
+            cap["srow"] = N // b + 4 * rows_bound + 127 * (cols_bound // b + 1) + 512 * G
+            cap["scol"] = N // b + 4 * cols_bound + 127 * (rows_bound // b + 1) + 512 * G
+        cap["arow"] = rows_bound if opts.row_scaled else G
+        cap["acol"] = cols_bound if opts.row_scaled else G
+    return cap
+
+
+def group_quantize(x, fmt, num_groups=None, first_dims=None, last_dims=None, amax=None, dbias=False,
+                   max_elements=None, **options) -> GroupedQuantizedTensor:
+    from ._device_api import device_input, _device_ctx
+    from . import _cuda_grouped as _cuda
+    cp = _cp()
+    da = device_input(x)
+    dbias = check_bool("dbias", dbias)
+    opts = quantize_options((0, 0), da.dtype, fmt, **options)
+    f = opts.fmt
+    dev_dims = _is_dev(first_dims) or _is_dev(last_dims)
+    N = int(np.prod(da.shape)) if da.shape else 0
+    if not dev_dims:
+        kind, first, last = group_dims(da.shape, num_groups, first_dims, last_dims)
+        group_member_checks(f, opts, first, last)
+        G = len(first)
+        Mshared = first[0] if kind in ("same", "varying_last") and G else None
+        Kshared = last[0] if kind in ("same", "varying_first") and G else None
+        lay = grouped_layout(f, opts, first, last)
+        caps = {"srow": lay.scale_offsets_rowwise[-1], "scol": lay.scale_offsets_columnwise[-1],
+                "arow": lay.amax_offsets_rowwise[-1], "acol": lay.amax_offsets_columnwise[-1]}
+        n_el = lay.offsets[-1]
+        if max_elements is not None:
+            check_int("max_elements", max_elements, 0, 2**62)
+        host_first, host_last = first, last
+    else:
+        if num_groups is not None:
+            raise ValueError("num_groups: device-side dims go with first_dims/last_dims, not num_groups")
+        if max_elements is None:
+            max_elements = N
+        n_el = check_int("max_elements", max_elements, 0, 2**62)
+        if n_el > N:
+            raise ValueError(f"max_elements: the bound {n_el} exceeds the input's {N} elements")
+        with _device_ctx(da.device):
+            if last_dims is None:     # varying_first: x (sum M_i, K)
+                if len(da.shape) != 2:
+                    raise ValueError(f"x: kind 'varying_first' expects a 2-D (sum M_i, K) array, got shape {da.shape}")
+                kind = "varying_first"
+                fd = _dims_device("first_dims", first_dims, da.device)
+                G = int(fd.shape[0])
+                Kshared, Mshared = da.shape[1], None
+                ld = cp.full((G,), Kshared, dtype=cp.int64)
+            else:
+                if len(da.shape) != 1:
+                    raise ValueError(f"x: kinds 'varying_last'/'varying_both' expect a 1-D buffer, got shape {da.shape}")
+                ld = _dims_device("last_dims", last_dims, da.device)
+                G = int(ld.shape[0])
+                Kshared = None
+                if isinstance(first_dims, (int, np.integer)) and not isinstance(first_dims, bool):
+                    Mshared = check_int("first_dims", first_dims, 0, 2**62)
+                    fd = cp.full((G,), Mshared, dtype=cp.int64)
+                    kind = "varying_last"
+                else:
+                    fd = _dims_device("first_dims", first_dims, da.device)
+                    if int(fd.shape[0]) != G:
+                        raise ValueError(f"first_dims/last_dims: expected the same number of members, got {fd.shape[0]} and {G}")
+                    Mshared = None
+                    kind = "varying_both"
+        caps = _bounds(kind, f, opts, G, n_el, Mshared, Kshared)
+        host_first = host_last = None
+    if dbias and kind not in ("same", "varying_first"):
+        raise ValueError(f"dbias: only kinds 'same' and 'varying_first' have per-member column sums, got kind {kind!r}")
+    # amax= (NVFP4 only): (G,) per member, or (sum M_i,) with row_scaled
+    amax_cp = None
+    if amax is not None:
+        if not f.is_nvfp4:
+            raise ValueError(f"amax: only NVFP4 takes a global amax; format {f.name!r} has none")
+        if isinstance(amax, np.ndarray):
+            if amax.dtype != np.float32:
+                raise TypeError(f"amax: expected a float32 array, got dtype {amax.dtype}")
+            with _device_ctx(da.device):
+                amax_cp = cp.asarray(amax)
+        else:
+            a = _interop.as_cupy(amax, "amax")
+            if a.dtype != "float32":
+                raise TypeError(f"amax: expected a float32 array, got dtype {a.dtype}")
+            amax_cp = a.array
+        want = caps["arow"]
+        if amax_cp.ndim != 1 or (not dev_dims and amax_cp.shape[0] != want) or (dev_dims and amax_cp.shape[0] < (G if not opts.row_scaled else 0)):
+            what = "(sum M_i,) one per row" if opts.row_scaled else "(G,) one per member"
+            raise ValueError(f"amax: expected shape {what} = ({want},), got {tuple(amax_cp.shape)}")
+    with _device_ctx(da.device), _interop.current_stream(x):
+        if not dev_dims:
+            fd = cp.asarray(np.asarray(host_first, dtype=np.int64))
+            ld = cp.asarray(np.asarray(host_last, dtype=np.int64))
+        res = _cuda.group_quantize(da.array.reshape(-1), da.dtype, opts, fd, ld, G, n_el, caps, amax_cp,
+                                   dbias=dbias, Kshared=Kshared, rows_total=(da.shape[0] if kind in ("same", "varying_first") else None))
+    lib = da.library
+    conv = lambda a: None if a is None else _interop.to_library(a, lib)  # noqa: E731
+    if dev_dims:
+        first_t, last_t, offsets = conv(fd), conv(ld), None
+    else:
+        first_t, last_t, offsets = host_first, host_last, lay.offsets
+    return GroupedQuantizedTensor(
+        format=f.name, kind=kind, first_dims=first_t, last_dims=last_t, offsets=offsets, options=opts,
+        rowwise_data=conv(res.get("row_data")), rowwise_scales=conv(res.get("row_scales")),
+        rowwise_amax=conv(res.get("row_amax")), columnwise_data=conv(res.get("col_data")),
+        columnwise_scales=conv(res.get("col_scales")), columnwise_amax=conv(res.get("col_amax")),
+        scale_offsets_rowwise=lay.scale_offsets_rowwise if not dev_dims and opts.want_rowwise else (),
+        scale_offsets_columnwise=lay.scale_offsets_columnwise if not dev_dims and opts.want_columnwise else (),
+        dbias=conv(res.get("dbias")), input_dtype=da.dtype,
+        extra={"meta": res["meta"], "error_flag": res["err"], "G": G, "device_dims": dev_dims, "library": lib})
+
+
+def group_dequantize(g: GroupedQuantizedTensor, dtype="float32", operand="rowwise") -> GroupedArray:
+    from ._device_api import _device_ctx
+    from . import _cuda_grouped as _cuda
+    from ._validate import check_choice
+    check_choice("dtype", dtype, DTYPES)
+    check_choice("operand", operand, ("rowwise", "columnwise"))
+    pre = "rowwise" if operand == "rowwise" else "columnwise"
+    data = getattr(g, f"{pre}_data")
+    if data is None:
+        raise ValueError(f"operand: this group was quantized with axis={g.options.axis!r} and has no {operand} operand")
+    d = _interop.as_cupy(data, "g.data")
+    s = _interop.as_cupy(getattr(g, f"{pre}_scales"), "g.scales").array
+    a = getattr(g, f"{pre}_amax")
+    a = _interop.as_cupy(a, "g.amax").array if a is not None else None
+    meta = g.extra.get("meta")
+    if meta is None:
+        raise ValueError("g: expected a grouped result from the GPU (it carries device metadata)")
+    with _device_ctx(d.device), _interop.current_stream(data):
+        out = _cuda.group_dequantize(d.array, s, a, meta, g.extra["G"], g.format, g.options, operand, dtype,
+                                     int(d.array.size * (2 if g.format in ("nvfp4", "mxfp4_e2m1") else 1)))
+    lib = g.extra.get("library", d.library)
+    return GroupedArray(data=_interop.to_library(out, lib, dtype=dtype), kind=g.kind, first_dims=g.first_dims,
+                        last_dims=g.last_dims, offsets=g.offsets, operand=operand)
