@@ -36,7 +36,15 @@ from ._grouped_views import GroupedArray  # noqa: E402
 
 
 def warmup():
-    """Compile (or load from the disk cache) every CUDA kernel for the current GPU."""
+    """Compile (or load from the disk cache) every CUDA kernel for the current GPU.
+
+    Takes no arguments; call it once at start-up so that the first quantize does not pay for
+    NVRTC compilation. Needs CuPy and a GPU (sm_90 or later).
+
+    Example:
+        >>> import fp4kit
+        >>> fp4kit.warmup()                       # doctest: +SKIP
+    """
     from ._loader import warmup as _w
     return _w()
 

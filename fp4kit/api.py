@@ -69,6 +69,11 @@ def quantize(x, fmt, axis="rowwise", scale_layout="compact", scale_rule="rceil",
 def dequantize(q, dtype="float32", operand="rowwise"):
     """Decode one operand of `q` to float32 / bfloat16 / float16.
 
+    Args:
+        q: a QuantizedTensor (NumPy arrays run the reference, device arrays the CUDA kernels).
+        dtype: "float32", "bfloat16" or "float16" (the last conversion rounds to nearest even).
+        operand: "rowwise" or "columnwise" (must be present in `q`).
+
     Returns an array in the library of `q`'s arrays: the input's shape for the rowwise operand,
     (K, M) for the columnwise one.
 
@@ -89,6 +94,9 @@ def dequantize(q, dtype="float32", operand="rowwise"):
 def swizzle_scales(compact):
     """(R, C) uint8 compact scales -> (roundup(R,128), roundup(C,4)) in the cuBLASLt 128x4 layout.
 
+    Args:
+        compact: uint8 (R, C) scale matrix (NumPy or device array); padding bytes come out 0.
+
     Example:
         >>> import numpy as np, fp4kit
         >>> fp4kit.swizzle_scales(np.ones((3, 5), np.uint8)).shape
@@ -103,6 +111,10 @@ def swizzle_scales(compact):
 
 def unswizzle_scales(swizzled, shape):
     """Swizzled scales -> the (R, C) compact matrix; `shape` = (R, C). Padding bytes are ignored.
+
+    Args:
+        swizzled: uint8 (roundup(R,128), roundup(C,4)) array (NumPy or device array).
+        shape: (R, C), the compact shape.
 
     Example:
         >>> import numpy as np, fp4kit
