@@ -14,19 +14,24 @@ using namespace fp4kit;
 
 // Kernel names: quantize_f<format_id>_d<input dtype id> (enums.cuh). Grid: 1-D, one CTA per
 // 64x64 tile, ceil(M/64) * ceil(K/64) CTAs of 256 threads. Unused pointers may be null.
-#define FP4KIT_QUANTIZE_KERNEL(F, D)                                                                   \
+#define FP4KIT_QUANTIZE_KERNEL(F, D, EXT, SUFFIX)                                                      \
     extern "C" __global__ void __launch_bounds__(QT_THREADS)                                          \
-    quantize_f##F##_d##D(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales, u8* col_data,    \
-                         u8* col_scales, const float* amax_row, const float* amax_col, int flags,    \
-                         u64 seed, u32 rht_mask) {                                                    \
-        quantize_tile<F, D>(x, M, K, row_data, row_scales, col_data, col_scales, amax_row, amax_col, \
-                            flags, seed, rht_mask, (i64)blockIdx.x);                                  \
+    quantize_f##F##_d##D##SUFFIX(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales,           \
+                                 u8* col_data, u8* col_scales, const float* amax_row,                  \
+                                 const float* amax_col, int flags, u64 seed, u32 rht_mask) {          \
+        quantize_tile<F, D, EXT>(x, M, K, row_data, row_scales, col_data, col_scales, amax_row,       \
+                                 amax_col, flags, seed, rht_mask, (i64)blockIdx.x);                   \
     }
 
-#define FP4KIT_QUANTIZE_ALL_DTYPES(F) \
-    FP4KIT_QUANTIZE_KERNEL(F, 0)      \
-    FP4KIT_QUANTIZE_KERNEL(F, 1)      \
-    FP4KIT_QUANTIZE_KERNEL(F, 2)
+// quantize_f<F>_d<D>: every option; quantize_f<F>_d<D>_plain: no tile_2d / row_scaled / rht /
+// stochastic rounding (their flags are ignored), fewer registers.
+#define FP4KIT_QUANTIZE_ALL_DTYPES(F)            \
+    FP4KIT_QUANTIZE_KERNEL(F, 0, true, )         \
+    FP4KIT_QUANTIZE_KERNEL(F, 1, true, )         \
+    FP4KIT_QUANTIZE_KERNEL(F, 2, true, )         \
+    FP4KIT_QUANTIZE_KERNEL(F, 0, false, _plain)  \
+    FP4KIT_QUANTIZE_KERNEL(F, 1, false, _plain)  \
+    FP4KIT_QUANTIZE_KERNEL(F, 2, false, _plain)
 
 FP4KIT_QUANTIZE_ALL_DTYPES(0)
 FP4KIT_QUANTIZE_ALL_DTYPES(1)

@@ -200,7 +200,8 @@ def quantize(x, opts, amax=None, *, input_dtype: str):
             flags |= QFLAG_VEC_IN
         r, c = ops.get("rowwise"), ops.get("columnwise")
         tiles = -(-M // _QT_M) * -(-K // _QT_K)
-        kern = _fn("quantize", f"quantize_f{fmt.format_id}_d{_DTYPE_IDS[input_dtype]}")
+        ext = opts.rounding == "stochastic" or (fmt.is_nvfp4 and (opts.tile_2d or opts.row_scaled or opts.rht))
+        kern = _fn("quantize", f"quantize_f{fmt.format_id}_d{_DTYPE_IDS[input_dtype]}{'' if ext else '_plain'}")
         kern((tiles,), (_THREADS,), (
             x, np.int64(M), np.int64(K),
             r["data"] if r else _NULL, r["scales"] if r else _NULL,

@@ -46,14 +46,36 @@ template <> struct Fmt<FORMAT_NVFP4> { typedef E2M1 E; static constexpr int bloc
 //   code = ((e - emin) << mbits) + n; sign bit from signbit(y).
 template <class E>
 __device__ __forceinline__ u32 encode(float y) {
+    // Same function as the algorithm above, in integer form (no float->int conversion):
+    //  - a < 2^emin (element subnormals, zero, fp32 subnormals): n = rint(a / 2^(emin - mbits))
+    //    is one RNE fp32 addition of C = 2^(emin - mbits + 23) (ulp(C) = 2^(emin - mbits)), and
+    //    code = bits(a + C) - bits(C) (n = 2^mbits is the smallest normal's code);
+    //  - otherwise the fp32 mantissa is rounded to mbits bits (RNE on the bit pattern; a carry
+    //    moves into the exponent) and the exponent is rebiased.
+    constexpr u32 min_normal_bits = (u32)(E::emin + 127) << 23;
+    constexpr u32 magic_bits = (u32)(E::emin - E::mbits + 23 + 127) << 23;
+    constexpr int drop = 23 - E::mbits;
     const u32 b = f2u(y);
     u32 ab = b & 0x7FFFFFFFu;
     if (ab > FP4KIT_INF_BITS) return E::nan_code;
-    if (ab > E::max_bits) ab = E::max_bits;          // saturation, +inf included
-    int e = (int)(ab >> 23) - 127;                   // zero / fp32 subnormal: -127 < emin
+    ab = ab < E::max_bits ? ab : E::max_bits;         // saturation, +inf included
+    const u32 sub = f2u(__fadd_rn(u2f(ab), u2f(magic_bits))) - magic_bits;
+    const u32 nrm = ((ab + ((1u << (drop - 1)) - 1u) + ((ab >> drop) & 1u)) >> drop) - ((u32)(127 - E::bias) << E::mbits);
+    const u32 code = ab < min_normal_bits ? sub : nrm;
+    return code | ((b >> 31) << E::sign_shift);
+}
+
+// Reference form of encode (docs/design.md), kept for tests of the fast form above.
+template <class E>
+__device__ __forceinline__ u32 encode_reference(float y) {
+    const u32 b = f2u(y);
+    u32 ab = b & 0x7FFFFFFFu;
+    if (ab > FP4KIT_INF_BITS) return E::nan_code;
+    if (ab > E::max_bits) ab = E::max_bits;
+    int e = (int)(ab >> 23) - 127;
     if (e < E::emin) e = E::emin;
-    const float scaled = mul_rn(u2f(ab), pow2_normal(E::mbits - e));   // exact
-    const u32 n = __float2uint_rn(scaled);                               // RNE to integer
+    const float scaled = mul_rn(u2f(ab), pow2_normal(E::mbits - e));
+    const u32 n = __float2uint_rn(scaled);
     const u32 code = ((u32)(e - E::emin) << E::mbits) + n;
     return code | ((b >> 31) << E::sign_shift);
 }

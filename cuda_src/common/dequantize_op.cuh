@@ -17,7 +17,9 @@ __device__ __forceinline__ void store_out(void* outv, i64 idx, const float* y, i
             for (int q = 0; q < 4; ++q)
                 reinterpret_cast<uint4*>(out)[q] = make_uint4(f2u(y[4 * q]), f2u(y[4 * q + 1]), f2u(y[4 * q + 2]), f2u(y[4 * q + 3]));
         } else {
-            for (int i = 0; i < n; ++i) out[i] = y[i];
+#pragma unroll
+            for (int i = 0; i < 16; ++i)
+                if (i < n) out[i] = y[i];
         }
     } else {
         u16* out = reinterpret_cast<u16*>(outv) + idx;
@@ -33,7 +35,9 @@ __device__ __forceinline__ void store_out(void* outv, i64 idx, const float* y, i
                 reinterpret_cast<uint4*>(out)[q] = make_uint4(w[0], w[1], w[2], w[3]);
             }
         } else {
-            for (int i = 0; i < n; ++i) out[i] = h[i];
+#pragma unroll
+            for (int i = 0; i < 16; ++i)
+                if (i < n) out[i] = h[i];
         }
     }
 }
@@ -59,7 +63,9 @@ __device__ __forceinline__ void dequantize_seg(const u8* data, const u8* scales,
         const uint4 q = *reinterpret_cast<const uint4*>(src);
         w[0] = q.x; w[1] = q.y; w[2] = q.z; w[3] = q.w;
     } else {
-        for (int b = 0; b < nbytes; ++b) w[b >> 2] |= (u32)src[b] << (8 * (b & 3));
+#pragma unroll
+        for (int b = 0; b < 16; ++b)
+            if (b < nbytes) w[b >> 2] |= (u32)src[b] << (8 * (b & 3));
     }
     const u32 sc = scales[scale_offset(r, c0 / F::block, nb, swizzled != 0)];
     float mult;

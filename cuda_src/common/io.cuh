@@ -50,16 +50,23 @@ __device__ __forceinline__ uint4 load_stream16(const void* p) {
     return __ldcs(reinterpret_cast<const uint4*>(p));
 }
 
-// Store `nbytes` (<= 16) bytes of the little-endian words w[0..3] at dst; one vector store when
-// the whole 16 (or 8) bytes are written and dst is aligned.
-__device__ __forceinline__ void store_bytes(u8* dst, const u32* w, int nbytes, int full) {
+// Store `nbytes` (<= full) bytes of the little-endian words w0..w3 at dst; one vector store when
+// the whole 16 (or 8) bytes are written and dst is aligned. Words by value: no local memory.
+__device__ __forceinline__ void store_bytes(u8* dst, u32 w0, u32 w1, u32 w2, u32 w3, int nbytes, int full) {
     if (nbytes == full && full == 16 && aligned16(dst)) {
-        *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
+        *reinterpret_cast<uint4*>(dst) = make_uint4(w0, w1, w2, w3);
     } else if (nbytes == full && full == 8 && aligned8(dst)) {
-        *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[1]);
+        *reinterpret_cast<uint2*>(dst) = make_uint2(w0, w1);
     } else {
-        for (int b = 0; b < nbytes; ++b) dst[b] = (u8)(w[b >> 2] >> (8 * (b & 3)));
+#pragma unroll
+        for (int b = 0; b < 16; ++b) {
+            const u32 w = b < 4 ? w0 : (b < 8 ? w1 : (b < 12 ? w2 : w3));
+            if (b < nbytes) dst[b] = (u8)(w >> (8 * (b & 3)));
+        }
     }
+}
+__device__ __forceinline__ void store_bytes(u8* dst, const u32* w, int nbytes, int full) {
+    store_bytes(dst, w[0], w[1], w[2], w[3], nbytes, full);
 }
 
 }  // namespace fp4kit

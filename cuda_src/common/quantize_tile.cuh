@@ -40,10 +40,10 @@ __device__ __forceinline__ void load_tile(const void* xv, i64 M, i64 K, i64 m0, 
 }
 
 __device__ __forceinline__ float seg_amax(const float* v) {
-    u32 acc = 0;
+    float acc = 0.0f;   // max.f32 returns the non-NaN operand: NaN is ignored
 #pragma unroll
-    for (int i = 0; i < SEG; ++i) acc = absmax_bits(acc, v[i]);
-    return u2f(acc);
+    for (int i = 0; i < SEG; ++i) acc = fmaxf(acc, fabsf(v[i]));
+    return acc;
 }
 
 // Quantize one 16-element segment (values v, already in fp32) into packed code words w[0..3].
@@ -91,7 +91,9 @@ __device__ __forceinline__ u32 block_scale(float bamax, bool floor_rule, const f
     }
 }
 
-template <int FMT, int DT>
+// EXT = false compiles out the NVFP4 variants and stochastic rounding (fewer registers, more
+// CTAs per SM) for the plain recipes; the flags of those variants are then ignored.
+template <int FMT, int DT, bool EXT = true>
 __device__ __forceinline__ void quantize_tile(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales,
                                               u8* col_data, u8* col_scales, const float* amax_row,
                                               const float* amax_col, int flags, u64 seed, u32 rht_mask, i64 tile_idx) {
@@ -106,9 +108,9 @@ __device__ __forceinline__ void quantize_tile(const void* x, i64 M, i64 K, u8* r
     const int tid = threadIdx.x;
     const bool swz = flags & QFLAG_SWIZZLED;
     const bool floor_rule = flags & QFLAG_RULE_FLOOR;
-    const bool stochastic = flags & QFLAG_STOCHASTIC;
+    const bool stochastic = EXT && (flags & QFLAG_STOCHASTIC);
     bool tile2d = false, row_scaled = false, rht = false;
-    if constexpr (!F::mx) {
+    if constexpr (!F::mx && EXT) {
         tile2d = flags & QFLAG_TILE_2D;
         row_scaled = flags & QFLAG_ROW_SCALED;
         rht = flags & QFLAG_RHT;

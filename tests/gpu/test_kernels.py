@@ -364,3 +364,19 @@ def test_quantize_swizzled_equals_swizzle_of_compact(gpu):
         row_s, col_s = gpu_quantize(gpu, x, fmt, axis="both", scale_layout="swizzled")
         assert_bytes_equal(row_s["scales"], ref_swizzle(row_c["scales"]), f"{fmt} rowwise")
         assert_bytes_equal(col_s["scales"], ref_swizzle(col_c["scales"]), f"{fmt} columnwise")
+
+
+# ---------------------------------------------------------------------------------------------
+# codecs, exhaustively over fp32
+
+@pytest.mark.parametrize("elem", range(5))
+def test_encode_fast_equals_reference_form_every_fp32(gpu, elem):
+    """The integer-form encode<E> equals the design.md algorithm for all 2^32 fp32 inputs."""
+    from fp4kit._loader import get_function
+
+    cp = gpu
+    out = cp.zeros(2, dtype=cp.uint64)
+    get_function("selftest", f"encode_exhaustive_e{elem}")((132 * 32,), (256,),
+                                                            (np.uint64(0), np.uint64(1 << 32), out))
+    n, first = (int(v) for v in cp.asnumpy(out))
+    assert n == 0, f"element type {elem}: {n} fp32 inputs differ, first 0x{first - 1:08X}"

@@ -1,0 +1,33 @@
+// fp4kit: device self-tests of the codecs (used by tests/gpu; not part of any op).
+// encode_exhaustive_e<i>: for every fp32 bit pattern in [start, start + count), compares the fast
+// encode<E> with encode_reference<E> (docs/design.md algorithm) and counts mismatches; the first
+// mismatching input is kept in out[1] (out[0] counts).
+#include "common/codecs.cuh"
+
+using namespace fp4kit;
+
+template <class E>
+__device__ __forceinline__ void encode_exhaustive(u64 start, u64 count, unsigned long long* out) {
+    const u64 stride = (u64)gridDim.x * blockDim.x;
+    unsigned long long bad = 0;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += stride) {
+        const u32 bits = (u32)(start + i);
+        const float y = u2f(bits);
+        if (encode<E>(y) != encode_reference<E>(y)) {
+            if (bad == 0) atomicCAS(out + 1, 0ull, (unsigned long long)bits + 1ull);
+            ++bad;
+        }
+    }
+    if (bad) atomicAdd(out, bad);
+}
+
+#define FP4KIT_SELFTEST(I, E) \
+    extern "C" __global__ void encode_exhaustive_e##I(u64 start, u64 count, unsigned long long* out) { \
+        encode_exhaustive<E>(start, count, out); \
+    }
+
+FP4KIT_SELFTEST(0, E4M3)
+FP4KIT_SELFTEST(1, E5M2)
+FP4KIT_SELFTEST(2, E2M3)
+FP4KIT_SELFTEST(3, E3M2)
+FP4KIT_SELFTEST(4, E2M1)
