@@ -19,7 +19,7 @@ import numpy as np
 from . import _interop
 from ._grouped_views import GroupedArray, grouped_layout
 from ._validate import group_dims, group_member_checks, quantize_options, check_int, check_bool
-from .formats import DTYPES
+from .formats import DTYPES, FORMATS
 from .tensor import GroupedQuantizedTensor, swizzled_shape
 
 __all__ = ["group_quantize", "group_dequantize", "ERRORS", "decode_error"]
@@ -192,7 +192,8 @@ def group_quantize(x, fmt, num_groups=None, first_dims=None, last_dims=None, ama
         scale_offsets_rowwise=lay.scale_offsets_rowwise if not dev_dims and opts.want_rowwise else (),
         scale_offsets_columnwise=lay.scale_offsets_columnwise if not dev_dims and opts.want_columnwise else (),
         dbias=conv(res.get("dbias")), input_dtype=da.dtype,
-        extra={"meta": res["meta"], "error_flag": res["err"], "G": G, "device_dims": dev_dims, "library": lib})
+        extra={"meta": res["meta"], "error_flag": res["err"], "fd": res["fd"], "ld": res["ld"], "G": G,
+               "device_dims": dev_dims, "library": lib})
 
 
 def group_dequantize(g: GroupedQuantizedTensor, dtype="float32", operand="rowwise") -> GroupedArray:
@@ -213,8 +214,9 @@ def group_dequantize(g: GroupedQuantizedTensor, dtype="float32", operand="rowwis
     if meta is None:
         raise ValueError("g: expected a grouped result from the GPU (it carries device metadata)")
     with _device_ctx(d.device), _interop.current_stream(data):
-        out = _cuda.group_dequantize(d.array, s, a, meta, g.extra["G"], g.format, g.options, operand, dtype,
-                                     int(d.array.size * (2 if g.format in ("nvfp4", "mxfp4_e2m1") else 1)))
+        n_el = int(d.array.size) * (2 if FORMATS[g.format].packed else 1)
+        out = _cuda.group_dequantize(d.array, s, a, meta, g.extra["fd"], g.extra["ld"], g.extra["G"], g.format,
+                                     g.options, operand, dtype, n_el)
     lib = g.extra.get("library", d.library)
     return GroupedArray(data=_interop.to_library(out, lib, dtype=dtype), kind=g.kind, first_dims=g.first_dims,
                         last_dims=g.last_dims, offsets=g.offsets, operand=operand)

@@ -1,0 +1,276 @@
+// fp4kit: grouped (MoE) quantize / dequantize, SPEC section 7.
+//
+// group_meta        one CTA: member dims (device int64) -> prefixes and offsets, checked; on any
+//                   error it sets the error flags and zeroes every work list, so the kernels below
+//                   do nothing and nothing is written out of bounds.
+// group_stats_d*    persistent: per-member NVFP4 amax (plain, per row / per column, post-RHT) and
+//                   dbias column sums (float64 atomics), one pass over the input.
+// group_quantize_*  persistent, statically scheduled: CTA b takes tiles b, b + grid, ... of the
+//                   concatenated 64x64 tile list and finds each tile's member by binary search.
+// group_dequantize_* grid-stride over 16-element segments of every member.
+#include "common/quantize_tile.cuh"
+#include "common/dequantize_op.cuh"
+
+namespace fp4kit {
+
+// meta: 8 arrays of G + 1 int64 each (fp4kit/_cuda_grouped.py mirrors this order)
+enum MetaArray : int {
+    META_OFF = 0,    // element offsets
+    META_TILES = 1,  // 64x64 tile prefix
+    META_SROW = 2,   // rowwise scale byte offsets
+    META_SCOL = 3,   // columnwise scale byte offsets
+    META_AROW = 4,   // rowwise amax offsets
+    META_ACOL = 5,   // columnwise amax offsets
+    META_SEGR = 6,   // rowwise 16-element segment prefix (dequantize)
+    META_SEGC = 7,   // columnwise segment prefix
+    META_COUNT = 8,
+};
+
+// error bits (fp4kit/_grouped_device.py ERRORS)
+enum GroupError : int {
+    GERR_NEGATIVE = 1,
+    GERR_ELEMENTS = 2,
+    GERR_SCALES = 4,
+    GERR_PACKED = 8,
+    GERR_RHT = 16,
+    GERR_AMAX = 32,
+    GERR_ROWS = 64,
+};
+
+__device__ __forceinline__ i64 roundup_i64(i64 a, i64 m) { return (a + m - 1) / m * m; }
+
+__device__ __forceinline__ i64 scale_bytes(i64 rows, i64 cols, int block, int swizzled) {
+    const i64 nb = (cols + block - 1) / block;
+    return swizzled ? roundup_i64(rows, 128) * roundup_i64(nb, 4) : rows * nb;
+}
+
+// Largest g in [0, G) with prefix[g] <= t (prefix non-decreasing, prefix[0] = 0 <= t < prefix[G]).
+__device__ __forceinline__ i64 find_member(const i64* prefix, i64 G, i64 t) {
+    i64 lo = 0, hi = G;   // invariant: prefix[lo] <= t < prefix[hi]
+    while (hi - lo > 1) {
+        const i64 mid = (lo + hi) >> 1;
+        if (prefix[mid] <= t) lo = mid; else hi = mid;
+    }
+    return lo;
+}
+
+__device__ __forceinline__ int input_itemsize(int dt) { return dt == DTYPE_FLOAT32 ? 4 : 2; }
+
+}  // namespace fp4kit
+
+using namespace fp4kit;
+
+// bits: 1 packed, 2 swizzled, 4 row_scaled, 8 rht, 16 want_row, 32 want_col (scalars only, so the
+// launch can be captured in a CUDA graph without host-to-device copies)
+extern "C" __global__ void group_meta(i64 G, const i64* first, const i64* last, int block, int bits,
+                                      i64 max_elements, i64 rows_total, i64 cap_srow, i64 cap_scol,
+                                      i64 cap_arow, i64 cap_acol, i64* meta, int* err) {
+    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    const int packed = bits & 1, swz = (bits >> 1) & 1, rs = (bits >> 2) & 1, rht = (bits >> 3) & 1;
+    const int want_row = (bits >> 4) & 1, want_col = (bits >> 5) & 1;
+    i64* a[META_COUNT];
+    for (int k = 0; k < META_COUNT; ++k) a[k] = meta + (i64)k * (G + 1);
+    for (int k = 0; k < META_COUNT; ++k) a[k][0] = 0;
+    int e = 0;
+    i64 rows = 0;
+    for (i64 g = 0; g < G; ++g) {
+        const i64 M = first[g], K = last[g];
+        if (M < 0 || K < 0) { e |= GERR_NEGATIVE; break; }
+        if (M != 0 && K > (max_elements - a[META_OFF][g]) / M) { e |= GERR_ELEMENTS; break; }
+        if (packed && ((want_row && (K & 1)) || (want_col && (M & 1)))) e |= GERR_PACKED;
+        if (rht && (M & 15)) e |= GERR_RHT;
+        rows += M;
+        a[META_OFF][g + 1] = a[META_OFF][g] + M * K;
+        a[META_TILES][g + 1] = a[META_TILES][g] + ((M + QT_M - 1) / QT_M) * ((K + QT_K - 1) / QT_K);
+        a[META_SROW][g + 1] = a[META_SROW][g] + (want_row ? scale_bytes(M, K, block, swz) : 0);
+        a[META_SCOL][g + 1] = a[META_SCOL][g] + (want_col ? scale_bytes(K, M, block, swz) : 0);
+        a[META_AROW][g + 1] = a[META_AROW][g] + (rs ? M : 1);
+        a[META_ACOL][g + 1] = a[META_ACOL][g] + (rs ? K : 1);
+        a[META_SEGR][g + 1] = a[META_SEGR][g] + M * ((K + 15) / 16);
+        a[META_SEGC][g + 1] = a[META_SEGC][g] + K * ((M + 15) / 16);
+    }
+    if (!e) {
+        if (rows_total >= 0 && rows > rows_total) e |= GERR_ROWS;
+        if (a[META_SROW][G] > cap_srow || a[META_SCOL][G] > cap_scol) e |= GERR_SCALES;
+        if (a[META_AROW][G] > cap_arow || a[META_ACOL][G] > cap_acol) e |= GERR_AMAX;
+    }
+    if (e) {   // no work at all: every prefix and offset back to zero
+        for (int k = 0; k < META_COUNT; ++k)
+            for (i64 g = 0; g <= G; ++g) a[k][g] = 0;
+    }
+    *err = e;
+}
+
+namespace fp4kit {
+
+// Per-member statistics over the input (null outputs are skipped): mode bits 1 = plain amax (-> amax_row[g]; with bit 16 also
+// -> amax_col[g]),
+// 2 = per-row amax (amax_row[AROW[g] + m]) and per-column amax (amax_col[ACOL[g] + k]),
+// 4 = post-RHT columnwise amax (amax_col[g]), 8 = dbias column sums (dbias[g * K + k], float64).
+template <int DT>
+__device__ __forceinline__ void group_stats(const void* x, i64 G, const i64* meta, const i64* first,
+                                            const i64* last, int mode, u32 rht_mask, u32* amax_row,
+                                            u32* amax_col, double* dbias, i64 dbias_K) {
+    __shared__ float tile[QT_M][QT_PITCH];
+    __shared__ u32 red[QT_THREADS / 32];
+    const i64* off = meta + (i64)META_OFF * (G + 1);
+    const i64* tiles = meta + (i64)META_TILES * (G + 1);
+    const i64* arow = meta + (i64)META_AROW * (G + 1);
+    const i64* acol = meta + (i64)META_ACOL * (G + 1);
+    const i64 total = tiles[G];
+    const int tid = threadIdx.x;
+    for (i64 t = blockIdx.x; t < total; t += gridDim.x) {
+        const i64 g = find_member(tiles, G, t);
+        const i64 M = first[g], K = last[g];
+        const char* xg = reinterpret_cast<const char*>(x) + off[g] * input_itemsize(DT);
+        const bool vec_ok = ((reinterpret_cast<u64>(xg) & 15) == 0) && ((K * input_itemsize(DT)) % 16 == 0);
+        const i64 lt = t - tiles[g];
+        const i64 tiles_k = (K + QT_K - 1) / QT_K;
+        const i64 m0 = (lt / tiles_k) * QT_M, k0 = (lt % tiles_k) * QT_K;
+        load_tile<DT>(xg, M, K, m0, k0, vec_ok, tile);
+        __syncthreads();
+        if (mode & 1) {
+            u32 acc = 0;
+            for (int i = tid; i < QT_M * QT_K; i += QT_THREADS) acc = absmax_bits(acc, tile[i / QT_K][i % QT_K]);
+            for (int o = 16; o; o >>= 1) { const u32 v = __shfl_xor_sync(0xFFFFFFFFu, acc, o); acc = v > acc ? v : acc; }
+            if ((tid & 31) == 0) red[tid >> 5] = acc;
+            __syncthreads();
+            if (tid == 0) {
+                u32 m = 0;
+                for (int w = 0; w < QT_THREADS / 32; ++w) m = red[w] > m ? red[w] : m;
+                if (amax_row) atomicMax(amax_row + g, m);
+                if ((mode & 16) && amax_col) atomicMax(amax_col + g, m);
+            }
+        }
+        if (mode & 2) {
+            if (amax_row && tid < QT_M && m0 + tid < M) {
+                u32 acc = 0;
+                for (int c = 0; c < QT_K; ++c) acc = absmax_bits(acc, tile[tid][c]);
+                atomicMax(amax_row + arow[g] + m0 + tid, acc);
+            } else if (amax_col && tid >= QT_M && tid < QT_M + QT_K && k0 + (tid - QT_M) < K) {
+                const int c = tid - QT_M;
+                u32 acc = 0;
+                for (int r = 0; r < QT_M; ++r) acc = absmax_bits(acc, tile[r][c]);
+                atomicMax(amax_col + acol[g] + k0 + c, acc);
+            }
+        }
+        if (mode & 4) {   // columnwise operand after the transform: 16-row segments of each column
+            u32 acc = 0;
+            const int c = tid >> 2, s = tid & 3;   // 64 columns x 4 segments
+            if (k0 + c < K && m0 + s * 16 < M) {
+                float v[16];
+#pragma unroll
+                for (int i = 0; i < 16; ++i) v[i] = tile[s * 16 + i][c];
+                rht16_inplace(v, rht_mask);
+#pragma unroll
+                for (int i = 0; i < 16; ++i) acc = absmax_bits(acc, v[i]);
+            }
+            for (int o = 16; o; o >>= 1) { const u32 v = __shfl_xor_sync(0xFFFFFFFFu, acc, o); acc = v > acc ? v : acc; }
+            if ((tid & 31) == 0 && acc) atomicMax(amax_col + g, acc);
+        }
+        if (mode & 8) {
+            if (tid < QT_K && k0 + tid < K) {
+                double sum = 0.0;
+                const int rows = (int)((M - m0) < QT_M ? (M - m0) : QT_M);
+                for (int r = 0; r < rows; ++r) sum += (double)tile[r][tid];
+                atomicAdd(dbias + g * dbias_K + k0 + tid, sum);
+            }
+        }
+        __syncthreads();
+    }
+}
+
+template <int FMT, int DT>
+__device__ __forceinline__ void group_quantize(const void* x, i64 G, const i64* meta, const i64* first,
+                                               const i64* last, u8* row_data, u8* row_scales, u8* col_data,
+                                               u8* col_scales, const float* amax_row, const float* amax_col,
+                                               int flags, u64 seed, u32 rht_mask) {
+    typedef Fmt<FMT> F;
+    const i64* off = meta + (i64)META_OFF * (G + 1);
+    const i64* tiles = meta + (i64)META_TILES * (G + 1);
+    const i64* srow = meta + (i64)META_SROW * (G + 1);
+    const i64* scol = meta + (i64)META_SCOL * (G + 1);
+    const i64* arow = meta + (i64)META_AROW * (G + 1);
+    const i64* acol = meta + (i64)META_ACOL * (G + 1);
+    const i64 total = tiles[G];
+    for (i64 t = blockIdx.x; t < total; t += gridDim.x) {
+        const i64 g = find_member(tiles, G, t);
+        const i64 M = first[g], K = last[g];
+        const char* xg = reinterpret_cast<const char*>(x) + off[g] * input_itemsize(DT);
+        const i64 doff = F::packed ? off[g] / 2 : off[g];
+        int fl = flags & ~QFLAG_VEC_IN;
+        if (((reinterpret_cast<u64>(xg) & 15) == 0) && ((K * input_itemsize(DT)) % 16 == 0)) fl |= QFLAG_VEC_IN;
+        quantize_tile<FMT, DT>(xg, M, K, row_data ? row_data + doff : row_data, row_scales ? row_scales + srow[g] : row_scales,
+                               col_data ? col_data + doff : col_data, col_scales ? col_scales + scol[g] : col_scales,
+                               amax_row ? amax_row + arow[g] : amax_row, amax_col ? amax_col + acol[g] : amax_col,
+                               fl, seed, rht_mask, t - tiles[g]);
+        __syncthreads();   // the tile buffer is reused by the next iteration
+    }
+}
+
+template <int FMT, int OT>
+__device__ __forceinline__ void group_dequantize(const u8* data, const u8* scales, const float* amax, i64 G,
+                                                 const i64* meta, const i64* first, const i64* last, int columnwise,
+                                                 int swizzled, int row_scaled, void* out) {
+    typedef Fmt<FMT> F;
+    const i64* off = meta + (i64)META_OFF * (G + 1);
+    const i64* sc = meta + (i64)(columnwise ? META_SCOL : META_SROW) * (G + 1);
+    const i64* am = meta + (i64)(columnwise ? META_ACOL : META_AROW) * (G + 1);
+    const i64* seg = meta + (i64)(columnwise ? META_SEGC : META_SEGR) * (G + 1);
+    const i64 total = seg[G];
+    const int osize = OT == DTYPE_FLOAT32 ? 4 : 2;
+    const i64 stride = (i64)gridDim.x * DQ_THREADS;
+    for (i64 t = (i64)blockIdx.x * DQ_THREADS + threadIdx.x; t < total; t += stride) {
+        const i64 g = find_member(seg, G, t);
+        const i64 rows = columnwise ? last[g] : first[g];
+        const i64 cols = columnwise ? first[g] : last[g];
+        const i64 doff = F::packed ? off[g] / 2 : off[g];
+        dequantize_seg<FMT, OT>(data + doff, scales + sc[g], amax ? amax + am[g] : amax, rows, cols, swizzled,
+                                row_scaled, reinterpret_cast<char*>(out) + off[g] * osize, t - seg[g]);
+    }
+}
+
+}  // namespace fp4kit
+
+#define FP4KIT_GROUP_STATS(D)                                                                          \
+    extern "C" __global__ void __launch_bounds__(QT_THREADS)                                          \
+    group_stats_d##D(const void* x, i64 G, const i64* meta, const i64* first, const i64* last, int mode, \
+                     u32 rht_mask, u32* amax_row, u32* amax_col, double* dbias, i64 dbias_K) {          \
+        group_stats<D>(x, G, meta, first, last, mode, rht_mask, amax_row, amax_col, dbias, dbias_K);  \
+    }
+FP4KIT_GROUP_STATS(0)
+FP4KIT_GROUP_STATS(1)
+FP4KIT_GROUP_STATS(2)
+
+#define FP4KIT_GROUP_QUANTIZE(F, D)                                                                     \
+    extern "C" __global__ void __launch_bounds__(QT_THREADS)                                           \
+    group_quantize_f##F##_d##D(const void* x, i64 G, const i64* meta, const i64* first, const i64* last, \
+                               u8* row_data, u8* row_scales, u8* col_data, u8* col_scales,             \
+                               const float* amax_row, const float* amax_col, int flags, u64 seed,      \
+                               u32 rht_mask) {                                                         \
+        group_quantize<F, D>(x, G, meta, first, last, row_data, row_scales, col_data, col_scales,     \
+                             amax_row, amax_col, flags, seed, rht_mask);                               \
+    }
+#define FP4KIT_GROUP_QUANTIZE_ALL(F) FP4KIT_GROUP_QUANTIZE(F, 0) FP4KIT_GROUP_QUANTIZE(F, 1) FP4KIT_GROUP_QUANTIZE(F, 2)
+FP4KIT_GROUP_QUANTIZE_ALL(0)
+FP4KIT_GROUP_QUANTIZE_ALL(1)
+FP4KIT_GROUP_QUANTIZE_ALL(2)
+FP4KIT_GROUP_QUANTIZE_ALL(3)
+FP4KIT_GROUP_QUANTIZE_ALL(4)
+FP4KIT_GROUP_QUANTIZE_ALL(5)
+
+#define FP4KIT_GROUP_DEQUANTIZE(F, O)                                                                   \
+    extern "C" __global__ void __launch_bounds__(DQ_THREADS)                                           \
+    group_dequantize_f##F##_o##O(const u8* data, const u8* scales, const float* amax, i64 G,            \
+                                 const i64* meta, const i64* first, const i64* last, int columnwise,   \
+                                 int swizzled, int row_scaled, void* out) {                            \
+        group_dequantize<F, O>(data, scales, amax, G, meta, first, last, columnwise, swizzled,        \
+                               row_scaled, out);                                                       \
+    }
+#define FP4KIT_GROUP_DEQUANTIZE_ALL(F) FP4KIT_GROUP_DEQUANTIZE(F, 0) FP4KIT_GROUP_DEQUANTIZE(F, 1) FP4KIT_GROUP_DEQUANTIZE(F, 2)
+FP4KIT_GROUP_DEQUANTIZE_ALL(0)
+FP4KIT_GROUP_DEQUANTIZE_ALL(1)
+FP4KIT_GROUP_DEQUANTIZE_ALL(2)
+FP4KIT_GROUP_DEQUANTIZE_ALL(3)
+FP4KIT_GROUP_DEQUANTIZE_ALL(4)
+FP4KIT_GROUP_DEQUANTIZE_ALL(5)

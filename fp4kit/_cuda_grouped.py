@@ -1,0 +1,130 @@
+"""Launchers of the grouped kernels (cuda_src/grouped.cu): metadata, statistics, quantize, dequantize.
+
+Everything is queued on the current CuPy stream with no host synchronisation: dims are device
+int64 arrays (host dims were uploaded by the caller), and the persistent grids are sized from the
+SM count and the caller's bounds, never from the dims' values.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ._cuda import (_DTYPE_IDS, _NULL, _THREADS, QFLAG_COLUMNWISE, QFLAG_RHT, QFLAG_ROW_SCALED, QFLAG_ROWWISE,
+                    QFLAG_RULE_FLOOR, QFLAG_STOCHASTIC, QFLAG_SWIZZLED, QFLAG_TILE_2D, _empty, _fn, _sm_count)
+from .formats import FORMATS
+
+__all__ = ["group_quantize", "group_dequantize"]
+
+_NMETA = 8
+_CTAS_PER_SM = 8          # persistent grid: SMs x this many 256-thread CTAs (tile loop inside)
+_QT = 64
+
+
+def _cp():
+    import cupy
+    return cupy
+
+
+def _persistent_grid(upper_bound_items: int) -> int:
+    return max(1, min(int(upper_bound_items), _sm_count() * _CTAS_PER_SM))
+
+
+def _meta(G, fd, ld, f, opts, n_el, caps, rows_total):
+    cp = _cp()
+    meta = cp.empty(_NMETA * (G + 1), dtype=cp.int64)
+    err = cp.zeros(1, dtype=cp.int32)
+    bits = (int(f.packed) | int(opts.scale_layout == "swizzled") << 1 | int(opts.row_scaled) << 2 | int(opts.rht) << 3
+            | int(opts.want_rowwise) << 4 | int(opts.want_columnwise) << 5)
+    _fn("grouped", "group_meta")((1,), (1,), (
+        np.int64(G), fd, ld, np.int32(f.block), np.int32(bits), np.int64(n_el), np.int64(-1 if rows_total is None else rows_total),
+        np.int64(caps["srow"]), np.int64(caps["scol"]), np.int64(caps["arow"]), np.int64(caps["acol"]), meta, err))
+    return meta, err
+
+
+def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=False, Kshared=None, rows_total=None):
+    """x: flat CuPy input; fd/ld: int64 device dims (G,); n_el: element bound; caps: buffer bounds."""
+    cp = _cp()
+    f = FORMATS[opts.format]
+    meta, err = _meta(G, fd, ld, f, opts, n_el, caps, rows_total)
+    out = {"meta": meta, "err": err, "fd": fd, "ld": ld}
+    nbytes = f.packed_len(n_el) if f.packed else n_el
+    swz = opts.scale_layout == "swizzled"
+    # scale buffers: zero-filled (the swizzled padding must read 0), then written by the kernel
+    if opts.want_rowwise:
+        out["row_data"] = _empty((nbytes,), np.uint8)
+        out["row_scales"] = cp.zeros((caps["srow"],), np.uint8) if swz else _empty((caps["srow"],), np.uint8)
+    if opts.want_columnwise:
+        out["col_data"] = _empty((nbytes,), np.uint8)
+        out["col_scales"] = cp.zeros((caps["scol"],), np.uint8) if swz else _empty((caps["scol"],), np.uint8)
+    # upper bound on tiles of all members: every member adds at most one partial tile per row/col band
+    tiles_bound = n_el // (_QT * _QT) + 4 * G + (n_el // _QT) + 1
+    grid = _persistent_grid(tiles_bound)
+    # statistics pass: NVFP4 amaxes (unless supplied) and dbias, one read of the input
+    mode = 0
+    a_row = a_col = row_t = col_t = None
+    if f.is_nvfp4:
+        if opts.want_rowwise:
+            if amax is not None:
+                a_row = amax.astype(cp.float32, copy=True)
+            else:
+                a_row = row_t = cp.zeros((caps["arow"],), np.float32)
+                mode |= 2 if opts.row_scaled else 1
+        if opts.want_columnwise:
+            if opts.row_scaled:                      # per column of x, always computed
+                a_col = col_t = cp.zeros((caps["acol"],), np.float32)
+                mode |= 2
+            elif opts.rht:                           # over the transformed operand, always computed
+                a_col = col_t = cp.zeros((caps["acol"],), np.float32)
+                mode |= 4
+            elif amax is not None:
+                a_col = amax.astype(cp.float32, copy=True)
+            else:
+                a_col = col_t = cp.zeros((caps["acol"],), np.float32)
+                mode |= 1 | 16
+    dbias_buf = None
+    if dbias:
+        dbias_buf = cp.zeros((G, Kshared), np.float64)
+        mode |= 8
+    if mode:
+        _fn("grouped", f"group_stats_d{_DTYPE_IDS[input_dtype]}")((grid,), (_THREADS,), (
+            x, np.int64(G), meta, fd, ld, np.int32(mode), np.uint32(opts.rht_sign_mask),
+            row_t if row_t is not None else _NULL, col_t if col_t is not None else _NULL,
+            dbias_buf if dbias_buf is not None else _NULL, np.int64(Kshared or 0)))
+    flags = 0
+    if opts.want_rowwise:
+        flags |= QFLAG_ROWWISE
+    if opts.want_columnwise:
+        flags |= QFLAG_COLUMNWISE
+    if swz:
+        flags |= QFLAG_SWIZZLED
+    if opts.scale_rule == "floor":
+        flags |= QFLAG_RULE_FLOOR
+    if opts.rounding == "stochastic":
+        flags |= QFLAG_STOCHASTIC
+    if f.is_nvfp4:
+        flags |= (QFLAG_TILE_2D if opts.tile_2d else 0) | (QFLAG_ROW_SCALED if opts.row_scaled else 0)
+        flags |= QFLAG_RHT if opts.rht else 0
+    _fn("grouped", f"group_quantize_f{f.format_id}_d{_DTYPE_IDS[input_dtype]}")((grid,), (_THREADS,), (
+        x, np.int64(G), meta, fd, ld, out.get("row_data", _NULL), out.get("row_scales", _NULL),
+        out.get("col_data", _NULL), out.get("col_scales", _NULL),
+        a_row if a_row is not None else _NULL, a_col if a_col is not None else _NULL,
+        np.int32(flags), np.uint64(opts.seed), np.uint32(opts.rht_sign_mask)))
+    if f.is_nvfp4:
+        if opts.want_rowwise:
+            out["row_amax"] = a_row
+        if opts.want_columnwise:
+            out["col_amax"] = a_col
+    if dbias_buf is not None:
+        out["dbias"] = dbias_buf.astype(cp.float32)
+    return out
+
+
+def group_dequantize(data, scales, amax, meta, fd, ld, G, fmt_name, opts, operand, out_dtype, n_el):
+    """Every member's operand -> one flat CuPy buffer (member i at element offset offsets[i])."""
+    f = FORMATS[fmt_name]
+    np_dt = {"float32": np.float32, "float16": np.float16, "bfloat16": np.uint16}[out_dtype]
+    out = _empty((n_el,), np_dt)
+    grid = _persistent_grid(-(-n_el // 16) // _THREADS + 1)
+    _fn("grouped", f"group_dequantize_f{f.format_id}_o{_DTYPE_IDS[out_dtype]}")((grid,), (_THREADS,), (
+        data, scales, amax if amax is not None else _NULL, np.int64(G), meta, fd, ld,
+        np.int32(operand == "columnwise"), np.int32(opts.scale_layout == "swizzled"), np.int32(opts.row_scaled), out))
+    return out
