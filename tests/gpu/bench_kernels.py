@@ -9,19 +9,21 @@ import sys
 import numpy as np
 
 
-def bench(fn, reps=50):
+def bench(fn, reps=20, rounds=5):
+    """Median over `rounds` of the mean time of `reps` back-to-back calls (launches queue ahead)."""
     import cupy as cp
 
     for _ in range(3):
         fn()
     start, stop = cp.cuda.Event(), cp.cuda.Event()
     times = []
-    for _ in range(reps):
+    for _ in range(rounds):
         start.record()
-        fn()
+        for _ in range(reps):
+            fn()
         stop.record()
         stop.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, stop) * 1e-3)
+        times.append(cp.cuda.get_elapsed_time(start, stop) * 1e-3 / reps)
     return float(np.median(times))
 
 
@@ -51,6 +53,8 @@ def main(argv):
         tc = bench(lambda: dst.__setitem__(Ellipsis, src))
         print(f"quantize {fmt:<11} {axis:<8} {str(extra):<30} {t * 1e6:8.1f} us  {nbytes / t / 1e9:7.0f} GB/s"
               f"  copy of the same bytes {nbytes / tc / 1e9:7.0f} GB/s  ratio {tc / t:5.2f}")
+    t = bench(lambda: _cuda.compute_amax(x, "bfloat16", "global"))
+    print(f"amax (global) alone       {t * 1e6:8.1f} us  {x.nbytes / t / 1e9:7.0f} GB/s")
     row, _ = _cuda.quantize(x, quantize_options((M, K), "bfloat16", "nvfp4"), None, input_dtype="bfloat16")
     t = bench(lambda: _cuda.dequantize(row["data"], row["scales"], row["amax"], "nvfp4", M, K, "compact", "bfloat16"))
     nbytes = row["data"].nbytes + row["scales"].nbytes + M * K * 2
