@@ -1,0 +1,179 @@
+"""Grouped (MoE) kernels against the reference (which equals per-member quantization), device-side
+dims, CUDA-graph capture, dbias, and bad device dims flagged without out-of-bounds writes."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fp4kit
+from gpu_helpers import require_gpu
+
+pytestmark = pytest.mark.gpu
+
+FORMATS = list(fp4kit.FORMATS)
+
+
+@pytest.fixture
+def cp():
+    require_gpu()
+    import cupy
+    from fp4kit import _cuda
+    old = _cuda.poison_enabled()
+    _cuda.set_poison(True)
+    yield cupy
+    _cuda.set_poison(old)
+
+
+def _x(n_or_shape, seed=0, dtype=np.float32):
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(n_or_shape) * np.exp2(rng.integers(-4, 5, n_or_shape))).astype(np.float32)
+    return x.astype(dtype)
+
+
+def _check(got, exp):
+    rep = fp4kit.compare(got, exp)
+    assert rep.ok, str(rep)
+
+
+def _dims(G, seed, even=False, mult16=False, with_empty=True):
+    rng = np.random.default_rng(seed)
+    d = rng.integers(0, 300, G)
+    if even:
+        d = d // 2 * 2
+    if mult16:
+        d = d // 16 * 16
+    if with_empty and G >= 3:
+        d[0] = 0
+        d[G // 2] = 0
+        d[-1] = 0
+    return [int(v) for v in d]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("G", [1, 3, 64, 257])
+def test_varying_first_matches_reference(cp, fmt, G):
+    f = fp4kit.FORMATS[fmt]
+    K = 96
+    first = _dims(G, G, even=f.packed)
+    x = _x((sum(first), K), seed=G)
+    for kw in (dict(axis="both", scale_layout="compact"), dict(axis="both", scale_layout="swizzled")):
+        exp = fp4kit.reference.group_quantize(x, fmt, first_dims=first, **kw)
+        got = fp4kit.group_quantize(cp.asarray(x), fmt, first_dims=first, **kw)
+        _check(got, exp)
+        ref_dq = fp4kit.reference.group_dequantize(exp)
+        got_dq = fp4kit.group_dequantize(got)
+        np.testing.assert_array_equal(cp.asnumpy(got_dq.data).view(np.uint32), ref_dq.data.view(np.uint32))
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_same_and_varying_last_and_both(cp, fmt):
+    f = fp4kit.FORMATS[fmt]
+    G = 5
+    x = _x((G * 64, 160), seed=1)
+    exp = fp4kit.reference.group_quantize(x, fmt, num_groups=G, axis="both")
+    _check(fp4kit.group_quantize(cp.asarray(x), fmt, num_groups=G, axis="both"), exp)
+    last = _dims(G, 2, even=True)
+    M = 34
+    xl = _x(M * sum(last), seed=3)
+    exp = fp4kit.reference.group_quantize(xl, fmt, first_dims=M, last_dims=last, axis="both", scale_layout="swizzled")
+    _check(fp4kit.group_quantize(cp.asarray(xl), fmt, first_dims=M, last_dims=last, axis="both",
+                                 scale_layout="swizzled"), exp)
+    first = _dims(G, 4, even=f.packed)
+    last = _dims(G, 5, even=f.packed)
+    xb = _x(sum(m * k for m, k in zip(first, last)), seed=6, dtype=np.float16)
+    exp = fp4kit.reference.group_quantize(xb, fmt, first_dims=first, last_dims=last, axis="both")
+    got = fp4kit.group_quantize(cp.asarray(xb), fmt, first_dims=first, last_dims=last, axis="both")
+    _check(got, exp)
+    ref_dq = fp4kit.reference.group_dequantize(exp, operand="columnwise", dtype="float16")
+    got_dq = fp4kit.group_dequantize(got, operand="columnwise", dtype="float16")
+    np.testing.assert_array_equal(cp.asnumpy(got_dq.data).view(np.uint16), ref_dq.data.view(np.uint16))
+
+
+@pytest.mark.parametrize("variant", [dict(), dict(tile_2d=True), dict(row_scaled=True), dict(rht=True),
+                                     dict(rounding="stochastic", seed=99), dict(amax="given")])
+def test_nvfp4_variants_grouped(cp, variant):
+    import ml_dtypes
+    first = _dims(6, 7, mult16=True)
+    x = _x((sum(first), 128), seed=8).astype(ml_dtypes.bfloat16)
+    kw = dict(variant)
+    ref_kw = dict(variant)
+    if kw.get("amax") == "given":
+        a = np.abs(np.random.default_rng(1).standard_normal(len(first))).astype(np.float32) * 8
+        kw["amax"], ref_kw["amax"] = cp.asarray(a), a
+    import torch
+    xt = torch.from_numpy(x.view(np.int16)).cuda().view(torch.bfloat16)
+    exp = fp4kit.reference.group_quantize(x, "nvfp4", first_dims=first, axis="both", scale_layout="swizzled", **ref_kw)
+    got = fp4kit.group_quantize(xt, "nvfp4", first_dims=first, axis="both", scale_layout="swizzled", **kw)
+    _check(got, exp)
+
+
+def test_device_dims_equal_host_dims(cp):
+    fmt = "nvfp4"
+    first = [0, 130, 64, 0, 2, 256, 0]
+    x = _x((sum(first) + 40, 64), seed=9)        # buffer larger than the members (upper bound)
+    exp = fp4kit.reference.group_quantize(x[:sum(first)], fmt, first_dims=first, axis="both", scale_layout="swizzled")
+    got = fp4kit.group_quantize(cp.asarray(x), fmt, first_dims=cp.asarray(np.array(first, np.int64)),
+                                axis="both", scale_layout="swizzled")
+    got.check()
+    assert len(got) == len(first)
+    for i in range(len(first)):
+        _check(got[i], exp[i])
+
+
+def test_graph_capture_then_change_dims_on_device(cp):
+    fmt = "mxfp8_e4m3"
+    K = 64
+    x = _x((512, K), seed=10)
+    xd = cp.asarray(x)
+    dims = cp.asarray(np.array([100, 0, 200, 12], np.int64))
+    fp4kit.group_quantize(xd, fmt, first_dims=dims, axis="both")       # warm-up: compile, pool blocks
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        stream.begin_capture()
+        g = fp4kit.group_quantize(xd, fmt, first_dims=dims, axis="both")
+        graph = stream.end_capture()
+    for new in ([100, 0, 200, 12], [0, 300, 1, 211], [512, 0, 0, 0]):
+        dims.set(np.array(new, np.int64), stream=stream)
+        graph.launch(stream)
+        stream.synchronize()
+        exp = fp4kit.reference.group_quantize(x[:sum(new)], fmt, first_dims=new, axis="both")
+        for i in range(len(new)):
+            _check(g[i], exp[i])
+
+
+def test_dbias(cp):
+    first = [64, 0, 130, 1]
+    x = _x((sum(first), 96), seed=11)
+    exp = fp4kit.reference.group_quantize(x, "mxfp8_e4m3", first_dims=first, dbias=True)
+    got = fp4kit.group_quantize(cp.asarray(x), "mxfp8_e4m3", first_dims=first, dbias=True)
+    rep = fp4kit.compare(got, exp)
+    assert rep.ok, str(rep)
+    gb = cp.asnumpy(got.dbias)
+    tol = 1e-6 * np.stack([np.abs(x[s:s + m]).sum(0) for s, m in zip(np.cumsum([0] + first[:-1]), first)]) + 1e-30
+    assert np.all(np.abs(gb.astype(np.float64) - exp.dbias) <= tol)
+
+
+@pytest.mark.parametrize("bad,why", [([100, -1, 50], "negative"), ([400, 200, 0], "more elements"),
+                                      ([3, 4, 5], "odd length")])
+def test_bad_device_dims_flagged_nothing_written(cp, bad, why):
+    x = _x((512, 32), seed=12)
+    g = fp4kit.group_quantize(cp.asarray(x), "mxfp4_e2m1", first_dims=cp.asarray(np.array(bad, np.int64)),
+                              axis="both", max_elements=512 * 32)
+    with pytest.raises(ValueError, match=why):
+        g.check()
+    # nothing written: the poisoned code buffers are untouched
+    assert np.all(cp.asnumpy(g.rowwise_data) == 0xA5)
+    assert np.all(cp.asnumpy(g.columnwise_data) == 0xA5)
+
+
+def test_host_dims_errors_before_launch(cp):
+    x = cp.asarray(_x((100, 32)))
+    with pytest.raises(ValueError, match="sum"):
+        fp4kit.group_quantize(x, "mxfp8_e4m3", first_dims=[50, 40])
+    with pytest.raises(ValueError, match="non-negative"):
+        fp4kit.group_quantize(x, "mxfp8_e4m3", first_dims=[150, -50])
+    with pytest.raises(TypeError, match="int64"):
+        fp4kit.group_quantize(x, "mxfp8_e4m3", first_dims=cp.asarray(np.array([50, 50], np.int32)))
+    with pytest.raises(ValueError, match="max_elements"):
+        fp4kit.group_quantize(x, "mxfp8_e4m3", first_dims=cp.asarray(np.array([50, 50], np.int64)),
+                              max_elements=10**9)
