@@ -193,33 +193,23 @@ def run(quick: bool = False, full: bool = False, formats=None) -> int:
             p.update(note=job.name)
     for op, case, ok, detail in _swizzle_jobs(shapes):
         results.append(("-", op, case, ok, detail))
-    try:
-        from .reference import golden
-        from .comparator import to_numpy
+    from .comparator import to_numpy
 
-        def gq(x, fmt, **kw):
-            kw = {k: (to_device(v) if isinstance(v, np.ndarray) else v) for k, v in kw.items()}
-            return fp4kit.quantize(to_device(x), fmt, **kw)
+    def gq(x, fmt, **kw):
+        kw = {k: (to_device(v) if isinstance(v, np.ndarray) else v) for k, v in kw.items()}
+        return fp4kit.quantize(to_device(x), fmt, **kw)
 
-        def gdq(q, **kw):
-            return to_numpy(fp4kit.dequantize(q, **kw))
-        for rec in golden.run_all(quantize=gq, dequantize=gdq, to_numpy=to_numpy):
-            results.append(tuple(rec[:4]) + ((rec[4] if len(rec) > 4 else ""),))
-    except ImportError as e:
-        results.append(("-", "golden", "import", False, f"golden cases unavailable: {e}"))
-    try:
-        from .reference import vectors
-        for name, x, kw, expected in vectors.iter_cases():
-            kwd = {k: (to_device(v) if isinstance(v, np.ndarray) else v) for k, v in kw.items()}
-            try:
-                got = fp4kit.quantize(to_device(x), kw.get("fmt", None) or expected.format, **{k: v for k, v in kwd.items() if k != "fmt"}) \
-                    if hasattr(expected, "format") else None
-                ok = got is not None and bool(fp4kit.compare(got, expected))
-                results.append((getattr(expected, "format", "-"), "vectors", name, ok, ""))
-            except Exception as e:
-                results.append(("-", "vectors", name, False, f"{type(e).__name__}: {e}"))
-    except ImportError:
-        pass
+    def gdq(q, **kw):
+        return to_numpy(fp4kit.dequantize(q, **kw))
+    for label, modname in (("golden", "golden"), ("vectors", "vectors")):
+        try:
+            mod = __import__(f"fp4kit.reference.{modname}", fromlist=["run_all"])
+            recs = mod.run_all(quantize=gq, dequantize=gdq, to_numpy=to_numpy, formats=fmts)
+        except Exception as e:
+            results.append(("-", label, "run_all", False, f"{type(e).__name__}: {e}"))
+            continue
+        for rec in recs:
+            results.append((rec[0], f"{label} {rec[1]}", rec[2], bool(rec[3]), rec[4] if len(rec) > 4 else ""))
     bad = [r for r in results if not r[3]]
     by = {}
     for f_, op, case, ok, _ in results:
