@@ -39,6 +39,25 @@ __device__ __forceinline__ void load_tile(const void* xv, i64 M, i64 K, i64 m0, 
     }
 }
 
+// The 16 elements x[gm, gk .. gk+15] as fp32 (0 past the end of the row or of the tensor).
+template <int DT>
+__device__ __forceinline__ void load_seg(const void* xv, i64 M, i64 K, i64 gm, i64 gk, bool vec_ok, float* v) {
+    typedef typename In<DT>::T T;
+    constexpr int V = In<DT>::vec;
+    const T* x = reinterpret_cast<const T*>(xv) + gm * K + gk;
+    uint4 raw[SEG / V];
+    const bool full = vec_ok && gm < M && gk + SEG <= K;
+    if (full) {
+#pragma unroll
+        for (int j = 0; j < SEG / V; ++j) raw[j] = load_stream16(x + j * V);
+#pragma unroll
+        for (int j = 0; j < SEG / V; ++j) In<DT>::unpack(raw[j], v + j * V);
+    } else {
+#pragma unroll
+        for (int i = 0; i < SEG; ++i) v[i] = (gm < M && gk + i < K) ? In<DT>::cvt(x[i]) : 0.0f;
+    }
+}
+
 __device__ __forceinline__ float seg_amax(const float* v) {
     float acc = 0.0f;   // max.f32 returns the non-NaN operand: NaN is ignored
 #pragma unroll
@@ -116,8 +135,13 @@ __device__ __forceinline__ void quantize_tile(const void* x, i64 M, i64 K, u8* r
         rht = flags & QFLAG_RHT;
     }
 
-    load_tile<DT>(x, M, K, m0, k0, flags & QFLAG_VEC_IN, tile);
-    __syncthreads();
+    // Rowwise alone (no 2D tiles): every thread reads its own 16 elements straight from global
+    // memory (4 lanes cover 64 contiguous elements of a row); no shared memory, no barrier.
+    const bool direct = !(flags & QFLAG_COLUMNWISE) && !tile2d;
+    if (!direct) {
+        load_tile<DT>(x, M, K, m0, k0, flags & QFLAG_VEC_IN, tile);
+        __syncthreads();
+    }
 
     const int hi = tid >> 2;   // row (rowwise) or column (columnwise) within the tile
     const int s = tid & 3;     // 16-element segment within the tile along the block axis
@@ -142,8 +166,12 @@ __device__ __forceinline__ void quantize_tile(const void* x, i64 M, i64 K, u8* r
     if (flags & QFLAG_ROWWISE) {
         const i64 gm = m0 + hi, gk = k0 + s * SEG;
         float v[SEG];
+        if (direct) {
+            load_seg<DT>(x, M, K, gm, gk, flags & QFLAG_VEC_IN, v);
+        } else {
 #pragma unroll
-        for (int i = 0; i < SEG; ++i) v[i] = tile[hi][s * SEG + i];
+            for (int i = 0; i < SEG; ++i) v[i] = tile[hi][s * SEG + i];
+        }
         float bamax = seg_amax(v);
         if constexpr (F::block == 32) bamax = fmaxf(bamax, __shfl_xor_sync(0xFFFFFFFFu, bamax, 1));
         if (tile2d) bamax = tile_am[hi >> 4][s];
