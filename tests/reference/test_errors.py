@@ -1,0 +1,187 @@
+"""Every bad argument raises TypeError / ValueError naming the argument, the expectation and the value
+(SPEC.md section 8), through the public API and the reference alike."""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import fp4kit
+
+BF16 = ml_dtypes.bfloat16
+X = np.zeros((32, 32), np.float32)
+XB = X.astype(BF16)
+F32 = np.float32
+
+QUANTIZE = [fp4kit.quantize, fp4kit.reference.quantize]
+
+# (id, args, kwargs, exception, match)
+QUANTIZE_ERRORS = [
+    ("dtype_float64", (X.astype(np.float64), "nvfp4"), {}, TypeError, r"x: expected dtype float32, bfloat16 or float16, got float64"),
+    ("dtype_int32", (X.astype(np.int32), "mxfp8_e4m3"), {}, TypeError, r"x: expected dtype .* got int32"),
+    ("dtype_uint8", (X.astype(np.uint8), "mxfp8_e4m3"), {}, TypeError, r"x: expected dtype .* got uint8"),
+    ("zero_dim", (np.array(1.0, F32), "nvfp4"), {}, ValueError, r"x: expected an array with ndim >= 1, got a 0-d"),
+    ("odd_packed_k", (np.zeros((4, 15), F32), "nvfp4"), {}, ValueError, r"x: nvfp4 packs two codes per byte along K, so K must be even.*K=15"),
+    ("odd_packed_k_mxfp4", (np.zeros((4, 33), F32), "mxfp4_e2m1"), {"axis": "both"}, ValueError, r"K must be even"),
+    ("odd_packed_m", (np.zeros((3, 16), F32), "nvfp4"), {"axis": "columnwise"}, ValueError, r"x: nvfp4 columnwise .* M must be even, got M=3"),
+    ("odd_packed_m_nd", (np.zeros((3, 1, 16), F32), "mxfp4_e2m1"), {"axis": "both"}, ValueError, r"M must be even, got M=3"),
+    ("rht_float32", (X, "nvfp4"), {"axis": "columnwise", "rht": True}, TypeError, r"x: rht=True needs bfloat16 input, got dtype float32"),
+    ("rht_float16", (X.astype(np.float16), "nvfp4"), {"axis": "both", "rht": True}, TypeError, r"rht=True needs bfloat16 .* float16"),
+    ("rht_rowwise_only", (XB, "nvfp4"), {"rht": True}, ValueError, r"rht: .*columnwise operand.*got axis='rowwise'"),
+    ("rht_m_not_16", (np.zeros((24, 16), BF16), "nvfp4"), {"axis": "both", "rht": True}, ValueError, r"rht=True needs M .* multiple of 16, got M=24"),
+    ("row_scaled_tile_2d", (X, "nvfp4"), {"row_scaled": True, "tile_2d": True}, ValueError, r"row_scaled: cannot be combined with tile_2d"),
+    ("row_scaled_rht", (XB, "nvfp4"), {"row_scaled": True, "rht": True, "axis": "both"}, ValueError, r"row_scaled: cannot be combined with rht"),
+    ("stochastic_mxfp8", (X, "mxfp8_e4m3"), {"rounding": "stochastic"}, ValueError, r"rounding: 'stochastic' is for FP4 formats .* got format 'mxfp8_e4m3'"),
+    ("stochastic_mxfp6", (X, "mxfp6_e3m2"), {"rounding": "stochastic"}, ValueError, r"rounding: 'stochastic' is for FP4"),
+    ("seed_float", (X, "nvfp4"), {"rounding": "stochastic", "seed": 1.5}, TypeError, r"seed: expected an integer in \[0, 18446744073709551615\], got float 1.5"),
+    ("seed_str", (X, "nvfp4"), {"rounding": "stochastic", "seed": "1"}, TypeError, r"seed: expected an integer .* got str"),
+    ("seed_bool", (X, "nvfp4"), {"rounding": "stochastic", "seed": True}, TypeError, r"seed: expected an integer .* got bool"),
+    ("seed_negative", (X, "nvfp4"), {"rounding": "stochastic", "seed": -1}, ValueError, r"seed: expected an integer in \[0, 18446744073709551615\], got -1"),
+    ("seed_too_big", (X, "nvfp4"), {"rounding": "stochastic", "seed": 2 ** 64}, ValueError, r"seed: .* got 18446744073709551616"),
+    ("mask_float", (XB, "nvfp4"), {"axis": "both", "rht": True, "rht_sign_mask": 1.0}, TypeError, r"rht_sign_mask: expected an integer in \[0, 65535\], got float"),
+    ("mask_str", (XB, "nvfp4"), {"axis": "both", "rht": True, "rht_sign_mask": "0xD7E8"}, TypeError, r"rht_sign_mask: expected an integer"),
+    ("mask_too_big", (XB, "nvfp4"), {"axis": "both", "rht": True, "rht_sign_mask": 0x10000}, ValueError, r"rht_sign_mask: expected an integer in \[0, 65535\], got 65536"),
+    ("mask_negative", (XB, "nvfp4"), {"axis": "both", "rht": True, "rht_sign_mask": -1}, ValueError, r"rht_sign_mask: .* got -1"),
+    ("axis_bad", (X, "nvfp4"), {"axis": "row"}, ValueError, r"axis: expected one of \['rowwise', 'columnwise', 'both'\], got 'row'"),
+    ("axis_type", (X, "nvfp4"), {"axis": None}, TypeError, r"axis: expected one of .* got NoneType None"),
+    ("layout_bad", (X, "nvfp4"), {"scale_layout": "swizzle"}, ValueError, r"scale_layout: expected one of \['compact', 'swizzled'\], got 'swizzle'"),
+    ("layout_type", (X, "nvfp4"), {"scale_layout": 1}, TypeError, r"scale_layout: expected one of"),
+    ("rule_bad", (X, "mxfp8_e4m3"), {"scale_rule": "round"}, ValueError, r"scale_rule: expected one of \['rceil', 'floor'\], got 'round'"),
+    ("rule_nvfp4", (X, "nvfp4"), {"scale_rule": "floor"}, ValueError, r"scale_rule: NVFP4 scales are E4M3 .* got 'floor'"),
+    ("rounding_bad", (X, "nvfp4"), {"rounding": "sr"}, ValueError, r"rounding: expected one of \['nearest', 'stochastic'\], got 'sr'"),
+    ("fmt_bad", (X, "nvfp5"), {}, ValueError, r"fmt: expected one of .*'nvfp4'.* got 'nvfp5'"),
+    ("fmt_type", (X, 5), {}, TypeError, r"fmt: expected a format name"),
+    ("tile_2d_str", (X, "nvfp4"), {"tile_2d": "yes"}, TypeError, r"tile_2d: expected True or False, got str 'yes'"),
+    ("tile_2d_int", (X, "nvfp4"), {"tile_2d": 1}, TypeError, r"tile_2d: expected True or False, got int"),
+    ("row_scaled_none", (X, "nvfp4"), {"row_scaled": None}, TypeError, r"row_scaled: expected True or False"),
+    ("tile_2d_on_mx", (X, "mxfp8_e4m3"), {"tile_2d": True}, ValueError, r"tile_2d: is an NVFP4 option; format 'mxfp8_e4m3'"),
+    ("row_scaled_on_mx", (X, "mxfp6_e2m3"), {"row_scaled": True}, ValueError, r"row_scaled: is an NVFP4 option"),
+    ("rht_on_mx", (XB, "mxfp4_e2m1"), {"rht": True, "axis": "both"}, ValueError, r"rht: is an NVFP4 option"),
+    ("amax_shape", (X, "nvfp4"), {"amax": np.array([1.0, 2.0], F32)}, ValueError, r"amax: expected shape \(1,\), got \(2,\)"),
+    ("amax_scalar_array", (X, "nvfp4"), {"amax": np.array(1.0, F32)}, ValueError, r"amax: expected shape \(1,\), got \(\)"),
+    ("amax_row_scaled_shape", (X, "nvfp4"), {"amax": np.array([1.0], F32), "row_scaled": True}, ValueError,
+     r"amax: expected shape \(32,\) \(one amax per row, row_scaled=True\), got \(1,\)"),
+    ("amax_row_scaled_2d", (X, "nvfp4"), {"amax": np.ones((32, 1), F32), "row_scaled": True}, ValueError, r"amax: expected shape \(32,\)"),
+    ("amax_dtype", (X, "nvfp4"), {"amax": np.array([1.0], np.float64)}, TypeError, r"amax: expected a float32 array, got dtype float64"),
+    ("amax_float", (X, "nvfp4"), {"amax": 1.0}, TypeError, r"amax: expected a float32 NumPy array .* got float"),
+    ("amax_list", (X, "nvfp4"), {"amax": [1.0]}, TypeError, r"amax: expected a float32 NumPy array .* got list"),
+    ("amax_on_mx", (X, "mxfp8_e4m3"), {"amax": np.array([1.0], F32)}, ValueError, r"amax: only NVFP4 takes a global amax; format 'mxfp8_e4m3'"),
+    ("amax_negative", (X, "nvfp4"), {"amax": np.array([-1.0], F32)}, ValueError, r"amax: expected non-negative values"),
+    ("amax_nan", (X, "nvfp4"), {"amax": np.array([np.nan], F32)}, ValueError, r"amax: expected non-negative values"),
+    ("amax_negative_row", (X, "nvfp4"), {"amax": np.where(np.arange(32) == 7, -1, 1).astype(F32), "row_scaled": True},
+     ValueError, r"amax: expected non-negative"),
+]
+
+
+@pytest.mark.parametrize("quantize", QUANTIZE, ids=["fp4kit", "reference"])
+@pytest.mark.parametrize("args,kwargs,exc,match", [c[1:] for c in QUANTIZE_ERRORS], ids=[c[0] for c in QUANTIZE_ERRORS])
+def test_quantize_errors(quantize, args, kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        quantize(*args, **kwargs)
+
+
+@pytest.mark.parametrize("x", [[1.0, 2.0], 3.0, np.float32(1.0), None], ids=["list", "float", "numpy_scalar", "none"])
+def test_quantize_rejects_non_arrays(x):
+    with pytest.raises(TypeError, match=r"x: expected a NumPy array"):
+        fp4kit.quantize(x, "nvfp4")
+    with pytest.raises(TypeError, match=r"x: expected a NumPy array"):
+        fp4kit.reference.quantize(x, "nvfp4")
+
+
+def test_dequantize_errors():
+    q = fp4kit.quantize(X, "nvfp4")
+    for dq in (fp4kit.dequantize, fp4kit.reference.dequantize):
+        with pytest.raises(ValueError, match=r"dtype: expected one of \['float32', 'bfloat16', 'float16'\], got 'float64'"):
+            dq(q, dtype="float64")
+        with pytest.raises(TypeError, match=r"dtype: expected one of"):
+            dq(q, dtype=np.float32)
+        with pytest.raises(ValueError, match=r"operand: expected one of \['rowwise', 'columnwise'\], got 'both'"):
+            dq(q, operand="both")
+        with pytest.raises(ValueError, match=r"operand: this tensor was quantized with axis='rowwise' and has no columnwise operand"):
+            dq(q, operand="columnwise")
+        with pytest.raises(TypeError, match=r"q: expected a QuantizedTensor, got ndarray"):
+            dq(X)
+
+
+def test_swizzle_errors():
+    for sw in (fp4kit.swizzle_scales, fp4kit.reference.swizzle_scales):
+        with pytest.raises(TypeError, match=r"compact: expected dtype uint8, got float32"):
+            sw(X)
+        with pytest.raises(ValueError, match=r"compact: expected a 2-D \(rows, cols\) array, got shape \(4,\)"):
+            sw(np.zeros(4, np.uint8))
+    with pytest.raises(TypeError, match=r"compact: expected a NumPy array"):
+        fp4kit.swizzle_scales([[1]])
+    s = np.zeros((128, 4), np.uint8)
+    for un in (fp4kit.unswizzle_scales, fp4kit.reference.unswizzle_scales):
+        with pytest.raises(ValueError, match=r"swizzled: a compact shape \(3, 5\) swizzles to \(128, 8\), got an array of shape \(128, 4\)"):
+            un(s, (3, 5))
+        with pytest.raises(TypeError, match=r"shape: expected a \(rows, cols\) tuple, got 3"):
+            un(s, 3)
+        with pytest.raises(ValueError, match=r"shape: expected non-negative \(rows, cols\), got \(-1, 4\)"):
+            un(s, (-1, 4))
+        with pytest.raises(TypeError, match=r"swizzled: expected dtype uint8"):
+            un(s.astype(np.int8), (3, 4))
+
+
+FLAT = np.zeros(64 * 4, F32)
+GROUP_ERRORS = [
+    ("sum_mismatch", (X, "nvfp4"), {"first_dims": [16, 8]}, ValueError, r"first_dims: sum\(first_dims\)=24 does not match x.shape\[0\]=32"),
+    ("negative_dim", (X, "nvfp4"), {"first_dims": [40, -8]}, ValueError, r"first_dims\[1\]: expected a non-negative size, got -8"),
+    ("negative_last", (FLAT, "nvfp4"), {"first_dims": 4, "last_dims": [-32, 96]}, ValueError, r"last_dims\[0\]: expected a non-negative size, got -32"),
+    ("empty_dims", (X, "nvfp4"), {"first_dims": []}, ValueError, r"first_dims: expected at least one member \(G >= 1\)"),
+    ("float_dim", (X, "nvfp4"), {"first_dims": [16, 16.0]}, TypeError, r"first_dims\[1\]: expected an integer, got float 16.0"),
+    ("bool_dim", (X, "nvfp4"), {"first_dims": [16, True]}, TypeError, r"first_dims\[1\]: expected an integer, got bool"),
+    ("int_first_dims", (X, "nvfp4"), {"first_dims": 5}, TypeError, r"first_dims: expected a sequence of member row counts"),
+    ("length_mismatch", (FLAT, "nvfp4"), {"first_dims": [4, 4], "last_dims": [32, 32, 0]}, ValueError,
+     r"first_dims/last_dims: expected the same number of members, got 2 and 3"),
+    ("total_mismatch", (FLAT, "nvfp4"), {"first_dims": [4, 4], "last_dims": [32, 30]}, ValueError,
+     r"members hold sum\(M_i\*K_i\)=248 elements but x has 256"),
+    ("dbias_varying_last", (FLAT, "nvfp4"), {"first_dims": 4, "last_dims": [32, 32], "dbias": True}, ValueError,
+     r"dbias: only kinds 'same' and 'varying_first' .* got kind 'varying_last'"),
+    ("dbias_varying_both", (FLAT, "nvfp4"), {"first_dims": [4, 2], "last_dims": [32, 64], "dbias": True}, ValueError,
+     r"dbias: .* got kind 'varying_both'"),
+    ("num_groups_divide", (X, "nvfp4"), {"num_groups": 3}, ValueError, r"x: kind 'same' needs rows divisible by num_groups=3, got 32 rows"),
+    ("num_groups_zero", (X, "nvfp4"), {"num_groups": 0}, ValueError, r"num_groups: expected an integer in \[1, 2147483647\], got 0"),
+    ("num_groups_float", (X, "nvfp4"), {"num_groups": 2.0}, TypeError, r"num_groups: expected an integer"),
+    ("num_groups_and_dims", (X, "nvfp4"), {"num_groups": 2, "first_dims": [16, 16]}, ValueError, r"num_groups: give either num_groups"),
+    ("no_dims", (X, "nvfp4"), {}, ValueError, r"group dims: give num_groups, first_dims, or first_dims and last_dims"),
+    ("last_without_first", (X, "nvfp4"), {"last_dims": [16, 16]}, ValueError, r"first_dims: kinds 'varying_last'/'varying_both' need first_dims"),
+    ("varying_last_2d", (X, "nvfp4"), {"first_dims": 4, "last_dims": [32, 32]}, ValueError, r"expect a 1-D buffer, got shape \(32, 32\)"),
+    ("same_1d", (FLAT, "nvfp4"), {"num_groups": 2}, ValueError, r"x: kind 'same' expects a 2-D \(G\*M, K\) array"),
+    ("fp4_odd_k_member", (FLAT, "mxfp4_e2m1"), {"first_dims": 4, "last_dims": [33, 31]}, ValueError,
+     r"last_dims\[0\]: mxfp4_e2m1 packs two codes per byte along K, so K_i must be even, got 33"),
+    ("fp4_odd_m_member", (FLAT, "mxfp4_e2m1"), {"first_dims": [3, 5], "last_dims": [32, 32], "axis": "both"}, ValueError,
+     r"first_dims\[0\]: mxfp4_e2m1 columnwise packs along M, so M_i must be even, got 3"),
+    ("rht_member_rows", (np.zeros((48, 32), BF16), "nvfp4"), {"first_dims": [16, 24, 8], "rht": True, "axis": "both"}, ValueError,
+     r"first_dims\[1\]: rht=True needs every M_i a multiple of 16, got 24"),
+    ("amax_members", (X, "nvfp4"), {"num_groups": 2, "amax": np.ones(3, F32)}, ValueError, r"amax: expected shape \(G,\) one per member = \(2,\), got \(3,\)"),
+    ("amax_row_scaled", (X, "nvfp4"), {"num_groups": 2, "amax": np.ones(2, F32), "row_scaled": True}, ValueError,
+     r"amax: expected shape \(sum M_i,\) one per row = \(32,\), got \(2,\)"),
+    ("amax_mx", (X, "mxfp8_e4m3"), {"num_groups": 2, "amax": np.ones(2, F32)}, ValueError, r"amax: only NVFP4 takes a global amax"),
+    ("amax_dtype", (X, "nvfp4"), {"num_groups": 2, "amax": np.ones(2, np.float64)}, TypeError, r"amax: expected a float32 NumPy array"),
+    ("bad_option", (X, "nvfp4"), {"num_groups": 2, "axis": "diagonal"}, ValueError, r"axis: expected one of"),
+    ("unknown_option", (X, "nvfp4"), {"num_groups": 2, "bogus": 1}, TypeError, r"bogus"),
+    ("x_dtype", (X.astype(np.float64), "nvfp4"), {"num_groups": 2}, TypeError, r"x: expected dtype float32, bfloat16 or float16, got float64"),
+]
+
+
+@pytest.mark.parametrize("gq", [fp4kit.group_quantize, fp4kit.reference.group_quantize], ids=["fp4kit", "reference"])
+@pytest.mark.parametrize("args,kwargs,exc,match", [c[1:] for c in GROUP_ERRORS], ids=[c[0] for c in GROUP_ERRORS])
+def test_group_quantize_errors(gq, args, kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        gq(*args, **kwargs)
+
+
+def test_group_dequantize_and_indexing_errors():
+    g = fp4kit.group_quantize(X, "nvfp4", num_groups=2)
+    for gdq in (fp4kit.group_dequantize, fp4kit.reference.group_dequantize):
+        with pytest.raises(TypeError, match=r"g: expected a GroupedQuantizedTensor, got QuantizedTensor"):
+            gdq(fp4kit.quantize(X, "nvfp4"))
+        with pytest.raises(ValueError, match=r"dtype: expected one of \['float32', 'bfloat16', 'float16'\], got 'int8'"):
+            gdq(g, dtype="int8")
+    with pytest.raises(ValueError, match=r"operand: this tensor was quantized with axis='rowwise' and has no columnwise"):
+        fp4kit.group_dequantize(g, operand="columnwise")
+    with pytest.raises(IndexError, match=r"index: group has 2 members, got 2"):
+        g[2]
+    with pytest.raises(TypeError, match=r"index: expected an int, got float"):
+        g[1.0]
