@@ -147,13 +147,12 @@ def _run_job(job: Job, seed: int):
 
 
 def _float_bits_differ(got: np.ndarray, want: np.ndarray) -> int:
-    """Values whose bits differ; any NaN matches any NaN (SPEC fixes no NaN payloads). -1: shape."""
+    """Values whose bits differ (NaNs included: both sides write the canonical NaN). -1: shape."""
     if got.shape != want.shape or got.dtype != want.dtype:
         return -1
     it = np.uint16 if got.itemsize == 2 else np.uint32
     gi, wi = np.ascontiguousarray(got).view(it), np.ascontiguousarray(want).view(it)
-    both_nan = np.isnan(got.astype(np.float32)) & np.isnan(want.astype(np.float32))
-    return int(((gi != wi) & ~both_nan).sum())
+    return int((gi != wi).sum())
 
 
 def _swizzle_jobs(shapes):

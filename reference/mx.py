@@ -6,7 +6,8 @@ Per 32-element block along the operand's columns: ``amax`` = max |x| in fp32, Na
 elements 0. ``E`` = ``e8m0_rceil(fp32(amax * fp32(1/max)))`` (rule rceil) or
 ``clamp(exponent_field(amax) - emax, 0, 254)`` (rule floor). ``s_inv = 2^(127 - E)`` from bits
 (E = 254 -> 2^-127, an fp32 subnormal). ``q = encode(fp32(x * s_inv))`` with section 2's rules, or
-the stochastic rounding of section 4 (E2M1 only). Dequantize: ``OType(fp32(2^(E-127) * decode(q)))``.
+the stochastic rounding of section 4 (E2M1 only). Dequantize: ``OType(fp32(2^(E-127) * decode(q)))``; NaN results are the output type's canonical
+quiet NaN (numerics.CANONICAL_NAN).
 """
 from __future__ import annotations
 

@@ -213,6 +213,20 @@ def to_f32(x) -> np.ndarray:
     return np.asarray(x).astype(np.float32)
 
 
+# Canonical quiet NaN of each output type. Dequantized NaNs (FP8 NaN codes, 0 * inf, NaN scales)
+# are always this pattern, so outputs do not depend on the platform's NaN propagation rules
+# (x86 produces the negative "default NaN" 0xFFC00000 for 0 * inf, NVIDIA GPUs 0x7FFFFFFF).
+CANONICAL_NAN = {"float32": (np.uint32, 0x7FC00000), "bfloat16": (np.uint16, 0x7FC0), "float16": (np.uint16, 0x7E00)}
+
+
 def from_f32(y: np.ndarray, dtype: str) -> np.ndarray:
-    """fp32 -> float32 / bfloat16 / float16, rounded to nearest even (NaN stays NaN)."""
-    return np.asarray(y, dtype=np.float32).astype(_DTYPES[dtype])
+    """fp32 -> float32 / bfloat16 / float16, rounded to nearest even; every NaN -> CANONICAL_NAN."""
+    y = np.asarray(y, dtype=np.float32)
+    with np.errstate(over="ignore"):
+        out = y.astype(_DTYPES[dtype])
+    nan = np.isnan(y)
+    if nan.any():
+        ut, bits = CANONICAL_NAN[dtype]
+        out = np.ascontiguousarray(out)
+        out.view(ut)[nan] = bits
+    return out

@@ -39,10 +39,10 @@ __device__ __forceinline__ float f16_bits_to_f32(u16 h) {
     return f;
 }
 
-// fp32 -> bfloat16 bits, round to nearest even; NaN keeps its sign and becomes quiet.
+// fp32 -> bfloat16 bits, round to nearest even; every NaN becomes the canonical 0x7FC0 (SPEC: reference).
 __device__ __forceinline__ u16 f32_to_bf16_bits(float f) {
     u32 b = f2u(f);
-    if ((b & 0x7FFFFFFFu) > FP4KIT_INF_BITS) return (u16)((b >> 16) | 0x0040u);
+    if ((b & 0x7FFFFFFFu) > FP4KIT_INF_BITS) return (u16)0x7FC0u;
     b += 0x7FFFu + ((b >> 16) & 1u);
     return (u16)(b >> 16);
 }
@@ -50,7 +50,7 @@ __device__ __forceinline__ u16 f32_to_bf16_bits(float f) {
 // fp32 -> float16 bits, round to nearest even (cvt.rn, no .ftz); NaN keeps its sign, quiet (0x7E00).
 __device__ __forceinline__ u16 f32_to_f16_bits(float f) {
     u32 b = f2u(f);
-    if ((b & 0x7FFFFFFFu) > FP4KIT_INF_BITS) return (u16)(((b >> 16) & 0x8000u) | 0x7E00u | ((b >> 13) & 0x3FFu));
+    if ((b & 0x7FFFFFFFu) > FP4KIT_INF_BITS) return (u16)0x7E00u;
     u16 h;
     asm("{ .reg .b16 t; cvt.rn.f16.f32 t, %1; mov.b16 %0, t; }" : "=h"(h) : "f"(f));
     return h;
