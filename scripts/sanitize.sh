@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Run every kernel family (scripts/sanitize_driver.py) under compute-sanitizer's memcheck, racecheck,
+# initcheck and synccheck on the GPU machine; print a summary last. Exit non-zero on any error.
+set -u
+cd "$(dirname "$0")/.."
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+out=${OUT:-/tmp}
+CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+[ -n "$CS" ] || { echo "compute-sanitizer not found"; exit 2; }
+python3 -c "import fp4kit; fp4kit.warmup()"          # compile outside the sanitizer
+declare -A result
+rc_all=0
+for tool in memcheck racecheck initcheck synccheck; do
+    log="$out/sanitize_$tool.log"
+    extra=""
+    [ "$tool" = memcheck ] && extra="--leak-check no"
+    "$CS" --tool "$tool" $extra --error-exitcode 99 --target-processes all python3 scripts/sanitize_driver.py >"$log" 2>&1
+    rc=$?
+    summary=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$log" | tail -1)
+    result[$tool]="rc=$rc ${summary:-no summary line}"
+    [ $rc -ne 0 ] && rc_all=1
+    [ $rc -ne 0 ] && tail -30 "$log"
+done
+echo
+echo "compute-sanitizer summary ($(nvidia-smi -L | head -1)):"
+for tool in memcheck racecheck initcheck synccheck; do echo "  $tool: ${result[$tool]}"; done
+exit $rc_all

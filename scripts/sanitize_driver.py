@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""Exercise every kernel family once over a small shape matrix (partial blocks, rows not a multiple
+of 128, empty inputs, grouped empty members), for scripts/sanitize.sh to run under compute-sanitizer.
+Checks nothing itself beyond finishing; the sanitizer reports the errors."""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import cupy as cp  # noqa: E402
+import numpy as np  # noqa: E402
+
+import fp4kit  # noqa: E402
+
+cp.cuda.set_allocator(None)          # plain cudaMalloc per array: exact bounds for memcheck/initcheck
+rng = np.random.default_rng(0)
+SHAPES = [(1, 16), (3, 48), (34, 96), (130, 66), (0, 32), (32, 0)]
+
+
+def bf16(x):
+    import torch
+    return torch.from_numpy(x.astype(np.float32)).cuda().to(torch.bfloat16)
+
+
+n = 0
+for fmt, f in fp4kit.FORMATS.items():
+    for (M, K) in SHAPES:
+        x = rng.standard_normal((M, K)).astype(np.float32)
+        axis = "both"
+        if f.packed and (M % 2 or K % 2):
+            axis = "rowwise" if K % 2 == 0 else "columnwise"
+            if M % 2 and K % 2:
+                continue
+        variants = [dict(scale_layout="compact"), dict(scale_layout="swizzled")]
+        if f.packed:
+            variants.append(dict(rounding="stochastic", seed=3))
+        if f.is_nvfp4:
+            variants += [dict(tile_2d=True), dict(row_scaled=True), dict(amax=cp.asarray(np.float32([2.0])))]
+            if M % 16 == 0 and axis != "rowwise":
+                variants.append(dict(rht=True))
+        for kw in variants:
+            xin = bf16(x) if kw.get("rht") else cp.asarray(x)
+            q = fp4kit.quantize(xin, fmt, axis=axis, **kw)
+            for op in ("rowwise", "columnwise"):
+                if getattr(q, op) is not None:
+                    for dt in ("float32", "bfloat16", "float16"):
+                        fp4kit.dequantize(q, dtype=dt, operand=op)
+            n += 1
+    # grouped, with empty members at the front, middle and end
+    first = [0, 34, 0, 130, 2, 0]
+    K = 64
+    xg = cp.asarray(rng.standard_normal((sum(first), K)).astype(np.float32))
+    for kw in (dict(scale_layout="compact"), dict(scale_layout="swizzled")):
+        g = fp4kit.group_quantize(xg, fmt, first_dims=first, axis="both", **kw)
+        fp4kit.group_dequantize(g)
+        fp4kit.group_dequantize(g, operand="columnwise")
+        gd = fp4kit.group_quantize(xg, fmt, first_dims=cp.asarray(np.array(first, np.int64)), axis="both", **kw)
+        gd.check()
+        n += 2
+for (r, c) in [(1, 1), (3, 5), (129, 7), (0, 4)]:
+    s = fp4kit.swizzle_scales(cp.asarray(rng.integers(0, 255, (r, c)).astype(np.uint8)))
+    fp4kit.unswizzle_scales(s, (r, c))
+cp.cuda.Device().synchronize()
+print(f"sanitize driver: {n} quantize configurations ran")
