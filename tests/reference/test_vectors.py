@@ -121,3 +121,14 @@ def test_small_vectors_match_the_spec_model(spec, check_bytes):
     _, got = V.compute_outputs(spec)
     for key, w in want.items():
         check_bytes(got[key], w, f"{spec.name} {key}")
+
+
+def test_vectors_command_line(tmp_path, capsys):
+    assert V.main(["--list"]) == 0
+    assert capsys.readouterr().out.split() == [s.name for s in V.SPECS]
+    assert V.main([]) == 0                                         # check mode: the stored file is current
+    assert "identical" in capsys.readouterr().out
+    out = tmp_path / "v.npz"
+    assert V.main(["--regenerate", "--out", str(out)]) == 0
+    assert not V.compare_stores(V.load_store(out), V.load_store())
+    assert V.main(["--out", str(out)]) == 0
