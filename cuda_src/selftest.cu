@@ -1,7 +1,8 @@
 // fp4kit: device self-tests of the codecs (used by tests/gpu; not part of any op).
 // encode_exhaustive_e<i>: for every fp32 bit pattern in [start, start + count), compares the fast
 // encode<E> with encode_reference<E> (docs/design.md algorithm) and counts mismatches; the first
-// mismatching input is kept in out[1] (out[0] counts).
+// mismatching input is kept in out[1] (out[0] counts). FP8/FP6 also check encode4<E> (packed,
+// hardware cvt for FP8 on sm_89+) with y and -y in every byte position.
 #include "common/codecs.cuh"
 
 using namespace fp4kit;
@@ -13,7 +14,12 @@ __device__ __forceinline__ void encode_exhaustive(u64 start, u64 count, unsigned
     for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += stride) {
         const u32 bits = (u32)(start + i);
         const float y = u2f(bits);
-        if (encode<E>(y) != encode_reference<E>(y)) {
+        const float z = u2f(bits ^ 0x80000000u);
+        const u32 r = encode_reference<E>(y), rz = encode_reference<E>(z);
+        bool ok = encode<E>(y) == r;
+        if constexpr (E::ebits + E::mbits >= 5)   // one code per byte: the packed 4-wide form too
+            ok = ok && encode4<E>(y, z, z, y) == (r | (rz << 8) | (rz << 16) | (r << 24));
+        if (!ok) {
             if (bad == 0) atomicCAS(out + 1, 0ull, (unsigned long long)bits + 1ull);
             ++bad;
         }

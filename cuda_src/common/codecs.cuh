@@ -65,6 +65,33 @@ __device__ __forceinline__ u32 encode(float y) {
     return code | ((b >> 31) << E::sign_shift);
 }
 
+// Four codes packed little-endian into one word (one code per byte: FP8 / FP6).
+// FP8 on sm_89+: the hardware cvt.rn.satfinite.{e4m3,e5m2}x2.f32 (RNE, subnormals, saturation,
+// sign of zero kept), then NaN results (either sign) rewritten to the positive NaN code 0x7F;
+// tests/gpu checks it against encode_reference for every fp32 input.
+template <class E>
+__device__ __forceinline__ u32 encode4(float y0, float y1, float y2, float y3) {
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 890)
+    if constexpr (E::is_e4m3 || E::is_e5m2) {
+        u32 lo, hi;
+        if constexpr (E::is_e4m3) {
+            asm("{ .reg .b16 t; cvt.rn.satfinite.e4m3x2.f32 t, %2, %1; cvt.u32.u16 %0, t; }" : "=r"(lo) : "f"(y0), "f"(y1));
+            asm("{ .reg .b16 t; cvt.rn.satfinite.e4m3x2.f32 t, %2, %1; cvt.u32.u16 %0, t; }" : "=r"(hi) : "f"(y2), "f"(y3));
+        } else {
+            asm("{ .reg .b16 t; cvt.rn.satfinite.e5m2x2.f32 t, %2, %1; cvt.u32.u16 %0, t; }" : "=r"(lo) : "f"(y0), "f"(y1));
+            asm("{ .reg .b16 t; cvt.rn.satfinite.e5m2x2.f32 t, %2, %1; cvt.u32.u16 %0, t; }" : "=r"(hi) : "f"(y2), "f"(y3));
+        }
+        const u32 w = lo | (hi << 16);
+        // bytes with magnitude >= the first NaN/inf magnitude (E4M3 0x7F, E5M2 0x7C) -> 0x7F
+        constexpr u32 add = E::is_e4m3 ? 0x01010101u : 0x04040404u;
+        const u32 big = ((w & 0x7F7F7F7Fu) + add) & 0x80808080u;
+        const u32 m = (big >> 7) * 0xFFu;
+        return (w & ~m) | (0x7F7F7F7Fu & m);
+    }
+#endif
+    return encode<E>(y0) | (encode<E>(y1) << 8) | (encode<E>(y2) << 16) | (encode<E>(y3) << 24);
+}
+
 // Reference form of encode (docs/design.md), kept for tests of the fast form above.
 template <class E>
 __device__ __forceinline__ u32 encode_reference(float y) {

@@ -80,6 +80,12 @@ __device__ __forceinline__ void encode_seg(const float* v, float mul, bool stoch
         PhiloxStream ph(seed, stream);
 #pragma unroll
         for (int i = 0; i < SEG; ++i) codes[i] = encode_e2m1_stochastic(mul_rn(v[i], mul), ph.draw((u64)(e0 + i)));
+    } else if constexpr (!F::packed) {
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+            w[q] = encode4<E>(mul_rn(v[4 * q], mul), mul_rn(v[4 * q + 1], mul), mul_rn(v[4 * q + 2], mul),
+                              mul_rn(v[4 * q + 3], mul));
+        return;
     } else {
 #pragma unroll
         for (int i = 0; i < SEG; ++i) codes[i] = encode<E>(mul_rn(v[i], mul));
@@ -191,27 +197,35 @@ __device__ __forceinline__ void quantize_tile(const void* x, i64 M, i64 K, u8* r
     }
 
     if (flags & QFLAG_COLUMNWISE) {
-        const i64 gk = k0 + hi, gm = m0 + s * SEG;
+        // A warp reads 32 consecutive columns of one 16-row segment: conflict-free shared memory.
+        const int c = tid & (QT_K - 1);   // column within the tile
+        const int sc_seg = tid / QT_K;    // 16-row segment
+        const i64 gk = k0 + c, gm = m0 + sc_seg * SEG;
         float v[SEG];
 #pragma unroll
-        for (int i = 0; i < SEG; ++i) v[i] = tile[s * SEG + i][hi];
+        for (int i = 0; i < SEG; ++i) v[i] = tile[sc_seg * SEG + i][c];
         float bamax;
         if constexpr (!F::mx) {
             if (rht) rht16_inplace(v, rht_mask);
             bamax = seg_amax(v);
             if (rht && tile2d) {   // 16x16 tiles of the transformed operand
                 __syncthreads();
-                seg_am[hi][s] = bamax;
+                seg_am[c][sc_seg] = bamax;
                 __syncthreads();
                 u32 acc = 0;
-                for (int c = 0; c < 16; ++c) acc = absmax_bits(acc, seg_am[(hi & ~15) + c][s]);
+                for (int j = 0; j < 16; ++j) acc = absmax_bits(acc, seg_am[(c & ~15) + j][sc_seg]);
                 bamax = u2f(acc);
             } else if (tile2d) {
-                bamax = tile_am[s][hi >> 4];
+                bamax = tile_am[sc_seg][c >> 4];
             }
         } else {
             bamax = seg_amax(v);
-            if constexpr (F::block == 32) bamax = fmaxf(bamax, __shfl_xor_sync(0xFFFFFFFFu, bamax, 1));
+            if constexpr (F::block == 32) {   // the block's other 16 rows are in another warp
+                __syncthreads();
+                seg_am[c][sc_seg] = bamax;
+                __syncthreads();
+                bamax = fmaxf(bamax, seg_am[c][sc_seg ^ 1]);
+            }
         }
         if (gk < K && gm < M) {
             float mul;
@@ -221,7 +235,7 @@ __device__ __forceinline__ void quantize_tile(const void* x, i64 M, i64 K, u8* r
             const int n = (int)((M - gm) < SEG ? (M - gm) : SEG);
             if constexpr (F::packed) store_bytes(col_data + gk * (M / 2) + gm / 2, w, n / 2, SEG / 2);
             else store_bytes(col_data + gk * M + gm, w, n, SEG);
-            if (F::block == 16 || (s & 1) == 0) {
+            if (F::block == 16 || (sc_seg & 1) == 0) {
                 const i64 nb = (M + F::block - 1) / F::block;
                 col_scales[scale_offset(gk, gm / F::block, nb, swz)] = (u8)sc;
             }
