@@ -423,3 +423,14 @@ def test_dequantize_other_dtypes_round_the_fp32_result_once(fmt, dtype, check_by
         y32 = fp4kit.dequantize(q, "float32", operand)
         want = np.array([O.rn(float(v), dtype) for v in y32.reshape(-1)], np.float64).astype(DTYPES[dtype])
         check_bytes(fp4kit.dequantize(q, dtype, operand), want.reshape(y32.shape), f"{operand} {dtype}")
+
+
+@pytest.mark.parametrize("fmt", ALL)
+def test_grouped_all_members_empty(fmt):
+    g = fp4kit.group_quantize(np.zeros((0, 64), np.float32), fmt, num_groups=3, axis="both")
+    assert g.kind == "same" and len(g) == 3 and g.offsets == (0, 0, 0, 0)
+    assert g.rowwise_data.size == 0 and g.columnwise_data.size == 0
+    for i in range(3):
+        assert g[i].rowwise.data.shape[0] == 0 and fp4kit.group_dequantize(g)[i].shape == (0, 64)
+    g = fp4kit.group_quantize(np.zeros(0, np.float32), fmt, first_dims=[0, 4, 0], last_dims=[8, 0, 0])
+    assert g.kind == "varying_both" and g.rowwise_data.size == 0

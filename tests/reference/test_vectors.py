@@ -12,7 +12,6 @@ import math
 import numpy as np
 import pytest
 
-import fp4kit
 import spec_oracle as O
 from fp4kit.reference import vectors as V
 
