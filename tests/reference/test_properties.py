@@ -434,3 +434,18 @@ def test_grouped_all_members_empty(fmt):
         assert g[i].rowwise.data.shape[0] == 0 and fp4kit.group_dequantize(g)[i].shape == (0, 64)
     g = fp4kit.group_quantize(np.zeros(0, np.float32), fmt, first_dims=[0, 4, 0], last_dims=[8, 0, 0])
     assert g.kind == "varying_both" and g.rowwise_data.size == 0
+
+
+@pytest.mark.parametrize("dtype,bits", [("float32", 0x7FC00000), ("bfloat16", 0x7FC0), ("float16", 0x7E00)])
+def test_dequantized_nan_is_canonical(dtype, bits):
+    """NaN outputs (FP8 NaN codes, NaN E8M0 scale 255, 0 * inf) are the type's canonical quiet NaN."""
+    from fp4kit.tensor import Operand, QuantizedTensor, QuantizeOptions
+    data = np.array([[0x7F, 0xFF, 0x00, 0x38] + [0] * 28, [0x38] * 32], np.uint8)
+    op = Operand(data=data, scales=np.array([[127], [255]], np.uint8), scale_layout="compact", amax=None,
+                 rows=2, cols=32, format="mxfp8_e4m3")
+    q = QuantizedTensor(format="mxfp8_e4m3", shape=(2, 32), rowwise=op, columnwise=None,
+                        options=QuantizeOptions(format="mxfp8_e4m3"))
+    y = fp4kit.dequantize(q, dtype)
+    u = y.view(np.uint32 if dtype == "float32" else np.uint16)
+    assert (u[0, :2] == bits).all() and (u[1] == bits).all()
+    assert not np.isnan(y[0, 2:].astype(np.float32)).any()
