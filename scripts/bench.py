@@ -231,6 +231,71 @@ def bench_swizzle(rows, shapes, reps):
         print(_fmt_row(rows[-1]), flush=True)
 
 
+def _skewed_dims(G, total, seed=0):
+    """G member row counts summing to `total`, skewed (Zipf-like) with empty members in the mix."""
+    rng = np.random.default_rng(seed)
+    w = 1.0 / np.arange(1, G + 1) ** 1.1
+    w[rng.permutation(G)[: max(1, G // 8)]] = 0.0          # some experts get no tokens
+    w = rng.permutation(w)
+    d = np.floor(w / w.sum() * total).astype(np.int64)
+    d[np.argmax(d)] += total - d.sum()
+    return [int(v) for v in d]
+
+
+def bench_grouped(rows, reps, K=7168, total=65536, groups=(8, 64)):
+    """MoE grouped quantize: one launch (device dims) vs one single-tensor launch per member."""
+    import fp4kit
+    torch = _torch()
+    x = (torch.randn(total, K, device="cuda")).to(torch.bfloat16)
+    for G in groups:
+        dims = _skewed_dims(G, total, seed=G)
+        dims_dev = torch.tensor(dims, dtype=torch.int64, device="cuda")
+        starts = np.cumsum([0] + dims[:-1])
+        for fmt in ("mxfp8_e4m3", "nvfp4"):
+            for axis in ("rowwise", "both"):
+                kw = dict(axis=axis, scale_layout="swizzled")
+                us = time_fn(lambda: fp4kit.group_quantize(x, fmt, first_dims=dims_dev, **kw), reps=reps)
+                per = [x[s:s + m] for s, m in zip(starts, dims) if m]
+                us_loop = time_fn(lambda: [fp4kit.quantize(p, fmt, **kw) for p in per], reps=max(5, reps // 4))
+                nbytes = total * K * 2 + _bytes_out(fmt, total, K, axis)
+                cu = copy_us(nbytes, reps)
+                rows.append(dict(op=f"group_quantize G={G}", format=fmt, axis=axis, layout="swizzled",
+                                 variant="device dims, skewed, empty members", shape=f"{total}x{K}", us=us,
+                                 bytes=nbytes, gbs=nbytes / us / 1e3, copy_pct=100 * cu / us, baseline_us=us_loop,
+                                 speedup=us_loop / us, baseline_exact="vs per-member launches"))
+                print(_fmt_row(rows[-1]), flush=True)
+
+
+def bench_recipes(rows, reps, shape=(8192, 8192)):
+    """NVFP4 recipes: fused RHT (swizzled scales from the kernel) vs RHT compact + separate swizzle;
+    stochastic vs nearest rounding."""
+    import fp4kit
+    torch = _torch()
+    M, K = shape
+    nxt = rotating(lambda i: (torch.randn(M, K, device="cuda") * (1 + i)).to(torch.bfloat16), M * K * 2)
+    nbytes = M * K * 2 + _bytes_out("nvfp4", M, K, "both")
+
+    def unfused():
+        q = fp4kit.quantize(nxt(), "nvfp4", axis="both", rht=True, scale_layout="compact")
+        fp4kit.swizzle_scales(q.rowwise.scales)
+        fp4kit.swizzle_scales(q.columnwise.scales)
+    us_f = time_fn(lambda: fp4kit.quantize(nxt(), "nvfp4", axis="both", rht=True, scale_layout="swizzled"), reps=reps)
+    us_u = time_fn(unfused, reps=reps)
+    cu = copy_us(nbytes, reps)
+    rows.append(dict(op="quantize rht (fused swizzle)", format="nvfp4", axis="both", layout="swizzled", variant="rht",
+                     shape=f"{M}x{K}", us=us_f, bytes=nbytes, gbs=nbytes / us_f / 1e3, copy_pct=100 * cu / us_f,
+                     baseline_us=us_u, speedup=us_u / us_f, baseline_exact="vs rht compact + swizzle_scales"))
+    print(_fmt_row(rows[-1]), flush=True)
+    for fmt in ("nvfp4", "mxfp4_e2m1"):
+        us_n = time_fn(lambda: fp4kit.quantize(nxt(), fmt, axis="both"), reps=reps)
+        us_s = time_fn(lambda: fp4kit.quantize(nxt(), fmt, axis="both", rounding="stochastic", seed=7), reps=reps)
+        nb = M * K * 2 + _bytes_out(fmt, M, K, "both")
+        rows.append(dict(op="quantize stochastic", format=fmt, axis="both", layout="compact", variant="seed=7",
+                         shape=f"{M}x{K}", us=us_s, bytes=nb, gbs=nb / us_s / 1e3, copy_pct=100 * cu / us_s,
+                         baseline_us=us_n, speedup=us_n / us_s, baseline_exact=f"SR cost {100 * (us_s / us_n - 1):+.0f}% vs nearest"))
+        print(_fmt_row(rows[-1]), flush=True)
+
+
 def bench_small(reps=200):
     """Host time per call once warm, M in 1, 16, 128 and K = 4096 (wall clock, synchronised at the end)."""
     import fp4kit
@@ -298,6 +363,8 @@ def main(argv=None):
     bench_quantize(rows, shapes, formats, axes, reps)
     bench_dequantize(rows, shapes, formats, reps)
     bench_swizzle(rows, shapes, reps)
+    bench_recipes(rows, reps)
+    bench_grouped(rows, reps)
     small = bench_small()
     startup = None if args.no_startup else bench_startup()
     with open(args.csv, "w", newline="") as fh:
