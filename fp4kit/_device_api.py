@@ -48,7 +48,7 @@ def _amax_input(amax, dev: int):
         with _device_ctx(dev):
             return cupy.asarray(amax), amax.shape, "float32"
     if not _interop.is_device_array(amax):
-        raise TypeError(f"amax: expected a float32 device (or NumPy) array, got {type(amax).__name__}")
+        raise TypeError(f"amax: expected a float32 NumPy array or device array, got {type(amax).__name__}")
     da = _interop.as_cupy(amax, "amax")
     if da.device != dev:
         raise ValueError(f"amax: expected an array on device {dev} (where x is), got device {da.device}")

@@ -1,0 +1,226 @@
+"""Reliability on the GPU: hostile input rejected before any launch, many threads on separate
+streams, two processes sharing one compile cache, > 2^31 elements, memory flat over 10,000 calls,
+and hypothesis-driven kernel-vs-reference properties with a fixed example budget."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import fp4kit
+from gpu_helpers import require_gpu
+
+pytestmark = pytest.mark.gpu
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load_error_table():
+    spec = importlib.util.spec_from_file_location("_ref_errors", ROOT / "tests" / "reference" / "test_errors.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.QUANTIZE_ERRORS
+
+
+QUANTIZE_ERRORS = _load_error_table()
+
+
+@pytest.fixture
+def cp():
+    require_gpu()
+    import cupy
+    from fp4kit import _cuda
+    old = _cuda.poison_enabled()
+    _cuda.set_poison(True)
+    yield cupy
+    _cuda.set_poison(old)
+
+
+def _dev(cp, a):
+    """NumPy -> device: bfloat16 through torch, everything else through CuPy."""
+    if isinstance(a, np.ndarray) and a.dtype == np.dtype(ml_dtypes.bfloat16):
+        import torch
+        return torch.from_numpy(a.view(np.int16)).cuda().view(torch.bfloat16)
+    if isinstance(a, np.ndarray) and a.ndim >= 1 and a.dtype != np.float32 or (isinstance(a, np.ndarray) and a.size > 2):
+        return cp.asarray(a)
+    return a
+
+
+@pytest.mark.parametrize("args,kwargs,exc,match", [c[1:] for c in QUANTIZE_ERRORS], ids=[c[0] for c in QUANTIZE_ERRORS])
+def test_device_bad_input_raises_before_any_launch(cp, monkeypatch, args, kwargs, exc, match):
+    from fp4kit import _cuda
+
+    def launched(*a, **k):
+        raise AssertionError("a kernel was launched for bad input")
+    monkeypatch.setattr(_cuda, "quantize", launched)
+    x = args[0]
+    if x.ndim == 0:
+        x = cp.asarray(x)
+    else:
+        x = _dev(cp, x) if x.dtype in (np.float32, np.float16, np.dtype(ml_dtypes.bfloat16)) else cp.asarray(x)
+    with pytest.raises(exc, match=match):
+        fp4kit.quantize(x, *args[1:], **kwargs)
+
+
+def test_wrong_device_kind_rejected(cp):
+    import torch
+    with pytest.raises(TypeError, match="x: expected a CUDA"):
+        fp4kit.quantize(torch.zeros(4, 32), "nvfp4")
+    with pytest.raises(TypeError, match="x: expected"):
+        fp4kit.quantize([[1.0] * 32], "nvfp4")
+    with pytest.raises(TypeError, match="compact: expected dtype uint8"):
+        fp4kit.swizzle_scales(cp.zeros((4, 4), cp.float32))
+    with pytest.raises(ValueError, match="swizzled: a compact shape"):
+        fp4kit.unswizzle_scales(cp.zeros((128, 4), cp.uint8), (129, 4))
+
+
+def test_threads_on_separate_streams(cp):
+    errors = []
+
+    def work(tid):
+        try:
+            rng = np.random.default_rng(tid)
+            stream = cp.cuda.Stream(non_blocking=True)
+            for it in range(10):
+                fmt = list(fp4kit.FORMATS)[(tid + it) % 6]
+                x = rng.standard_normal((130, 96)).astype(np.float32)
+                with stream:
+                    q = fp4kit.quantize(cp.asarray(x), fmt, axis="both", scale_layout="swizzled")
+                    stream.synchronize()
+                rep = fp4kit.compare(q, fp4kit.reference.quantize(x, fmt, axis="both", scale_layout="swizzled"))
+                if not rep.ok:
+                    errors.append(f"thread {tid} iter {it} {fmt}:\n{rep}")
+        except Exception as e:  # surfaced below
+            errors.append(f"thread {tid}: {type(e).__name__}: {e}")
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, "\n".join(errors[:3])
+
+
+def test_two_processes_compile_into_one_cache(cp, tmp_path):
+    code = ("import numpy as np, cupy as cp, fp4kit\n"
+            "x = np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32)\n"
+            "q = fp4kit.quantize(cp.asarray(x), 'nvfp4', axis='both')\n"
+            "assert fp4kit.compare(q, fp4kit.reference.quantize(x, 'nvfp4', axis='both')).ok\n"
+            "fp4kit.warmup(); print('ok')\n")
+    env = dict(os.environ, FP4KIT_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=str(ROOT))
+    procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    for p, (o, e) in zip(procs, outs):
+        assert p.returncode == 0 and o.strip().endswith("ok"), e[-2000:]
+    # and a third process finds everything cached
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+
+
+def test_more_than_2_31_elements(cp):
+    import torch
+    M, K = 65600, 32768                 # 2,149,580,800 elements > 2^31
+    free, _ = cp.cuda.runtime.memGetInfo()
+    if free < 16 * 2**30:
+        pytest.skip("needs about 16 GiB of free GPU memory")
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(M, K, device="cuda", generator=g).to(torch.bfloat16)
+    amax = np.array([4.5], np.float32)
+    q = fp4kit.quantize(x, "nvfp4", amax=torch.from_numpy(amax).cuda())
+    rows = np.array([0, 1, 65535, 65536, 65599, 40000])         # incl. rows past element 2^31
+    xs = x[torch.from_numpy(rows).cuda()].view(torch.int16).cpu().numpy().view(ml_dtypes.bfloat16)
+    exp = fp4kit.reference.quantize(xs, "nvfp4", amax=amax)
+    got_d = q.rowwise.data[torch.from_numpy(rows).cuda()].cpu().numpy()
+    got_s = q.rowwise.scales[torch.from_numpy(rows).cuda()].cpu().numpy()
+    assert np.array_equal(got_d, exp.rowwise.data) and np.array_equal(got_s, exp.rowwise.scales)
+    del q
+    qc = fp4kit.quantize(x, "mxfp8_e4m3", axis="columnwise")
+    cols = np.array([0, 5, 32767])
+    xc = x[:, torch.from_numpy(cols).cuda()].contiguous().view(torch.int16).cpu().numpy().view(ml_dtypes.bfloat16)
+    expc = fp4kit.reference.quantize(xc, "mxfp8_e4m3", axis="columnwise")
+    idx = torch.from_numpy(cols).cuda()
+    assert np.array_equal(qc.columnwise.data[idx].cpu().numpy(), expc.columnwise.data)
+    assert np.array_equal(qc.columnwise.scales[idx].cpu().numpy(), expc.columnwise.scales)
+
+
+def test_memory_flat_over_10000_calls(cp):
+    fp4kit._cuda.set_poison(False)
+    pool = cp.get_default_memory_pool()
+    x = cp.asarray(np.random.default_rng(0).standard_normal((256, 512)).astype(np.float32))
+    xg = cp.asarray(np.random.default_rng(1).standard_normal((300, 64)).astype(np.float32))
+    fmts = list(fp4kit.FORMATS)
+
+    def step(i):
+        f = fmts[i % 6]
+        q = fp4kit.quantize(x, f, axis=("rowwise", "both")[i % 2], scale_layout=("compact", "swizzled")[i % 3 == 0])
+        fp4kit.dequantize(q, dtype="bfloat16")
+        if i % 10 == 0:
+            g = fp4kit.group_quantize(xg, f, first_dims=[100, 0, 200])
+            fp4kit.group_dequantize(g)
+    for i in range(1000):
+        step(i)
+    cp.cuda.Device().synchronize()
+    base = pool.total_bytes()
+    for i in range(10000):
+        step(i)
+    cp.cuda.Device().synchronize()
+    assert pool.total_bytes() <= base * 1.05 + (1 << 20), (base, pool.total_bytes())
+
+
+try:
+    from hypothesis import HealthCheck, given, settings, strategies as st
+except ImportError:  # pragma: no cover
+    st = None
+
+if st is not None:
+    _SPECIAL = st.sampled_from([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, -3e-39, 6.0, 448.0, 1e30, 57344.0])
+
+    @st.composite
+    def _case(draw):
+        fmt = draw(st.sampled_from(list(fp4kit.FORMATS)))
+        f = fp4kit.FORMATS[fmt]
+        M = draw(st.integers(0, 70)) * (2 if f.packed else 1)
+        K = draw(st.integers(0, 100)) * (2 if f.packed else 1)
+        dtype = draw(st.sampled_from(["float32", "bfloat16", "float16"]))
+        kw = dict(axis=draw(st.sampled_from(["rowwise", "columnwise", "both"])),
+                  scale_layout=draw(st.sampled_from(["compact", "swizzled"])))
+        if f.is_mx:
+            kw["scale_rule"] = draw(st.sampled_from(["rceil", "floor"]))
+        else:
+            v = draw(st.sampled_from(["plain", "tile_2d", "row_scaled", "rht"]))
+            if v == "rht" and dtype == "bfloat16" and M % 16 == 0 and kw["axis"] != "rowwise":
+                kw["rht"] = True
+            elif v in ("tile_2d", "row_scaled"):
+                kw[v] = True
+        if f.packed and draw(st.booleans()):
+            kw["rounding"] = "stochastic"
+            kw["seed"] = draw(st.integers(0, 2**64 - 1))
+        seed = draw(st.integers(0, 2**32 - 1))
+        n_special = draw(st.integers(0, 8))
+        specials = [draw(_SPECIAL) for _ in range(n_special)]
+        return fmt, M, K, dtype, kw, seed, specials
+
+    @settings(max_examples=int(os.environ.get("FP4KIT_HYPOTHESIS_EXAMPLES", "300")), deadline=None,
+              suppress_health_check=list(HealthCheck), derandomize=True)
+    @given(_case())
+    def test_hypothesis_kernel_equals_reference(case):
+        require_gpu()
+        import cupy as cp
+        fmt, M, K, dtype, kw, seed, specials = case
+        rng = np.random.default_rng(seed)
+        x = (rng.standard_normal(M * K) * np.exp2(rng.integers(-20, 20, M * K))).astype(np.float32)
+        if x.size:
+            x[rng.integers(0, x.size, len(specials))] = np.array(specials, np.float32) if specials else x[:0]
+        dt = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}[dtype]
+        with np.errstate(over="ignore"):
+            xn = x.reshape(M, K).astype(dt)
+        exp = fp4kit.reference.quantize(xn, fmt, **kw)
+        got = fp4kit.quantize(_dev(cp, xn) if xn.size > 2 or dt != np.float32 else cp.asarray(xn), fmt, **kw)
+        rep = fp4kit.compare(got, exp, x=xn)
+        assert rep.ok, str(rep)
