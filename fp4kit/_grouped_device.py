@@ -18,7 +18,7 @@ import numpy as np
 
 from . import _interop
 from ._grouped_views import GroupedArray, grouped_layout
-from ._validate import group_dims, group_member_checks, quantize_options, check_int, check_bool
+from ._validate import check_bool, check_int, check_option_names, group_dims, group_member_checks, quantize_options
 from .formats import DTYPES, FORMATS
 from .tensor import GroupedQuantizedTensor, swizzled_shape
 
@@ -98,6 +98,7 @@ def group_quantize(x, fmt, num_groups=None, first_dims=None, last_dims=None, ama
     from . import _cuda_grouped as _cuda
     cp = _cp()
     da = device_input(x)
+    check_option_names(options)
     dbias = check_bool("dbias", dbias)
     opts = quantize_options((0, 0), da.dtype, fmt, **options)
     f = opts.fmt

@@ -201,3 +201,15 @@ def check_qmatmul(a, b, a_operand, b_operand):
         raise ValueError(f"b: the operands must share the block axis K; a's {a_operand} operand is "
                          f"{oa.rows}x{oa.cols}, b's {b_operand} operand is {ob.rows}x{ob.cols}")
     return oa, ob
+
+
+QUANTIZE_OPTION_NAMES = ("axis", "scale_layout", "scale_rule", "tile_2d", "row_scaled", "rht", "rht_sign_mask",
+                         "rounding", "seed")
+
+
+def check_option_names(options: dict, extra=()) -> None:
+    """Keyword options of group_quantize must be quantize's (plus `extra`); name the stray one."""
+    for k in options:
+        if k not in QUANTIZE_OPTION_NAMES and k not in extra:
+            raise TypeError(f"{k}: not an option of group_quantize; expected one of "
+                            f"{list(QUANTIZE_OPTION_NAMES) + list(extra)}")

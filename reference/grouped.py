@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validate import group_dims, group_member_checks, quantize_options
+from .._validate import check_option_names, group_dims, group_member_checks, quantize_options
 from ..formats import DTYPES, FORMATS
 from ..tensor import GroupedQuantizedTensor
 from .._grouped_views import GroupedArray, grouped_layout
@@ -27,6 +27,7 @@ def group_quantize(x, fmt, num_groups=None, first_dims=None, last_dims=None, ama
                    **options) -> GroupedQuantizedTensor:
     """Reference grouped quantize; ``options`` are those of ``quantize`` (axis, scale_layout, ...)."""
     x, dn = _np_input(x)
+    check_option_names(options)
     kind, first, last = group_dims(x.shape, num_groups, first_dims, last_dims)
     G = len(first)
     opts = quantize_options((0, 0), dn, fmt, **options)  # option checks; shapes are checked per member
