@@ -23,6 +23,16 @@ using namespace fp4kit;
                                  amax_col, flags, seed, rht_mask, (i64)blockIdx.x);                   \
     }
 
+// quantize_f<F>_d<D>_rows (plain; R = 2 for float32 input, 4 for 16-bit input) and _rowsx (every
+// option but 2D tiles; R = 2): rowwise only; ceil(M / (64 R)) * ceil(K / 64) CTAs of 256 threads.
+#define FP4KIT_QUANTIZE_ROWS_KERNEL(F, D, EXT, SUFFIX, R)                                             \
+    extern "C" __global__ void __launch_bounds__(QT_THREADS)                                          \
+    quantize_f##F##_d##D##SUFFIX(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales,           \
+                                 const float* amax_row, int flags, u64 seed) {                        \
+        quantize_rows_direct<F, D, EXT, R>(x, M, K, row_data, row_scales, amax_row, flags, seed,      \
+                                           (i64)blockIdx.x);                                          \
+    }
+
 // quantize_f<F>_d<D>: every option; quantize_f<F>_d<D>_plain: no tile_2d / row_scaled / rht /
 // stochastic rounding (their flags are ignored), fewer registers.
 #define FP4KIT_QUANTIZE_ALL_DTYPES(F)            \
@@ -31,7 +41,13 @@ using namespace fp4kit;
     FP4KIT_QUANTIZE_KERNEL(F, 2, true, )         \
     FP4KIT_QUANTIZE_KERNEL(F, 0, false, _plain)  \
     FP4KIT_QUANTIZE_KERNEL(F, 1, false, _plain)  \
-    FP4KIT_QUANTIZE_KERNEL(F, 2, false, _plain)
+    FP4KIT_QUANTIZE_KERNEL(F, 2, false, _plain)  \
+    FP4KIT_QUANTIZE_ROWS_KERNEL(F, 0, false, _rows, 2) \
+    FP4KIT_QUANTIZE_ROWS_KERNEL(F, 1, false, _rows, 4) \
+    FP4KIT_QUANTIZE_ROWS_KERNEL(F, 2, false, _rows, 4) \
+    FP4KIT_QUANTIZE_ROWS_KERNEL(F, 0, true, _rowsx, 2) \
+    FP4KIT_QUANTIZE_ROWS_KERNEL(F, 1, true, _rowsx, 2) \
+    FP4KIT_QUANTIZE_ROWS_KERNEL(F, 2, true, _rowsx, 2)
 
 FP4KIT_QUANTIZE_ALL_DTYPES(0)
 FP4KIT_QUANTIZE_ALL_DTYPES(1)

@@ -199,9 +199,20 @@ def quantize(x, opts, amax=None, *, input_dtype: str):
         if _vec_ok(x, _ITEMSIZE[input_dtype], K):
             flags |= QFLAG_VEC_IN
         r, c = ops.get("rowwise"), ops.get("columnwise")
-        tiles = -(-M // _QT_M) * -(-K // _QT_K)
         ext = opts.rounding == "stochastic" or (fmt.is_nvfp4 and (opts.tile_2d or opts.row_scaled or opts.rht))
-        kern = _fn("quantize", f"quantize_f{fmt.format_id}_d{_DTYPE_IDS[input_dtype]}{'' if ext else '_plain'}")
+        name = f"quantize_f{fmt.format_id}_d{_DTYPE_IDS[input_dtype]}"
+        if c is None and not (fmt.is_nvfp4 and opts.tile_2d):
+            # rowwise alone: R tiles of 64 rows per CTA, loads issued up front (quantize.cu)
+            R = 2 if (ext or input_dtype == "float32") else 4
+            tiles = -(-M // (_QT_M * R)) * -(-K // _QT_K)
+            _fn("quantize", name + ("_rowsx" if ext else "_rows"))((tiles,), (_THREADS,), (
+                x, np.int64(M), np.int64(K), r["data"], r["scales"],
+                r["amax"] if r["amax"] is not None else _NULL, np.int32(flags), np.uint64(opts.seed)))
+            if layout == "swizzled":
+                _zero_swizzle_padding(r["scales"], r["_rows"], r["_nb"])
+            return ({"data": r["data"], "scales": r["scales"], "amax": r["amax"]}, None)
+        tiles = -(-M // _QT_M) * -(-K // _QT_K)
+        kern = _fn("quantize", name + ("" if ext else "_plain"))
         kern((tiles,), (_THREADS,), (
             x, np.int64(M), np.int64(K),
             r["data"] if r else _NULL, r["scales"] if r else _NULL,

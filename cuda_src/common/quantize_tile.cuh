@@ -116,6 +116,73 @@ __device__ __forceinline__ u32 block_scale(float bamax, bool floor_rule, const f
     }
 }
 
+// Quantize the rowwise segment x[gm, gk .. gk+15] (values v) and store codes and scale.
+// Lanes s and s ^ 1 hold the two halves of an MX block (the whole warp must call this).
+// tile_amax >= 0 replaces the block amax (NVFP4 2D tiles).
+template <int FMT>
+__device__ __forceinline__ void row_segment(const float* v, i64 M, i64 K, i64 gm, i64 gk, int s, u8* row_data,
+                                            u8* row_scales, const float* amax_row, int flags, u64 seed,
+                                            float tile_amax) {
+    typedef Fmt<FMT> F;
+    float bamax = seg_amax(v);
+    if constexpr (F::block == 32) bamax = fmaxf(bamax, __shfl_xor_sync(0xFFFFFFFFu, bamax, 1));
+    if (tile_amax >= 0.0f) bamax = tile_amax;
+    if (gm < M && gk < K) {
+        float mul;
+        const bool row_scaled = !F::mx && (flags & QFLAG_ROW_SCALED);
+        const u32 sc = block_scale<FMT>(bamax, flags & QFLAG_RULE_FLOOR, amax_row, row_scaled ? gm : 0, mul);
+        u32 w[4];
+        encode_seg<FMT>(v, mul, flags & QFLAG_STOCHASTIC, seed, 0u, gm * K + gk, w);
+        const int n = (int)((K - gk) < SEG ? (K - gk) : SEG);
+        if constexpr (F::packed) store_bytes(row_data + gm * (K / 2) + gk / 2, w, n / 2, SEG / 2);
+        else store_bytes(row_data + gm * K + gk, w, n, SEG);
+        if (F::block == 16 || (s & 1) == 0) {
+            const i64 nb = (K + F::block - 1) / F::block;
+            row_scales[scale_offset(gm, gk / F::block, nb, flags & QFLAG_SWIZZLED)] = (u8)sc;
+        }
+    }
+}
+
+// Rowwise only, no 2D tiles: one CTA covers R tiles stacked along M (R*64 rows x 64 columns);
+// each thread issues the loads of its R segments before computing (more bytes in flight).
+// Block index b: (b / tiles_k) * R * 64 is the first row, (b % tiles_k) * 64 the first column.
+template <int FMT, int DT, bool EXT, int R>
+__device__ __forceinline__ void quantize_rows_direct(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales,
+                                                     const float* amax_row, int flags, u64 seed, i64 b) {
+    if constexpr (!EXT) flags &= ~(QFLAG_STOCHASTIC | QFLAG_ROW_SCALED | QFLAG_TILE_2D | QFLAG_RHT);
+    const i64 tiles_k = (K + QT_K - 1) / QT_K;
+    const i64 m0 = (b / tiles_k) * (QT_M * R);
+    const i64 k0 = (b % tiles_k) * QT_K;
+    const int hi = threadIdx.x >> 2, s = threadIdx.x & 3;
+    const i64 gk = k0 + s * SEG;
+    typedef typename In<DT>::T T;
+    constexpr int V = In<DT>::vec;
+    uint4 raw[R][SEG / V];   // raw input words: R * 32 bytes (bf16/fp16) in registers
+    bool full[R];
+#pragma unroll
+    for (int j = 0; j < R; ++j) {
+        const i64 gm = m0 + hi + j * QT_M;
+        full[j] = (flags & QFLAG_VEC_IN) && gm < M && gk + SEG <= K;
+        if (full[j]) {
+            const T* src = reinterpret_cast<const T*>(x) + gm * K + gk;
+#pragma unroll
+            for (int q = 0; q < SEG / V; ++q) raw[j][q] = load_stream16(src + q * V);
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < R; ++j) {
+        const i64 gm = m0 + hi + j * QT_M;
+        float v[SEG];
+        if (full[j]) {
+#pragma unroll
+            for (int q = 0; q < SEG / V; ++q) In<DT>::unpack(raw[j][q], v + q * V);
+        } else {
+            load_seg<DT>(x, M, K, gm, gk, flags & QFLAG_VEC_IN, v);
+        }
+        row_segment<FMT>(v, M, K, gm, gk, s, row_data, row_scales, amax_row, flags, seed, -1.0f);
+    }
+}
+
 // EXT = false compiles out the NVFP4 variants and stochastic rounding (fewer registers, more
 // CTAs per SM) for the plain recipes; the flags of those variants are then ignored.
 template <int FMT, int DT, bool EXT = true>
@@ -133,6 +200,7 @@ __device__ __forceinline__ void quantize_tile(const void* x, i64 M, i64 K, u8* r
     const int tid = threadIdx.x;
     const bool swz = flags & QFLAG_SWIZZLED;
     const bool floor_rule = flags & QFLAG_RULE_FLOOR;
+    if constexpr (!EXT) flags &= ~(QFLAG_STOCHASTIC | QFLAG_ROW_SCALED | QFLAG_TILE_2D | QFLAG_RHT);
     const bool stochastic = EXT && (flags & QFLAG_STOCHASTIC);
     bool tile2d = false, row_scaled = false, rht = false;
     if constexpr (!F::mx && EXT) {
@@ -178,22 +246,8 @@ __device__ __forceinline__ void quantize_tile(const void* x, i64 M, i64 K, u8* r
 #pragma unroll
             for (int i = 0; i < SEG; ++i) v[i] = tile[hi][s * SEG + i];
         }
-        float bamax = seg_amax(v);
-        if constexpr (F::block == 32) bamax = fmaxf(bamax, __shfl_xor_sync(0xFFFFFFFFu, bamax, 1));
-        if (tile2d) bamax = tile_am[hi >> 4][s];
-        if (gm < M && gk < K) {
-            float mul;
-            const u32 sc = block_scale<FMT>(bamax, floor_rule, amax_row, row_scaled ? gm : 0, mul);
-            u32 w[4];
-            encode_seg<FMT>(v, mul, stochastic, seed, 0u, gm * K + gk, w);
-            const int n = (int)((K - gk) < SEG ? (K - gk) : SEG);
-            if constexpr (F::packed) store_bytes(row_data + gm * (K / 2) + gk / 2, w, n / 2, SEG / 2);
-            else store_bytes(row_data + gm * K + gk, w, n, SEG);
-            if (F::block == 16 || (s & 1) == 0) {
-                const i64 nb = (K + F::block - 1) / F::block;
-                row_scales[scale_offset(gm, gk / F::block, nb, swz)] = (u8)sc;
-            }
-        }
+        row_segment<FMT>(v, M, K, gm, gk, s, row_data, row_scales, amax_row, flags, seed,
+                         tile2d ? tile_am[hi >> 4][s] : -1.0f);
     }
 
     if (flags & QFLAG_COLUMNWISE) {
