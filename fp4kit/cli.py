@@ -334,7 +334,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     print()
     print("Reference (NumPy) against golden cases and conformance vectors")
     if results:
-        print(format_table(results, failures_only=args.brief))
+        table = format_table(results, failures_only=args.brief)
+        print(table or "(--brief: no failing case to list)")
         print()
         print(format_summary(results))
     for n in notes:
