@@ -31,7 +31,8 @@ def device_input(x, name="x", dtypes=DTYPES):
                         f"__cuda_array_interface__), got {type(x).__name__}")
     da = _interop.as_cupy(x, name)
     if da.dtype not in dtypes:
-        raise TypeError(f"{name}: expected dtype {' or '.join(dtypes)}, got {da.dtype}")
+        want = ", ".join(dtypes[:-1]) + " or " + dtypes[-1] if len(dtypes) > 1 else dtypes[0]
+        raise TypeError(f"{name}: expected dtype {want}, got {da.dtype}")
     return da
 
 
