@@ -25,10 +25,11 @@ def rht16(v: np.ndarray, sign_mask: int = DEFAULT_SIGN_MASK) -> np.ndarray:
     w = v.astype(np.float64).reshape(r, c // 16, 16)
     signs = np.where((int(sign_mask) >> np.arange(16)) & 1, -1.0, 1.0)
     w = w * signs
-    for h in (1, 2, 4, 8):
-        w = w.reshape(r, c // 16, 16 // (2 * h), 2, h)
-        a, b = w[:, :, :, 0, :], w[:, :, :, 1, :]
-        w = np.stack((a + b, a - b), axis=3)
-    w = w.reshape(r, c)
-    u = (0.25 * w).astype(np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
+    with np.errstate(invalid="ignore", over="ignore"):      # inf - inf -> NaN is the defined result
+        for h in (1, 2, 4, 8):
+            w = w.reshape(r, c // 16, 16 // (2 * h), 2, h)
+            a, b = w[:, :, :, 0, :], w[:, :, :, 1, :]
+            w = np.stack((a + b, a - b), axis=3)
+        w = w.reshape(r, c)
+        u = (0.25 * w).astype(np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
     return np.where(u == 0, np.float32(0), u)

@@ -237,7 +237,7 @@ def _skewed_dims(G, total, seed=0):
     w = 1.0 / np.arange(1, G + 1) ** 1.1
     w[rng.permutation(G)[: max(1, G // 8)]] = 0.0          # some experts get no tokens
     w = rng.permutation(w)
-    d = np.floor(w / w.sum() * total).astype(np.int64)
+    d = (np.floor(w / w.sum() * total / 2) * 2).astype(np.int64)   # even rows: FP4 columnwise packs M
     d[np.argmax(d)] += total - d.sum()
     return [int(v) for v in d]
 
