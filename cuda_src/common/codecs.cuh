@@ -44,6 +44,20 @@ template <> struct Fmt<FORMAT_NVFP4> { typedef E2M1 E; static constexpr int bloc
 //   a = |y|; NaN -> nan_code; a = min(a, max); e = max(floor(log2 a), emin) from the exponent
 //   field; n = rint_even(a * 2^(mbits - e)) (exact scaling, one rounding);
 //   code = ((e - emin) << mbits) + n; sign bit from signbit(y).
+// E2M1 (grid 0 .5 1 1.5 2 3 4 6) in a few instructions, same results as encode<E2M1>'s general form:
+// NaN -> +inf via fminf (positive, saturates to code 7); a = min(|y|, 6); C = 2^22, 2^23, 2^24 for
+// a < 2, < 4, <= 6 so that ulp(C) is the grid spacing of a's binade; n = bits(a + C) - bits(C) =
+// rint_even(a / spacing) (one RNE fp32 addition), code = n + 0, 2, 4.
+__device__ __forceinline__ u32 encode_e2m1_fast(float y) {
+    const float s = fminf(y, u2f(FP4KIT_INF_BITS));
+    const float a = fminf(fabsf(s), 6.0f);
+    u32 cb = f2u(a) & 0x7F800000u;
+    cb = (cb > 0x3F800000u ? cb : 0x3F800000u) + (22u << 23);
+    const u32 n = f2u(__fadd_rn(a, u2f(cb))) - cb;
+    const u32 code = n + (((cb >> 23) - 149u) << 1);
+    return code | ((f2u(s) >> 28) & 8u);
+}
+
 template <class E>
 __device__ __forceinline__ u32 encode(float y) {
     // Same function as the algorithm above, in integer form (no float->int conversion):
@@ -52,6 +66,7 @@ __device__ __forceinline__ u32 encode(float y) {
     //    code = bits(a + C) - bits(C) (n = 2^mbits is the smallest normal's code);
     //  - otherwise the fp32 mantissa is rounded to mbits bits (RNE on the bit pattern; a carry
     //    moves into the exponent) and the exponent is rebiased.
+    if constexpr (E::ebits == 2 && E::mbits == 1) return encode_e2m1_fast(y);
     constexpr u32 min_normal_bits = (u32)(E::emin + 127) << 23;
     constexpr u32 magic_bits = (u32)(E::emin - E::mbits + 23 + 127) << 23;
     constexpr int drop = 23 - E::mbits;
@@ -181,6 +196,12 @@ __device__ __forceinline__ float nvfp4_s_enc(float A) {
     else if (s > flt_max()) s = flt_max();
     if (A == 0.0f || s == 0.0f) s = 1.0f;
     return s;
+}
+
+// S_enc and S_dec = fp32_RN(1 / S_enc) of amax A.
+__device__ __forceinline__ void nvfp4_tensor_scales(float A, float& s_enc, float& s_dec) {
+    s_enc = nvfp4_s_enc(A);
+    s_dec = div_rn(1.0f, s_enc);
 }
 
 // Block scale byte and the element multiplier `enc` from the block amax b.

@@ -109,9 +109,8 @@ __device__ __forceinline__ u32 block_scale(float bamax, bool floor_rule, const f
         mul = e8m0_inv_scale(sc);
         return sc;
     } else {
-        const float A = amax_ptr[amax_idx];
-        const float s_enc = nvfp4_s_enc(A);
-        const float s_dec = div_rn(1.0f, s_enc);
+        float s_enc, s_dec;
+        nvfp4_tensor_scales(amax_ptr[amax_idx], s_enc, s_dec);
         return nvfp4_block_scale(bamax, s_enc, s_dec, mul);
     }
 }
@@ -122,15 +121,20 @@ __device__ __forceinline__ u32 block_scale(float bamax, bool floor_rule, const f
 template <int FMT>
 __device__ __forceinline__ void row_segment(const float* v, i64 M, i64 K, i64 gm, i64 gk, int s, u8* row_data,
                                             u8* row_scales, const float* amax_row, int flags, u64 seed,
-                                            float tile_amax) {
+                                            float tile_amax, float s_enc, float s_dec) {
     typedef Fmt<FMT> F;
     float bamax = seg_amax(v);
     if constexpr (F::block == 32) bamax = fmaxf(bamax, __shfl_xor_sync(0xFFFFFFFFu, bamax, 1));
     if (tile_amax >= 0.0f) bamax = tile_amax;
     if (gm < M && gk < K) {
         float mul;
-        const bool row_scaled = !F::mx && (flags & QFLAG_ROW_SCALED);
-        const u32 sc = block_scale<FMT>(bamax, flags & QFLAG_RULE_FLOOR, amax_row, row_scaled ? gm : 0, mul);
+        u32 sc;
+        if constexpr (F::mx) {
+            sc = block_scale<FMT>(bamax, flags & QFLAG_RULE_FLOOR, amax_row, 0, mul);
+        } else {
+            if (flags & QFLAG_ROW_SCALED) nvfp4_tensor_scales(amax_row[gm], s_enc, s_dec);
+            sc = nvfp4_block_scale(bamax, s_enc, s_dec, mul);
+        }
         u32 w[4];
         encode_seg<FMT>(v, mul, flags & QFLAG_STOCHASTIC, seed, 0u, gm * K + gk, w);
         const int n = (int)((K - gk) < SEG ? (K - gk) : SEG);
@@ -155,6 +159,10 @@ __device__ __forceinline__ void quantize_rows_direct(const void* x, i64 M, i64 K
     const i64 k0 = (b % tiles_k) * QT_K;
     const int hi = threadIdx.x >> 2, s = threadIdx.x & 3;
     const i64 gk = k0 + s * SEG;
+    float s_enc = 1.0f, s_dec = 1.0f;   // NVFP4 with one amax: computed once per thread
+    if constexpr (!Fmt<FMT>::mx) {
+        if (!(flags & QFLAG_ROW_SCALED)) nvfp4_tensor_scales(amax_row[0], s_enc, s_dec);
+    }
     typedef typename In<DT>::T T;
     constexpr int V = In<DT>::vec;
     uint4 raw[R][SEG / V];   // raw input words: R * 32 bytes (bf16/fp16) in registers
@@ -179,7 +187,7 @@ __device__ __forceinline__ void quantize_rows_direct(const void* x, i64 M, i64 K
         } else {
             load_seg<DT>(x, M, K, gm, gk, flags & QFLAG_VEC_IN, v);
         }
-        row_segment<FMT>(v, M, K, gm, gk, s, row_data, row_scales, amax_row, flags, seed, -1.0f);
+        row_segment<FMT>(v, M, K, gm, gk, s, row_data, row_scales, amax_row, flags, seed, -1.0f, s_enc, s_dec);
     }
 }
 
@@ -246,8 +254,12 @@ __device__ __forceinline__ void quantize_tile(const void* x, i64 M, i64 K, u8* r
 #pragma unroll
             for (int i = 0; i < SEG; ++i) v[i] = tile[hi][s * SEG + i];
         }
+        float s_enc = 1.0f, s_dec = 1.0f;
+        if constexpr (!F::mx) {
+            if (!row_scaled) nvfp4_tensor_scales(amax_row[0], s_enc, s_dec);
+        }
         row_segment<FMT>(v, M, K, gm, gk, s, row_data, row_scales, amax_row, flags, seed,
-                         tile2d ? tile_am[hi >> 4][s] : -1.0f);
+                         tile2d ? tile_am[hi >> 4][s] : -1.0f, s_enc, s_dec);
     }
 
     if (flags & QFLAG_COLUMNWISE) {
