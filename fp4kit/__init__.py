@@ -31,7 +31,7 @@ from .tensor import GroupedQuantizedTensor, Operand, QuantizedTensor, QuantizeOp
 _attach_reference()
 from . import reference  # noqa: E402
 from .api import (dequantize, group_dequantize, group_quantize, qmatmul, quantize,  # noqa: E402
-                  swizzle_scales, unswizzle_scales)
+                  rht_transform, swizzle_scales, unswizzle_scales)
 from ._grouped_views import GroupedArray  # noqa: E402
 
 
@@ -56,6 +56,6 @@ from .analysis import error_report  # noqa: E402
 __all__ = [
     "FORMATS", "Format", "ElementType", "QuantizedTensor", "Operand", "QuantizeOptions",
     "GroupedQuantizedTensor", "GroupedArray", "quantize", "dequantize", "swizzle_scales",
-    "unswizzle_scales", "group_quantize", "group_dequantize", "qmatmul", "reference", "warmup", "compare",
+    "unswizzle_scales", "group_quantize", "group_dequantize", "qmatmul", "rht_transform", "reference", "warmup", "compare",
     "CompareReport", "error_report",
 ]

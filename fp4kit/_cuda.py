@@ -70,10 +70,17 @@ def _empty(shape, dtype):
     return a
 
 
+_SM_COUNTS: dict[int, int] = {}
+
+
 def _sm_count() -> int:
+    """SMs of the current device (cached: Device.attributes queries every attribute)."""
     cp = _cp()
-    dev = cp.cuda.Device()
-    return int(dev.attributes["MultiProcessorCount"])
+    dev = cp.cuda.runtime.getDevice()
+    n = _SM_COUNTS.get(dev)
+    if n is None:
+        n = _SM_COUNTS[dev] = int(cp.cuda.runtime.deviceGetAttribute(cp.cuda.runtime.cudaDevAttrMultiProcessorCount, dev))
+    return n
 
 
 def _grid_stride_blocks(n_items: int, per_sm: int = 16) -> int:

@@ -183,3 +183,14 @@ def _operand_f64_device(op):
     else:
         alpha = cp.ones((1, 1))
     return v, alpha
+
+
+def rht_transform(x, sign_mask=0xD7E8):
+    from ._validate import check_rht_transform
+    da = device_input(x)
+    M, K = flat_2d(da.shape)
+    mask = check_rht_transform(da.dtype, M, sign_mask)
+    from . import _cuda_rht
+    with _device_ctx(da.device), _interop.current_stream(x):
+        out = _cuda_rht.rht_transform(da.array.reshape(M, K), mask)
+    return _interop.to_library(out, da.library, dtype="bfloat16")

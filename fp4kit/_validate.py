@@ -213,3 +213,11 @@ def check_option_names(options: dict, extra=()) -> None:
         if k not in QUANTIZE_OPTION_NAMES and k not in extra:
             raise TypeError(f"{k}: not an option of group_quantize; expected one of "
                             f"{list(QUANTIZE_OPTION_NAMES) + list(extra)}")
+
+
+def check_rht_transform(dtype: str, M: int, sign_mask) -> int:
+    if dtype != "bfloat16":
+        raise TypeError(f"x: the random Hadamard transform takes bfloat16 input, got dtype {dtype}")
+    if M % 16:
+        raise ValueError(f"x: the transform runs over groups of 16 rows, so M must be a multiple of 16, got M={M}")
+    return check_int("sign_mask", sign_mask, 0, 0xFFFF)

@@ -7,7 +7,7 @@ from . import reference as _ref
 from .tensor import GroupedQuantizedTensor, QuantizedTensor
 
 __all__ = ["quantize", "dequantize", "swizzle_scales", "unswizzle_scales", "group_quantize", "group_dequantize",
-           "qmatmul"]
+           "qmatmul", "rht_transform"]
 
 
 def _is_host(x) -> bool:
@@ -190,3 +190,28 @@ def qmatmul(a, b, a_operand="rowwise", b_operand="rowwise"):
     if _is_host(oa.data):
         return _ref.qmatmul(a, b, a_operand=a_operand, b_operand=b_operand)
     return _device().qmatmul(a, b, a_operand=a_operand, b_operand=b_operand)
+
+
+def rht_transform(x, sign_mask=0xD7E8):
+    """The 16-point random Hadamard transform of NVFP4's columnwise operand, on its own.
+
+    Args:
+        x: bfloat16 array (..., K) flattened to (M, K), M a multiple of 16.
+        sign_mask: 16-bit mask of the signs (bit k set: s_k = -1); 0 disables them.
+
+    Returns:
+        bfloat16 (K, M): u = the transform of x^T along its rows (groups of 16 rows of x), the exact
+        input that ``quantize(x, "nvfp4", rht=True)`` quantizes for its columnwise operand, so
+        ``quantize(rht_transform(x), "nvfp4")`` (rowwise) gives the same bytes (the unfused path).
+
+    Example:
+        >>> import numpy as np, ml_dtypes, fp4kit
+        >>> x = np.ones((16, 2), ml_dtypes.bfloat16)
+        >>> fp4kit.rht_transform(x, sign_mask=0)[0, :3].astype(np.float32)
+        array([4., 0., 0.], dtype=float32)
+    """
+    if _is_host(x):
+        return _ref.rht_transform(x, sign_mask=sign_mask)
+    if _is_device(x):
+        return _device().rht_transform(x, sign_mask=sign_mask)
+    raise _bad_input(x)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-__all__ = ["rht16", "DEFAULT_SIGN_MASK"]
+__all__ = ["rht16", "rht_transform", "DEFAULT_SIGN_MASK"]
 
 DEFAULT_SIGN_MASK = 0xD7E8
 
@@ -33,3 +33,17 @@ def rht16(v: np.ndarray, sign_mask: int = DEFAULT_SIGN_MASK) -> np.ndarray:
         w = w.reshape(r, c)
         u = (0.25 * w).astype(np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
     return np.where(u == 0, np.float32(0), u)
+
+
+def rht_transform(x, sign_mask: int = DEFAULT_SIGN_MASK) -> np.ndarray:
+    """Reference of ``fp4kit.rht_transform``: bfloat16 x (..., K) flattened to (M, K) -> the
+    transformed columnwise input u, bfloat16 (K, M). Quantizing u rowwise gives NVFP4's RHT
+    columnwise operand (with nearest rounding; stochastic rounding draws from stream 1 there)."""
+    from .._validate import check_rht_transform, flat_2d
+    from .api import _np_input
+    from .numerics import from_f32
+    x, dn = _np_input(x)
+    M, K = flat_2d(x.shape)
+    mask = check_rht_transform(dn, M, sign_mask)
+    xt = np.ascontiguousarray(x.reshape(M, K).astype(np.float32).T)
+    return from_f32(rht16(xt, mask), "bfloat16")
