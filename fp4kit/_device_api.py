@@ -20,9 +20,17 @@ def _cuda():
     return c
 
 
-def _device_ctx(dev: int):
+def _device_ctx(dev: int, library: str | None = None):
+    """Enter the device; for PyTorch callers also route CuPy allocations to PyTorch's allocator,
+    so results are PyTorch tensors from the start (stream-ordered on torch's current stream)."""
+    import contextlib
     import cupy
-    return cupy.cuda.Device(dev)
+    if library != "torch":
+        return cupy.cuda.Device(dev)
+    stack = contextlib.ExitStack()
+    stack.enter_context(cupy.cuda.Device(dev))
+    stack.enter_context(cupy.cuda.using_allocator(_interop.torch_allocator(dev)))
+    return stack
 
 
 def device_input(x, name="x", dtypes=DTYPES):
@@ -74,7 +82,7 @@ def quantize(x, fmt, axis="rowwise", scale_layout="compact", scale_rule="rceil",
                             rounding=rounding, seed=seed, amax_shape=amax_shape, amax_dtype=amax_dtype)
     M, K = flat_2d(da.shape)
     f = opts.fmt
-    with _device_ctx(da.device), _interop.current_stream(x):
+    with _device_ctx(da.device, da.library), _interop.current_stream(x):
         row, col = _cuda().quantize(da.array.reshape(M, K), opts, amax_cp, input_dtype=da.dtype)
     return QuantizedTensor(format=f.name, shape=da.shape, rowwise=_wrap(row, M, K, f, opts.scale_layout, da.library),
                            columnwise=_wrap(col, K, M, f, opts.scale_layout, da.library), options=opts,
@@ -86,7 +94,7 @@ def dequantize_operand(op: Operand, dtype: str, stream_src=None):
     data = _interop.as_cupy(op.data, "q.data")
     scales = _interop.as_cupy(op.scales, "q.scales")
     amax = _interop.as_cupy(op.amax, "q.amax").array if op.amax is not None else None
-    with _device_ctx(data.device), _interop.current_stream(stream_src if stream_src is not None else op.data):
+    with _device_ctx(data.device, data.library), _interop.current_stream(stream_src if stream_src is not None else op.data):
         y = _cuda().dequantize(data.array, scales.array, amax, op.format, op.rows, op.cols, op.scale_layout, dtype)
     return y, data.library
 
@@ -114,7 +122,7 @@ def _u8_matrix(a, name):
 
 def swizzle_scales(compact):
     da = _u8_matrix(compact, "compact")
-    with _device_ctx(da.device), _interop.current_stream(compact):
+    with _device_ctx(da.device, da.library), _interop.current_stream(compact):
         out = _cuda().swizzle_scales(da.array)
     return _interop.to_library(out, da.library)
 
@@ -123,7 +131,7 @@ def unswizzle_scales(swizzled, shape):
     from .reference.api import check_unswizzle_shape
     da = _u8_matrix(swizzled, "swizzled")
     r, c = check_unswizzle_shape(da.shape, shape)
-    with _device_ctx(da.device), _interop.current_stream(swizzled):
+    with _device_ctx(da.device, da.library), _interop.current_stream(swizzled):
         out = _cuda().unswizzle_scales(da.array, (r, c))
     return _interop.to_library(out, da.library)
 
@@ -191,6 +199,6 @@ def rht_transform(x, sign_mask=0xD7E8):
     M, K = flat_2d(da.shape)
     mask = check_rht_transform(da.dtype, M, sign_mask)
     from . import _cuda_rht
-    with _device_ctx(da.device), _interop.current_stream(x):
+    with _device_ctx(da.device, da.library), _interop.current_stream(x):
         out = _cuda_rht.rht_transform(da.array.reshape(M, K), mask)
     return _interop.to_library(out, da.library, dtype="bfloat16")

@@ -173,7 +173,7 @@ def group_quantize(x, fmt, num_groups=None, first_dims=None, last_dims=None, ama
         if amax_cp.ndim != 1 or (not dev_dims and amax_cp.shape[0] != want) or (dev_dims and amax_cp.shape[0] < (G if not opts.row_scaled else 0)):
             what = "(sum M_i,) one per row" if opts.row_scaled else "(G,) one per member"
             raise ValueError(f"amax: expected shape {what} = ({want},), got {tuple(amax_cp.shape)}")
-    with _device_ctx(da.device), _interop.current_stream(x):
+    with _device_ctx(da.device, da.library), _interop.current_stream(x):
         if not dev_dims:
             fd = cp.asarray(np.asarray(host_first, dtype=np.int64))
             ld = cp.asarray(np.asarray(host_last, dtype=np.int64))
@@ -214,7 +214,7 @@ def group_dequantize(g: GroupedQuantizedTensor, dtype="float32", operand="rowwis
     meta = g.extra.get("meta")
     if meta is None:
         raise ValueError("g: expected a grouped result from the GPU (it carries device metadata)")
-    with _device_ctx(d.device), _interop.current_stream(data):
+    with _device_ctx(d.device, d.library), _interop.current_stream(data):
         n_el = int(d.array.size) * (2 if FORMATS[g.format].packed else 1)
         out = _cuda.group_dequantize(d.array, s, a, meta, g.extra["fd"], g.extra["ld"], g.extra["G"], g.format,
                                      g.options, operand, dtype, n_el)

@@ -17,7 +17,9 @@ def _is_host(x) -> bool:
 def _is_device(x) -> bool:
     if isinstance(x, np.ndarray):
         return False
-    return hasattr(x, "__cuda_array_interface__") or hasattr(x, "__dlpack__")
+    if type(x).__module__.startswith("torch"):      # a torch CPU tensor also has __dlpack__
+        return True                                 # (the device API rejects it with a clear message)
+    return hasattr(x, "__dlpack__") or hasattr(x, "__cuda_array_interface__")
 
 
 def _bad_input(x, name="x"):
