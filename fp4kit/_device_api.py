@@ -25,7 +25,7 @@ def _device_ctx(dev: int, library: str | None = None):
     so results are PyTorch tensors from the start (stream-ordered on torch's current stream)."""
     import contextlib
     import cupy
-    if library != "torch":
+    if library != "torch" or not _interop.USE_TORCH_ALLOCATOR:
         return cupy.cuda.Device(dev)
     stack = contextlib.ExitStack()
     stack.enter_context(cupy.cuda.Device(dev))

@@ -203,6 +203,7 @@ def current_stream(x):
 # stream) through `torch_allocator`; `to_library` then finds the owning tensor by address and
 # returns a view of it instead of a DLPack round trip.
 _TORCH_OWNERS = None
+USE_TORCH_ALLOCATOR = True
 
 
 def _owners():

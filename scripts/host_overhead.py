@@ -48,3 +48,8 @@ rows = [
 print("| what | host us/call |\n|---|---|")
 for name, fn in rows:
     print(f"| {name} | {t(fn):.1f} |")
+for flag in (False, True, False, True):                  # A/B in one process: machines are noisy
+    _interop.USE_TORCH_ALLOCATOR = flag
+    a = t(lambda: fp4kit.quantize(x, "mxfp8_e4m3"))
+    b = t(lambda: fp4kit.quantize(x, "nvfp4"))
+    print(f"| torch results via {'torch allocator' if flag else 'DLPack'}: mxfp8 {a:.1f}, nvfp4 {b:.1f} | |")
