@@ -21,16 +21,10 @@ def _cuda():
 
 
 def _device_ctx(dev: int, library: str | None = None):
-    """Enter the device; for PyTorch callers also route CuPy allocations to PyTorch's allocator,
-    so results are PyTorch tensors from the start (stream-ordered on torch's current stream)."""
-    import contextlib
+    """Enter the array's device. (Results for PyTorch callers come back through DLPack: measured
+    faster than letting PyTorch's allocator own them, scripts/host_overhead.py.)"""
     import cupy
-    if library != "torch" or not _interop.USE_TORCH_ALLOCATOR:
-        return cupy.cuda.Device(dev)
-    stack = contextlib.ExitStack()
-    stack.enter_context(cupy.cuda.Device(dev))
-    stack.enter_context(cupy.cuda.using_allocator(_interop.torch_allocator(dev)))
-    return stack
+    return cupy.cuda.Device(dev)
 
 
 def device_input(x, name="x", dtypes=DTYPES):

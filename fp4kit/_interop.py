@@ -199,60 +199,6 @@ def current_stream(x):
     return cupy.cuda.get_current_stream()
 
 
-# Results for PyTorch callers are allocated by PyTorch (its caching allocator, on its current
-# stream) through `torch_allocator`; `to_library` then finds the owning tensor by address and
-# returns a view of it instead of a DLPack round trip.
-_TORCH_OWNERS = None
-USE_TORCH_ALLOCATOR = True
-
-
-def _owners():
-    global _TORCH_OWNERS
-    if _TORCH_OWNERS is None:
-        import weakref
-        _TORCH_OWNERS = weakref.WeakValueDictionary()
-    return _TORCH_OWNERS
-
-
-def torch_allocator(device: int):
-    """A CuPy allocator (for ``cupy.cuda.using_allocator``) that takes memory from PyTorch."""
-    import cupy
-    import torch
-
-    owners = _owners()
-    dev = torch.device("cuda", device)
-
-    def alloc(nbytes: int):
-        t = torch.empty(max(int(nbytes), 1), dtype=torch.uint8, device=dev)
-        owners[t.data_ptr()] = t
-        return cupy.cuda.MemoryPointer(cupy.cuda.UnownedMemory(t.data_ptr(), t.numel(), t, device), 0)
-    return alloc
-
-
-_NP_TO_TORCH = None
-
-
-def _torch_view(arr, bf16: bool):
-    """The torch tensor that owns CuPy array `arr` (allocated by torch_allocator), viewed; or None."""
-    global _NP_TO_TORCH
-    import torch
-
-    if _TORCH_OWNERS is None or not arr.flags.c_contiguous:
-        return None
-    base = _TORCH_OWNERS.get(arr.data.mem.ptr)
-    if base is None:
-        return None
-    if _NP_TO_TORCH is None:
-        _NP_TO_TORCH = {"uint8": torch.uint8, "float32": torch.float32, "float16": torch.float16, "int64": torch.int64,
-                        "int32": torch.int32, "uint16": torch.int16, "int16": torch.int16, "float64": torch.float64}
-    tdt = torch.bfloat16 if bf16 else _NP_TO_TORCH.get(str(arr.dtype))
-    if tdt is None:
-        return None
-    off = arr.data.ptr - arr.data.mem.ptr
-    flat = base[off:off + arr.nbytes]
-    return flat.view(tdt).view(tuple(arr.shape)) if arr.nbytes else torch.empty(tuple(arr.shape), dtype=tdt, device=base.device)
-
-
 def to_library(arr, library: str, dtype: str | None = None):
     """A CuPy result back in `library` ("cupy", "torch", "jax", "other"), without copies.
 
@@ -265,9 +211,6 @@ def to_library(arr, library: str, dtype: str | None = None):
     if library == "torch":
         import torch
 
-        v = _torch_view(arr, bf16)
-        if v is not None:
-            return v
         if bf16:
             return torch.from_dlpack(arr.view(cupy.int16)).view(torch.bfloat16)
         return torch.from_dlpack(arr)

@@ -48,8 +48,12 @@ rows = [
 print("| what | host us/call |\n|---|---|")
 for name, fn in rows:
     print(f"| {name} | {t(fn):.1f} |")
-for flag in (False, True, False, True):                  # A/B in one process: machines are noisy
-    _interop.USE_TORCH_ALLOCATOR = flag
-    a = t(lambda: fp4kit.quantize(x, "mxfp8_e4m3"))
-    b = t(lambda: fp4kit.quantize(x, "nvfp4"))
-    print(f"| torch results via {'torch allocator' if flag else 'DLPack'}: mxfp8 {a:.1f}, nvfp4 {b:.1f} | |")
+
+import cProfile  # noqa: E402
+import pstats  # noqa: E402
+pr = cProfile.Profile()
+pr.enable()
+for _ in range(2000):
+    fp4kit.quantize(xc, "mxfp8_e4m3")
+pr.disable()
+pstats.Stats(pr).sort_stats("cumtime").print_stats(30)
