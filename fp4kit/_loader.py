@@ -208,10 +208,21 @@ def get_function(module_name: str, kernel_name: str):
 
 
 def warmup() -> list[str]:
-    """Compile (or load from the cache) every module for the current device; returns their names."""
+    """Compile (or load from the cache) every module for the current device; returns their names.
+
+    Cold caches compile the modules in parallel threads (NVRTC compiles separate programs
+    concurrently and ctypes releases the GIL), so a cold start costs about the slowest module.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    import cupy
+
     names = module_names()
+    arch = device_arch(cupy.cuda.Device().id)
+    with ThreadPoolExecutor(max_workers=min(len(names), os.cpu_count() or 1)) as pool:
+        list(pool.map(lambda n: build_cubin(n, arch), names))      # compile / validate the disk cache
     for n in names:
-        get_module(n)
+        get_module(n)                                               # load (main thread: CuPy context)
     return names
 
 
