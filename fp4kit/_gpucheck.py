@@ -8,7 +8,6 @@ conformance vectors through the GPU path. Each job quantizes on the device (outp
 """
 from __future__ import annotations
 
-import os
 import sys
 import time
 from dataclasses import dataclass, field

@@ -20,7 +20,7 @@ from . import _interop
 from ._grouped_views import GroupedArray, grouped_layout
 from ._validate import check_bool, check_int, check_option_names, group_dims, group_member_checks, quantize_options
 from .formats import DTYPES, FORMATS
-from .tensor import GroupedQuantizedTensor, swizzled_shape
+from .tensor import GroupedQuantizedTensor
 
 __all__ = ["group_quantize", "group_dequantize", "ERRORS", "decode_error"]
 

@@ -9,7 +9,7 @@ import functools
 import numbers
 import operator
 
-from .formats import AXES, DTYPES, FORMATS, ROUNDINGS, SCALE_LAYOUTS, SCALE_RULES, get_format
+from .formats import AXES, DTYPES, ROUNDINGS, SCALE_LAYOUTS, SCALE_RULES, get_format
 from .tensor import QuantizeOptions
 
 __all__ = ["quantize_options", "check_choice", "check_bool", "check_int", "flat_2d", "check_amax_shape"]

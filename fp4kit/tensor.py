@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .formats import FORMATS, SCALE_LAYOUTS, AXES
+from .formats import FORMATS, SCALE_LAYOUTS
 
 __all__ = ["Operand", "QuantizeOptions", "QuantizedTensor", "GroupedQuantizedTensor", "swizzled_shape"]
 

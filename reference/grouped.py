@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._validate import check_option_names, group_dims, group_member_checks, quantize_options
-from ..formats import DTYPES, FORMATS
+from ..formats import DTYPES
 from ..tensor import GroupedQuantizedTensor
 from .._grouped_views import GroupedArray, grouped_layout
 from .api import _np_input, dequantize_operand, dtype_name, quantize

@@ -147,7 +147,6 @@ def _bytes_out(fmt, M, K, axis):
 
 def bench_quantize(rows, shapes, formats, axes, reps):
     import fp4kit
-    import ml_dtypes
     torch = _torch()
     for (M, K) in shapes:
         mk = lambda i: (torch.randn(M, K, device="cuda", dtype=torch.float32) *  # noqa: E731

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 import fp4kit
-from gpu_helpers import require_gpu
 
 pytestmark = pytest.mark.gpu
 
@@ -14,14 +13,9 @@ FORMATS = list(fp4kit.FORMATS)
 
 
 @pytest.fixture
-def cp():
-    require_gpu()
-    import cupy
-    from fp4kit import _cuda
-    old = _cuda.poison_enabled()
-    _cuda.set_poison(True)
-    yield cupy
-    _cuda.set_poison(old)
+def cp(gpu):
+    """CuPy, with output poisoning on (conftest's gpu fixture)."""
+    return gpu
 
 
 def _x(n_or_shape, seed=0, dtype=np.float32):

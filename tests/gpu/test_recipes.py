@@ -7,20 +7,15 @@ import numpy as np
 import pytest
 
 import fp4kit
-from gpu_helpers import require_gpu
 
 pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture
-def torch():
-    require_gpu()
+def torch(gpu):
+    """PyTorch, with output poisoning on (conftest's gpu fixture)."""
     import torch as t
-    from fp4kit import _cuda
-    old = _cuda.poison_enabled()
-    _cuda.set_poison(True)
-    yield t
-    _cuda.set_poison(old)
+    return t
 
 
 def _bf16(torch, x):

@@ -32,14 +32,9 @@ QUANTIZE_ERRORS = _load_error_table()
 
 
 @pytest.fixture
-def cp():
-    require_gpu()
-    import cupy
-    from fp4kit import _cuda
-    old = _cuda.poison_enabled()
-    _cuda.set_poison(True)
-    yield cupy
-    _cuda.set_poison(old)
+def cp(gpu):
+    """CuPy, with output poisoning on (conftest's gpu fixture)."""
+    return gpu
 
 
 def _dev(cp, a):
