@@ -101,6 +101,45 @@ __device__ __forceinline__ void amax_rht(const u16* x, i64 M, i64 K, u32 sign_ma
     block_atomic_max(acc, out);
 }
 
+// Plain amax (max |x|, out_plain, may be null) and post-RHT columnwise amax (max |u|, out_rht) in
+// ONE pass over x (bfloat16, M % 16 == 0, K even, x 4-byte aligned). Thread per (16-row group, pair
+// of adjacent columns): 16 independent 4-byte loads (a warp reads 128 contiguous bytes of each of
+// the 16 rows), two 16-point transforms; grid-stride.
+__device__ __forceinline__ void amax_plain_rht(const u32* x, i64 M, i64 K, u32 sign_mask, u32* out_plain,
+                                               u32* out_rht) {
+    const i64 KW = K / 2;   // words per row
+    const i64 total = (M / 16) * KW;
+    const i64 stride = (i64)gridDim.x * AM_THREADS;
+    u32 acc = 0, acc_plain = 0;
+    for (i64 t = (i64)blockIdx.x * AM_THREADS + threadIdx.x; t < total; t += stride) {
+        const i64 g = t / KW, w = t - g * KW;
+        const u32* src = x + g * 16 * KW + w;
+        u32 raw[16];
+#pragma unroll
+        for (int i = 0; i < 16; ++i) raw[i] = __ldcs(src + i * KW);
+        u32 pm = 0u;   // plain amax of the 32 values as bf16x2 (max.bf16x2 drops NaN)
+#pragma unroll
+        for (int i = 0; i < 16; ++i) asm("max.bf16x2 %0, %0, %1;" : "+r"(pm) : "r"(raw[i] & 0x7FFF7FFFu));
+        const u32 plo = pm << 16, phi = pm & 0xFFFF0000u;
+        acc_plain = plo > acc_plain ? plo : acc_plain;
+        acc_plain = phi > acc_plain ? phi : acc_plain;
+        float v[16];   // low column, then high column
+#pragma unroll
+        for (int i = 0; i < 16; ++i) v[i] = u2f(raw[i] << 16);
+        u32 m = rht16_absmax_bits(v, sign_mask);
+        acc = m > acc ? m : acc;
+#pragma unroll
+        for (int i = 0; i < 16; ++i) v[i] = u2f(raw[i] & 0xFFFF0000u);
+        m = rht16_absmax_bits(v, sign_mask);
+        acc = m > acc ? m : acc;
+    }
+    block_atomic_max(acc, out_rht);
+    if (out_plain != nullptr) {
+        __syncthreads();   // block_atomic_max's shared buffer is reused
+        block_atomic_max(acc_plain, out_plain);
+    }
+}
+
 }  // namespace fp4kit
 
 using namespace fp4kit;
@@ -120,4 +159,9 @@ FP4KIT_AMAX_KERNELS(2)
 extern "C" __global__ void __launch_bounds__(AM_THREADS)
 amax_rht_bf16(const u16* x, i64 M, i64 K, u32 sign_mask, u32* out) {
     amax_rht(x, M, K, sign_mask, out);
+}
+
+extern "C" __global__ void __launch_bounds__(AM_THREADS, 4)   // grid: 4 CTAs per SM, one wave
+amax_plain_rht_bf16(const u32* x, i64 M, i64 K, u32 sign_mask, u32* out_plain, u32* out_rht) {
+    amax_plain_rht(x, M, K, sign_mask, out_plain, out_rht);
 }

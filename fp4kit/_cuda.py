@@ -110,7 +110,8 @@ def compute_amax(x, input_dtype: str, mode: str = "global", rht_sign_mask: int =
     """NVFP4 amax on the device, no host synchronisation (x: C-contiguous (M, K) CuPy array).
 
     mode "global" -> float32 (1,); "rows" -> (M,); "cols" -> (K,) (per column of x);
-    "rht" -> (1,) max |u| over the 16-point Hadamard transform of the columns (bfloat16 only).
+    "rht" -> (1,) max |u| over the 16-point Hadamard transform of the columns (bfloat16 only);
+    "global+rht" -> (global, rht), both from ONE pass over x (two (1,) views of one buffer).
     """
     cp = _cp()
     M, K = x.shape
@@ -132,16 +133,30 @@ def compute_amax(x, input_dtype: str, mode: str = "global", rht_sign_mask: int =
                 (tiles,), (_THREADS,),
                 (x, np.int64(M), np.int64(K), out if mode == "rows" else _NULL, out if mode == "cols" else _NULL))
         return out
-    if mode == "rht":
+    if mode in ("rht", "global+rht"):
         if input_dtype != "bfloat16":
             raise ValueError(f"rht: expected bfloat16 input, got {input_dtype}")
-        out = cp.zeros((1,), dtype=np.float32)
+        both = mode == "global+rht"
+        out = cp.zeros((2,) if both else (1,), dtype=np.float32)
         n = (M // 16) * K
-        if n:
+        if n and K % 2 == 0 and x.data.ptr % 4 == 0:
+            # one pass: thread per 16 rows x 2 columns (4-byte loads); plain amax on the way
+            _fn("amax", "amax_plain_rht_bf16")(
+                (_grid_stride_blocks(n // 2, 4),), (_THREADS,),
+                (x, np.int64(M), np.int64(K), np.uint32(rht_sign_mask), out[0:1] if both else _NULL,
+                 out[1:2] if both else out))
+        elif n:
             _fn("amax", "amax_rht_bf16")((_grid_stride_blocks(n, 8),), (_THREADS,),
-                                         (x, np.int64(M), np.int64(K), np.uint32(rht_sign_mask), out))
-        return out
-    raise ValueError(f"mode: expected 'global', 'rows', 'cols' or 'rht', got {mode!r}")
+                                         (x, np.int64(M), np.int64(K), np.uint32(rht_sign_mask),
+                                          out[1:2] if both else out))
+            if both:
+                V = 8
+                _fn("amax", "amax_global_d1")((_grid_stride_blocks(-(-(M * K) // V), 8),), (_THREADS,),
+                                              (x, np.int64(M * K), np.int32(x.data.ptr % 16 == 0), out[0:1]))
+        elif both and M * K:
+            out[0:1] = compute_amax(x, input_dtype, "global")
+        return (out[0:1], out[1:2]) if both else out
+    raise ValueError(f"mode: expected 'global', 'rows', 'cols', 'rht' or 'global+rht', got {mode!r}")
 
 
 def quantize(x, opts, amax=None, *, input_dtype: str):
@@ -167,7 +182,11 @@ def quantize(x, opts, amax=None, *, input_dtype: str):
     # that rht / row_scaled give it its own, always computed.
     if fmt.is_nvfp4:
         plain = None
-        if "rowwise" in ops:
+        rht_amax = None
+        if "rowwise" in ops and "columnwise" in ops and opts.rht and amax is None and not opts.row_scaled:
+            plain, rht_amax = compute_amax(x, input_dtype, "global+rht", opts.rht_sign_mask)   # one pass
+            ops["rowwise"]["amax"] = plain
+        elif "rowwise" in ops:
             if amax is not None:
                 ops["rowwise"]["amax"] = cp.array(amax, dtype=np.float32, copy=True, order="C").reshape(-1)
             elif opts.row_scaled:
@@ -178,6 +197,8 @@ def quantize(x, opts, amax=None, *, input_dtype: str):
         if "columnwise" in ops:
             if opts.row_scaled:
                 a = compute_amax(x, input_dtype, "cols")
+            elif rht_amax is not None:
+                a = rht_amax
             elif opts.rht:
                 a = compute_amax(x, input_dtype, "rht", opts.rht_sign_mask)
             elif amax is not None:

@@ -32,4 +32,28 @@ __device__ __forceinline__ void rht16_inplace(float* v, u32 sign_mask) {
     }
 }
 
+// max_j |u_j| of rht16_inplace's outputs (NaN u_j ignored) without forming the u_j: u = bf16_RN(fp32_RN(0.25 w))
+// is monotone in w and symmetric, so max |u_j| = bf16_RN(fp32_RN(0.25 * max |w_j|)) (fmax drops NaN).
+// Returns the fp32 bits of that value (0 when every w_j is NaN).
+__device__ __forceinline__ u32 rht16_absmax_bits(const float* v, u32 sign_mask) {
+    double w[16];
+#pragma unroll
+    for (int k = 0; k < 16; ++k) w[k] = (double)u2f(f2u(v[k]) ^ ((sign_mask << (31 - k)) & 0x80000000u));
+#pragma unroll
+    for (int h = 1; h < 16; h <<= 1) {
+#pragma unroll
+        for (int k = 0; k < 16; ++k) {
+            if ((k & h) == 0) {
+                const double a = w[k], b = w[k + h];
+                w[k] = __dadd_rn(a, b);
+                w[k + h] = __dsub_rn(a, b);
+            }
+        }
+    }
+    double m = 0.0;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) m = fmax(m, fabs(w[j]));
+    return f2u(round_to_bf16(__double2float_rn(__dmul_rn(0.25, m))));
+}
+
 }  // namespace fp4kit
