@@ -15,7 +15,7 @@ using namespace fp4kit;
 // Kernel names: quantize_f<format_id>_d<input dtype id> (enums.cuh). Grid: 1-D, one CTA per
 // 64x64 tile, ceil(M/64) * ceil(K/64) CTAs of 256 threads. Unused pointers may be null.
 #define FP4KIT_QUANTIZE_KERNEL(F, D, EXT, SUFFIX)                                                      \
-    extern "C" __global__ void __launch_bounds__(QT_THREADS)                                          \
+    extern "C" __global__ void __launch_bounds__(QT_THREADS, EXT ? 1 : 8)                                          \
     quantize_f##F##_d##D##SUFFIX(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales,           \
                                  u8* col_data, u8* col_scales, const float* amax_row,                  \
                                  const float* amax_col, int flags, u64 seed, u32 rht_mask) {          \

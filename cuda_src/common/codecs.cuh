@@ -228,32 +228,22 @@ __device__ __forceinline__ float nvfp4_dequant_mult(u32 sf, float A) {
 // Stochastic rounding of E2M1 (SPEC section 4): r is the Philox draw of the element.
 // Grid 0, .5, 1, 1.5, 2, 3, 4, 6; round up iff float(r >> 8) < fp32((a - lo) / (hi - lo) * 2^24).
 __device__ __forceinline__ u32 encode_e2m1_stochastic(float y, u32 r) {
+    // Branch-free form: t = a / step (exact power-of-two scaling; step 0.5, 1, 2 for a < 2, < 4, >= 4),
+    // q = floor(t) by one round-down addition of 2^23 (exact), frac = (t - q) * 2^24 (exact, equals
+    // (a - lo) / (hi - lo) * 2^24), code = q + 0, 2, 4.
     const u32 b = f2u(y);
     const u32 ab = b & 0x7FFFFFFFu;
-    if (ab > FP4KIT_INF_BITS) return E2M1::nan_code;
     const float a = u2f(ab);
-    u32 code;
-    if (a >= 6.0f) {
-        code = 7u;
-    } else {
-        u32 idx;
-        float lo, inv_step;
-        if (a < 2.0f) {
-            idx = (u32)__float2int_rz(mul_rn(a, 2.0f));   // 0..3 (exact product)
-            lo = mul_rn((float)idx, 0.5f);
-            inv_step = 2.0f;
-        } else if (a < 4.0f) {
-            idx = (a < 3.0f) ? 4u : 5u;
-            lo = (a < 3.0f) ? 2.0f : 3.0f;
-            inv_step = 1.0f;
-        } else {
-            idx = 6u;
-            lo = 4.0f;
-            inv_step = 0.5f;
-        }
-        const float frac = mul_rn(mul_rn(__fsub_rn(a, lo), inv_step), 16777216.0f);   // all exact
-        code = idx + (((float)(r >> 8) < frac) ? 1u : 0u);
-    }
+    const float inv_step = a < 2.0f ? 2.0f : (a < 4.0f ? 1.0f : 0.5f);
+    const u32 base = a < 2.0f ? 0u : (a < 4.0f ? 2u : 4u);
+    const float t = mul_rn(fminf(a, 6.0f), inv_step);
+    const float qf = __fsub_rn(__fadd_rd(t, 8388608.0f), 8388608.0f);
+    const u32 q = f2u(__fadd_rd(t, 8388608.0f)) - 0x4B000000u;
+    const float frac = mul_rn(__fsub_rn(t, qf), 16777216.0f);
+    const float rf = (float)(r >> 8);   // exact (< 2^24)
+    u32 code = q + base + ((rf < frac) ? 1u : 0u);
+    code = a >= 6.0f ? 7u : code;
+    if (ab > FP4KIT_INF_BITS) return E2M1::nan_code;
     return code | ((b >> 31) << 3);
 }
 

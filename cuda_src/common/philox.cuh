@@ -23,22 +23,40 @@ __device__ __forceinline__ uint4 philox4x32_10(uint4 c, u32 k0, u32 k1) {
     return c;
 }
 
-// Draws for the elements of one operand: element e uses word e % 4 of the block counter e / 4.
-struct PhiloxStream {
-    u32 k0, k1, stream;
-    u64 cached_ctr;
-    uint4 cached;
-    __device__ __forceinline__ PhiloxStream(u64 seed, u32 stream_id)
-        : k0((u32)seed), k1((u32)(seed >> 32)), stream(stream_id), cached_ctr(~0ull) {}
-    __device__ __forceinline__ u32 draw(u64 e) {
-        const u64 ctr = e >> 2;
-        if (ctr != cached_ctr) {
-            cached = philox4x32_10(make_uint4((u32)ctr, (u32)(ctr >> 32), stream, 0u), k0, k1);
-            cached_ctr = ctr;
-        }
-        const u32 w = (u32)(e & 3u);
-        return w == 0 ? cached.x : (w == 1 ? cached.y : (w == 2 ? cached.z : cached.w));
+// The 16 draws r[i] of elements e0 .. e0+15 of one stream: counters e0/4 .. (e0+15)/4, i.e. four
+// Philox calls when e0 % 4 == 0 and five otherwise (not one per element); word selection by a
+// compile-time offset, so the draws stay in registers.
+template <int OFF>
+__device__ __forceinline__ void philox_pick16(const uint4* P, u32* r) {
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+        const uint4 c = P[(OFF + i) >> 2];
+        const int w = (OFF + i) & 3;
+        r[i] = w == 0 ? c.x : (w == 1 ? c.y : (w == 2 ? c.z : c.w));
     }
-};
+}
+
+__device__ __forceinline__ void philox_draws16(u64 seed, u32 stream, u64 e0, u32* r) {
+    const u32 k0 = (u32)seed, k1 = (u32)(seed >> 32);
+    const u64 c0 = e0 >> 2;
+    const int off = (int)(e0 & 3u);
+    uint4 P[5];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const u64 c = c0 + (u64)j;
+        P[j] = philox4x32_10(make_uint4((u32)c, (u32)(c >> 32), stream, 0u), k0, k1);
+    }
+    P[4] = make_uint4(0u, 0u, 0u, 0u);
+    if (off != 0) {
+        const u64 c = c0 + 4u;
+        P[4] = philox4x32_10(make_uint4((u32)c, (u32)(c >> 32), stream, 0u), k0, k1);
+    }
+    switch (off) {
+        case 0: philox_pick16<0>(P, r); break;
+        case 1: philox_pick16<1>(P, r); break;
+        case 2: philox_pick16<2>(P, r); break;
+        default: philox_pick16<3>(P, r); break;
+    }
+}
 
 }  // namespace fp4kit

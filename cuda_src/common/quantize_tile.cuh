@@ -77,9 +77,10 @@ __device__ __forceinline__ void encode_seg(const float* v, float mul, bool stoch
     bool sr = false;
     if constexpr (E::ebits == 2 && E::mbits == 1) sr = stochastic;
     if (sr) {
-        PhiloxStream ph(seed, stream);
+        u32 r[SEG];
+        philox_draws16(seed, stream, (u64)e0, r);
 #pragma unroll
-        for (int i = 0; i < SEG; ++i) codes[i] = encode_e2m1_stochastic(mul_rn(v[i], mul), ph.draw((u64)(e0 + i)));
+        for (int i = 0; i < SEG; ++i) codes[i] = encode_e2m1_stochastic(mul_rn(v[i], mul), r[i]);
     } else if constexpr (!F::packed) {
 #pragma unroll
         for (int q = 0; q < 4; ++q)
@@ -191,14 +192,68 @@ __device__ __forceinline__ void quantize_rows_direct(const void* x, i64 M, i64 K
     }
 }
 
+// Raw input words of the segment x[gm, gk .. gk+15] (SEG / V 16-byte vectors of the input type;
+// 0 bits, i.e. +0, past the end of the row or of the tensor).
+template <int DT>
+__device__ __forceinline__ void load_seg_raw(const void* xv, i64 M, i64 K, i64 gm, i64 gk, bool vec_ok,
+                                             uint4* raw) {
+    typedef typename In<DT>::T T;
+    constexpr int V = In<DT>::vec;
+    const T* x = reinterpret_cast<const T*>(xv) + gm * K + gk;
+    if (vec_ok && gm < M && gk + SEG <= K) {
+#pragma unroll
+        for (int j = 0; j < SEG / V; ++j) raw[j] = load_stream16(x + j * V);
+    } else {
+        u32 w[SEG * sizeof(T) / 4];
+#pragma unroll
+        for (int i = 0; i < SEG * (int)sizeof(T) / 4; ++i) w[i] = 0u;
+#pragma unroll
+        for (int i = 0; i < SEG; ++i) {
+            if (gm < M && gk + i < K) {
+                if constexpr (sizeof(T) == 4) w[i] = f2u(x[i]);
+                else w[i >> 1] |= (u32)x[i] << (16 * (i & 1));
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < SEG / V; ++j) raw[j] = make_uint4(w[4 * j], w[4 * j + 1], w[4 * j + 2], w[4 * j + 3]);
+    }
+}
+
+// Shared-memory tile of raw input words: 64 rows of 64 elements (128 or 256 bytes) + 16 bytes of
+// padding. 16-byte chunks are XOR-swizzled by the 16-row group g: chunk j of row r lives at
+// j ^ (CH * g) (CH = chunks per 16 elements), so that the 16-byte stores of a quarter warp (2 rows
+// x 4 segments) hit distinct banks and the column reads of a warp, which span 2 or 4 row groups
+// (columnwise phase below), are conflict-free for 16-bit input.
+template <int DT>
+struct RawTile {
+    typedef typename In<DT>::T T;
+    static constexpr int epc = 16 / (int)sizeof(T);                   // elements per chunk
+    static constexpr int ch = SEG / epc;                              // chunks per segment
+    static constexpr int pitch_w = QT_K * (int)sizeof(T) / 4 + 4;     // words per row
+    static constexpr int words = QT_M * pitch_w;
+    static __device__ __forceinline__ int chunk_word(int r, int j) { return r * pitch_w + ((j ^ (ch * (r >> 4))) << 2); }
+    static __device__ __forceinline__ float get(const u32* t, int r, int c) {
+        const u32* row = t + chunk_word(r, c / epc);
+        if constexpr (sizeof(T) == 4) return u2f(row[c % epc]);
+        else return In<DT>::cvt(reinterpret_cast<const T*>(row)[c % epc]);
+    }
+};
+
 // EXT = false compiles out the NVFP4 variants and stochastic rounding (fewer registers, more
 // CTAs per SM) for the plain recipes; the flags of those variants are then ignored.
+//
+// Thread tid owns row segment (hi = tid / 4, s = tid % 4) of the tile: it loads those 16 elements
+// from global memory, quantizes them rowwise from registers and, when the columnwise operand is
+// wanted, stores the raw words into shared memory (two 16-byte stores for 16-bit input); after one
+// barrier it quantizes column c = tid % 64, rows 16 * (tid / 64) .. +15 of the tile.
 template <int FMT, int DT, bool EXT = true>
 __device__ __forceinline__ void quantize_tile(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales,
                                               u8* col_data, u8* col_scales, const float* amax_row,
                                               const float* amax_col, int flags, u64 seed, u32 rht_mask, i64 tile_idx) {
     typedef Fmt<FMT> F;
-    __shared__ float tile[QT_M][QT_PITCH];
+    typedef RawTile<DT> RT;
+    constexpr int V = In<DT>::vec;
+    __shared__ __align__(16) u32 tile[RT::words];
     __shared__ float seg_am[QT_M][QT_K / SEG];
     __shared__ float tile_am[QT_M / 16][QT_K / 16];
 
@@ -216,23 +271,25 @@ __device__ __forceinline__ void quantize_tile(const void* x, i64 M, i64 K, u8* r
         row_scaled = flags & QFLAG_ROW_SCALED;
         rht = flags & QFLAG_RHT;
     }
+    const bool colwise = flags & QFLAG_COLUMNWISE;
 
-    // Rowwise alone (no 2D tiles): every thread reads its own 16 elements straight from global
-    // memory (4 lanes cover 64 contiguous elements of a row); no shared memory, no barrier.
-    const bool direct = !(flags & QFLAG_COLUMNWISE) && !tile2d;
-    if (!direct) {
-        load_tile<DT>(x, M, K, m0, k0, flags & QFLAG_VEC_IN, tile);
-        __syncthreads();
+    const int hi = tid >> 2;   // row within the tile
+    const int s = tid & 3;     // 16-element segment of that row
+    const i64 gm = m0 + hi, gk = k0 + s * SEG;
+    float v[SEG];
+    {
+        uint4 raw[SEG / V];
+        load_seg_raw<DT>(x, M, K, gm, gk, flags & QFLAG_VEC_IN, raw);
+        if (colwise) {
+#pragma unroll
+            for (int j = 0; j < SEG / V; ++j) *reinterpret_cast<uint4*>(tile + RT::chunk_word(hi, s * RT::ch + j)) = raw[j];
+        }
+#pragma unroll
+        for (int j = 0; j < SEG / V; ++j) In<DT>::unpack(raw[j], v + j * V);
     }
-
-    const int hi = tid >> 2;   // row (rowwise) or column (columnwise) within the tile
-    const int s = tid & 3;     // 16-element segment within the tile along the block axis
 
     if constexpr (!F::mx) {
         if (tile2d) {   // 16x16 tile amax, shared by both operands
-            float v[SEG];
-#pragma unroll
-            for (int i = 0; i < SEG; ++i) v[i] = tile[hi][s * SEG + i];
             seg_am[hi][s] = seg_amax(v);
             __syncthreads();
             if (tid < (QT_M / 16) * (QT_K / 16)) {
@@ -246,14 +303,6 @@ __device__ __forceinline__ void quantize_tile(const void* x, i64 M, i64 K, u8* r
     }
 
     if (flags & QFLAG_ROWWISE) {
-        const i64 gm = m0 + hi, gk = k0 + s * SEG;
-        float v[SEG];
-        if (direct) {
-            load_seg<DT>(x, M, K, gm, gk, flags & QFLAG_VEC_IN, v);
-        } else {
-#pragma unroll
-            for (int i = 0; i < SEG; ++i) v[i] = tile[hi][s * SEG + i];
-        }
         float s_enc = 1.0f, s_dec = 1.0f;
         if constexpr (!F::mx) {
             if (!row_scaled) nvfp4_tensor_scales(amax_row[0], s_enc, s_dec);
@@ -262,14 +311,18 @@ __device__ __forceinline__ void quantize_tile(const void* x, i64 M, i64 K, u8* r
                          tile2d ? tile_am[hi >> 4][s] : -1.0f, s_enc, s_dec);
     }
 
-    if (flags & QFLAG_COLUMNWISE) {
-        // A warp reads 32 consecutive columns of one 16-row segment: conflict-free shared memory.
-        const int c = tid & (QT_K - 1);   // column within the tile
-        const int sc_seg = tid / QT_K;    // 16-row segment
-        const i64 gk = k0 + c, gm = m0 + sc_seg * SEG;
-        float v[SEG];
+    if (colwise) {
+        __syncthreads();
+        // Column c, 16-row segment sc_seg. G consecutive lanes take the same column and consecutive
+        // segments, so that their codes (G x 16 bytes FP8/FP6, G x 8 bytes FP4) fill whole 32-byte
+        // sectors of the output row in one store instruction (no partial-sector L2 writes), and the
+        // two halves of an MX block of 32 are neighbouring lanes (one shuffle, no barrier).
+        constexpr int G = F::packed ? 4 : 2;
+        const int c = (tid / G) & (QT_K - 1);
+        const int sc_seg = (tid / (G * QT_K)) * G + (tid & (G - 1));
+        const i64 gkc = k0 + c, gmc = m0 + sc_seg * SEG;
 #pragma unroll
-        for (int i = 0; i < SEG; ++i) v[i] = tile[sc_seg * SEG + i][c];
+        for (int i = 0; i < SEG; ++i) v[i] = RT::get(tile, sc_seg * SEG + i, c);
         float bamax;
         if constexpr (!F::mx) {
             if (rht) rht16_inplace(v, rht_mask);
@@ -286,24 +339,19 @@ __device__ __forceinline__ void quantize_tile(const void* x, i64 M, i64 K, u8* r
             }
         } else {
             bamax = seg_amax(v);
-            if constexpr (F::block == 32) {   // the block's other 16 rows are in another warp
-                __syncthreads();
-                seg_am[c][sc_seg] = bamax;
-                __syncthreads();
-                bamax = fmaxf(bamax, seg_am[c][sc_seg ^ 1]);
-            }
+            if constexpr (F::block == 32) bamax = fmaxf(bamax, __shfl_xor_sync(0xFFFFFFFFu, bamax, 1));
         }
-        if (gk < K && gm < M) {
+        if (gkc < K && gmc < M) {
             float mul;
-            const u32 sc = block_scale<FMT>(bamax, floor_rule, amax_col, row_scaled ? gk : 0, mul);
+            const u32 sc = block_scale<FMT>(bamax, floor_rule, amax_col, row_scaled ? gkc : 0, mul);
             u32 w[4];
-            encode_seg<FMT>(v, mul, stochastic, seed, 1u, gk * M + gm, w);
-            const int n = (int)((M - gm) < SEG ? (M - gm) : SEG);
-            if constexpr (F::packed) store_bytes(col_data + gk * (M / 2) + gm / 2, w, n / 2, SEG / 2);
-            else store_bytes(col_data + gk * M + gm, w, n, SEG);
+            encode_seg<FMT>(v, mul, stochastic, seed, 1u, gkc * M + gmc, w);
+            const int n = (int)((M - gmc) < SEG ? (M - gmc) : SEG);
+            if constexpr (F::packed) store_bytes(col_data + gkc * (M / 2) + gmc / 2, w, n / 2, SEG / 2);
+            else store_bytes(col_data + gkc * M + gmc, w, n, SEG);
             if (F::block == 16 || (sc_seg & 1) == 0) {
                 const i64 nb = (M + F::block - 1) / F::block;
-                col_scales[scale_offset(gk, gm / F::block, nb, swz)] = (u8)sc;
+                col_scales[scale_offset(gkc, gmc / F::block, nb, swz)] = (u8)sc;
             }
         }
     }
