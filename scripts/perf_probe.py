@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""Quick per-variant timings (median of CUDA-event-timed runs, rotated inputs) for kernel work.
+
+Usage: PYTHONPATH=. python3 scripts/perf_probe.py [--once NAME]   (--once: one call of NAME, for ncu)
+"""
+import statistics
+import sys
+
+import torch
+
+import fp4kit
+import fp4kit._cuda
+
+M = K = 8192
+
+
+def variants():
+    amax = None
+    yield "mxfp8 row", lambda x: fp4kit.quantize(x, "mxfp8_e4m3", axis="rowwise")
+    yield "mxfp8 col", lambda x: fp4kit.quantize(x, "mxfp8_e4m3", axis="columnwise")
+    yield "mxfp8 both", lambda x: fp4kit.quantize(x, "mxfp8_e4m3", axis="both")
+    yield "mxfp4 both", lambda x: fp4kit.quantize(x, "mxfp4_e2m1", axis="both")
+    yield "nvfp4 row amax", lambda x: fp4kit.quantize(x, "nvfp4", axis="rowwise", amax=AM)
+    yield "nvfp4 both amax", lambda x: fp4kit.quantize(x, "nvfp4", axis="both", amax=AM)
+    yield "nvfp4 both", lambda x: fp4kit.quantize(x, "nvfp4", axis="both")
+    yield "nvfp4 row SR", lambda x: fp4kit.quantize(x, "nvfp4", axis="rowwise", amax=AM, rounding="stochastic", seed=7)
+    yield "nvfp4 both SR", lambda x: fp4kit.quantize(x, "nvfp4", axis="both", amax=AM, rounding="stochastic", seed=7)
+    yield "nvfp4 rht both swz", lambda x: fp4kit.quantize(x, "nvfp4", axis="both", rht=True, scale_layout="swizzled")
+    yield "amax global", lambda x: fp4kit._cuda.compute_amax(_cp(x), "bfloat16")
+    yield "amax rht", lambda x: fp4kit._cuda.compute_amax(_cp(x), "bfloat16", "rht")
+    yield "copy 2x128MB", lambda x: COPY.copy_(x)
+
+
+def _cp(x):
+    import cupy
+    return cupy.from_dlpack(x.view(torch.int16)).view(cupy.uint16)
+
+
+AM = None
+COPY = None
+
+
+def main():
+    global AM, COPY
+    xs = [(torch.randn(M, K, device="cuda") * (1 + i)).to(torch.bfloat16) for i in range(4)]
+    COPY = torch.empty_like(xs[0])
+    AM = xs[0].float().abs().amax().reshape(1)
+    once = sys.argv[2] if len(sys.argv) > 2 and sys.argv[1] == "--once" else None
+    for name, fn in variants():
+        if once is not None:
+            if name == once:
+                fn(xs[0]); fn(xs[1]); torch.cuda.synchronize()
+            continue
+        for i in range(3):
+            fn(xs[i % 4])
+        torch.cuda.synchronize()
+        t = []
+        for i in range(20):
+            a = torch.cuda.Event(enable_timing=True); b = torch.cuda.Event(enable_timing=True)
+            a.record()
+            for j in range(10):
+                fn(xs[j % 4])
+            b.record(); b.synchronize()
+            t.append(a.elapsed_time(b) * 1e2)
+        # kernel-only device time per call (CUPTI through torch.profiler), by kernel
+        from torch.profiler import profile, ProfilerActivity
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for j in range(8):
+                fn(xs[j % 4])
+            torch.cuda.synchronize()
+        ker = {}
+        for ev in prof.events():
+            if ev.device_type == torch.autograd.DeviceType.CUDA:
+                ker[ev.name] = ker.get(ev.name, 0.0) + ev.time_range.elapsed_us() / 8
+        dev = sum(ker.values())
+        parts = ", ".join(f"{k[:28]} {v:.1f}" for k, v in sorted(ker.items(), key=lambda kv: -kv[1])[:3])
+        print(f"{name:22s} loop {statistics.median(t):7.1f} us/call  kernels {dev:7.1f} us  [{parts}]", flush=True)
+
+if __name__ == "__main__":
+    main()
