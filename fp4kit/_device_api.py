@@ -76,28 +76,31 @@ def quantize(x, fmt, axis="rowwise", scale_layout="compact", scale_rule="rceil",
                             rounding=rounding, seed=seed, amax_shape=amax_shape, amax_dtype=amax_dtype)
     M, K = flat_2d(da.shape)
     f = opts.fmt
-    # results are handed to the caller's library inside the stream context: the DLPack exchange then
-    # sees one stream on both sides (no cross-stream event, nothing that breaks graph capture)
     with _device_ctx(da.device, da.library), _interop.current_stream(x):
         row, col = _cuda().quantize(da.array.reshape(M, K), opts, amax_cp, input_dtype=da.dtype)
-        return QuantizedTensor(format=f.name, shape=da.shape,
-                               rowwise=_wrap(row, M, K, f, opts.scale_layout, da.library),
-                               columnwise=_wrap(col, K, M, f, opts.scale_layout, da.library), options=opts,
-                               input_dtype=da.dtype)
+    return QuantizedTensor(format=f.name, shape=da.shape, rowwise=_wrap(row, M, K, f, opts.scale_layout, da.library),
+                           columnwise=_wrap(col, K, M, f, opts.scale_layout, da.library), options=opts,
+                           input_dtype=da.dtype)
+
+
+def dequantize_operand(op: Operand, dtype: str, stream_src=None):
+    """One device operand -> CuPy (rows, cols) plus the library of its arrays."""
+    data = _interop.as_cupy(op.data, "q.data")
+    scales = _interop.as_cupy(op.scales, "q.scales")
+    amax = _interop.as_cupy(op.amax, "q.amax").array if op.amax is not None else None
+    with _device_ctx(data.device, data.library), _interop.current_stream(stream_src if stream_src is not None else op.data):
+        y = _cuda().dequantize(data.array, scales.array, amax, op.format, op.rows, op.cols, op.scale_layout, dtype)
+    return y, data.library
 
 
 def dequantize(q: QuantizedTensor, dtype="float32", operand="rowwise"):
     check_choice("dtype", dtype, DTYPES)
     check_choice("operand", operand, ("rowwise", "columnwise"))
     op = q.operand(operand)
-    data = _interop.as_cupy(op.data, "q.data")
-    scales = _interop.as_cupy(op.scales, "q.scales")
-    amax = _interop.as_cupy(op.amax, "q.amax").array if op.amax is not None else None
-    with _device_ctx(data.device, data.library), _interop.current_stream(op.data):
-        y = _cuda().dequantize(data.array, scales.array, amax, op.format, op.rows, op.cols, op.scale_layout, dtype)
-        if operand == "rowwise":
-            y = y.reshape(q.shape)
-        return _interop.to_library(y, data.library, dtype=dtype)
+    y, lib = dequantize_operand(op, dtype)
+    if operand == "rowwise":
+        y = y.reshape(q.shape)
+    return _interop.to_library(y, lib, dtype=dtype)
 
 
 def _u8_matrix(a, name):
@@ -114,7 +117,8 @@ def _u8_matrix(a, name):
 def swizzle_scales(compact):
     da = _u8_matrix(compact, "compact")
     with _device_ctx(da.device, da.library), _interop.current_stream(compact):
-        return _interop.to_library(_cuda().swizzle_scales(da.array), da.library)
+        out = _cuda().swizzle_scales(da.array)
+    return _interop.to_library(out, da.library)
 
 
 def unswizzle_scales(swizzled, shape):
@@ -122,7 +126,8 @@ def unswizzle_scales(swizzled, shape):
     da = _u8_matrix(swizzled, "swizzled")
     r, c = check_unswizzle_shape(da.shape, shape)
     with _device_ctx(da.device, da.library), _interop.current_stream(swizzled):
-        return _interop.to_library(_cuda().unswizzle_scales(da.array, (r, c)), da.library)
+        out = _cuda().unswizzle_scales(da.array, (r, c))
+    return _interop.to_library(out, da.library)
 
 
 def group_quantize(x, fmt, num_groups=None, first_dims=None, last_dims=None, **options):
@@ -189,4 +194,5 @@ def rht_transform(x, sign_mask=0xD7E8):
     mask = check_rht_transform(da.dtype, M, sign_mask)
     from . import _cuda_rht
     with _device_ctx(da.device, da.library), _interop.current_stream(x):
-        return _interop.to_library(_cuda_rht.rht_transform(da.array.reshape(M, K), mask), da.library, dtype="bfloat16")
+        out = _cuda_rht.rht_transform(da.array.reshape(M, K), mask)
+    return _interop.to_library(out, da.library, dtype="bfloat16")

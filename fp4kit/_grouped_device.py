@@ -179,22 +179,22 @@ def group_quantize(x, fmt, num_groups=None, first_dims=None, last_dims=None, ama
             ld = cp.asarray(np.asarray(host_last, dtype=np.int64))
         res = _cuda.group_quantize(da.array.reshape(-1), da.dtype, opts, fd, ld, G, n_el, caps, amax_cp,
                                    dbias=dbias, Kshared=Kshared, rows_total=(da.shape[0] if kind in ("same", "varying_first") else None))
-        lib = da.library     # converted inside the stream context (see _device_api.quantize)
-        conv = lambda a: None if a is None else _interop.to_library(a, lib)  # noqa: E731
-        if dev_dims:
-            first_t, last_t, offsets = conv(fd), conv(ld), None
-        else:
-            first_t, last_t, offsets = host_first, host_last, lay.offsets
-        return GroupedQuantizedTensor(
-            format=f.name, kind=kind, first_dims=first_t, last_dims=last_t, offsets=offsets, options=opts,
-            rowwise_data=conv(res.get("row_data")), rowwise_scales=conv(res.get("row_scales")),
-            rowwise_amax=conv(res.get("row_amax")), columnwise_data=conv(res.get("col_data")),
-            columnwise_scales=conv(res.get("col_scales")), columnwise_amax=conv(res.get("col_amax")),
-            scale_offsets_rowwise=lay.scale_offsets_rowwise if not dev_dims and opts.want_rowwise else (),
-            scale_offsets_columnwise=lay.scale_offsets_columnwise if not dev_dims and opts.want_columnwise else (),
-            dbias=conv(res.get("dbias")), input_dtype=da.dtype,
-            extra={"meta": res["meta"], "error_flag": res["err"], "fd": res["fd"], "ld": res["ld"], "G": G,
-                   "device_dims": dev_dims, "library": lib})
+    lib = da.library
+    conv = lambda a: None if a is None else _interop.to_library(a, lib)  # noqa: E731
+    if dev_dims:
+        first_t, last_t, offsets = conv(fd), conv(ld), None
+    else:
+        first_t, last_t, offsets = host_first, host_last, lay.offsets
+    return GroupedQuantizedTensor(
+        format=f.name, kind=kind, first_dims=first_t, last_dims=last_t, offsets=offsets, options=opts,
+        rowwise_data=conv(res.get("row_data")), rowwise_scales=conv(res.get("row_scales")),
+        rowwise_amax=conv(res.get("row_amax")), columnwise_data=conv(res.get("col_data")),
+        columnwise_scales=conv(res.get("col_scales")), columnwise_amax=conv(res.get("col_amax")),
+        scale_offsets_rowwise=lay.scale_offsets_rowwise if not dev_dims and opts.want_rowwise else (),
+        scale_offsets_columnwise=lay.scale_offsets_columnwise if not dev_dims and opts.want_columnwise else (),
+        dbias=conv(res.get("dbias")), input_dtype=da.dtype,
+        extra={"meta": res["meta"], "error_flag": res["err"], "fd": res["fd"], "ld": res["ld"], "G": G,
+               "device_dims": dev_dims, "library": lib})
 
 
 def group_dequantize(g: GroupedQuantizedTensor, dtype="float32", operand="rowwise") -> GroupedArray:
@@ -218,6 +218,6 @@ def group_dequantize(g: GroupedQuantizedTensor, dtype="float32", operand="rowwis
         n_el = int(d.array.size) * (2 if FORMATS[g.format].packed else 1)
         out = _cuda.group_dequantize(d.array, s, a, meta, g.extra["fd"], g.extra["ld"], g.extra["G"], g.format,
                                      g.options, operand, dtype, n_el)
-        lib = g.extra.get("library", d.library)
-        return GroupedArray(data=_interop.to_library(out, lib, dtype=dtype), kind=g.kind, first_dims=g.first_dims,
-                            last_dims=g.last_dims, offsets=g.offsets, operand=operand)
+    lib = g.extra.get("library", d.library)
+    return GroupedArray(data=_interop.to_library(out, lib, dtype=dtype), kind=g.kind, first_dims=g.first_dims,
+                        last_dims=g.last_dims, offsets=g.offsets, operand=operand)
