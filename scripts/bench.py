@@ -37,61 +37,22 @@ def _torch():
 # --------------------------------------------------------------------------------------------
 # timing
 
-def _event_median(launch, reps: int) -> float:
+def time_fn(fn, reps: int = 50, warmup: int = 5) -> float:
+    """Median microseconds of fn() with CUDA events on torch's current stream."""
     torch = _torch()
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
     times = []
     for _ in range(reps):
         a = torch.cuda.Event(enable_timing=True)
         b = torch.cuda.Event(enable_timing=True)
         a.record()
-        launch()
+        fn()
         b.record()
         b.synchronize()
         times.append(a.elapsed_time(b) * 1e3)
     return statistics.median(times)
-
-
-EAGER = {}      # id(fn) -> eager microseconds of the last time_fn call (host launch overhead included)
-
-
-def time_fn(fn, reps: int = 50, warmup: int = 5, graphs: int = 4) -> float:
-    """Median GPU microseconds of fn(): `graphs` CUDA graphs are captured, each around one call (fn
-    rotates its inputs itself), and their replays are timed with CUDA events, so the figure is the
-    device time without Python's launch overhead. The eager time (events around a plain call,
-    host overhead included when the host is the slower side) is kept in EAGER[id(fn)]. Falls back
-    to the eager time when a call cannot be captured."""
-    torch = _torch()
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    EAGER[id(fn)] = _event_median(fn, reps)
-    try:
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(2):
-                fn()
-        torch.cuda.current_stream().wait_stream(side)
-        torch.cuda.synchronize()
-        gs, keep = [], []
-        for _ in range(graphs):
-            g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g, capture_error_mode="relaxed"):
-                keep.append(fn())          # outputs stay alive: the graph writes into them
-            gs.append(g)
-        torch.cuda.synchronize()
-        state = {"i": 0}
-
-        def replay():
-            state["i"] = (state["i"] + 1) % len(gs)
-            gs[state["i"]].replay()
-        for _ in range(warmup):
-            replay()
-        return _event_median(replay, reps)
-    except Exception as e:  # not capturable: report the eager figure
-        print(f"(graph capture failed: {type(e).__name__}: {e}; eager timing)", file=sys.stderr)
-        torch.cuda.synchronize()
-        return EAGER[id(fn)]
 
 
 def rotating(make, nbytes_each: int, l2_bytes: int = 64 << 20):
@@ -204,14 +165,13 @@ def bench_quantize(rows, shapes, formats, axes, reps):
                     for vname, kw in variants:
                         fn = lambda: fp4kit.quantize(nxt(), fmt, axis=axis, scale_layout=layout, **kw)  # noqa: E731
                         us = time_fn(fn, reps=reps)
-                        eager = EAGER[id(fn)]
                         nbytes = M * K * 2 + _bytes_out(fmt, M, K, axis)
                         cu = copy_us(nbytes, reps)
                         base_us, exact = None, ""
                         if axis == "rowwise" and layout == "compact" and fmt in ("mxfp8_e4m3", "nvfp4") and vname != "computed amax":
                             base_us, exact = _baseline(fmt, sample, amax_t, nxt, reps)
                         rows.append(dict(op="quantize", format=fmt, axis=axis, layout=layout, variant=vname,
-                                         shape=f"{M}x{K}", us=us, eager_us=eager, bytes=nbytes, gbs=nbytes / us / 1e3,
+                                         shape=f"{M}x{K}", us=us, bytes=nbytes, gbs=nbytes / us / 1e3,
                                          copy_pct=100 * cu / us, baseline_us=base_us,
                                          speedup=(base_us / us) if base_us else None, baseline_exact=exact))
                         print(_fmt_row(rows[-1]), flush=True)
@@ -370,13 +330,12 @@ def bench_startup():
 
 def _fmt_row(r):
     sp = f"{r['speedup']:.2f}x" if r.get("speedup") else "-"
-    eager = f"{r['eager_us']:.1f}" if r.get("eager_us") else "-"
     return (f"| {r['op']} | {r['format']} | {r['axis']} | {r['layout']} | {r['variant']} | {r['shape']} | "
-            f"{r['us']:.1f} | {eager} | {r['gbs']:.0f} | {r['copy_pct']:.0f}% | {sp} | {r['baseline_exact']} |")
+            f"{r['us']:.1f} | {r['gbs']:.0f} | {r['copy_pct']:.0f}% | {sp} | {r['baseline_exact']} |")
 
 
-HEADER = ("| op | format | axis | scales | variant | shape | GPU us | call us (eager) | GB/s | copy % | speed-up vs baseline | baseline |\n"
-          "|---|---|---|---|---|---|---|---|---|---|---|---|")
+HEADER = ("| op | format | axis | scales | variant | shape | us | GB/s | copy % | speed-up vs baseline | baseline |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|")
 
 
 def main(argv=None):
