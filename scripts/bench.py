@@ -174,7 +174,7 @@ def bench_quantize(rows, shapes, formats, axes, reps):
                                          shape=f"{M}x{K}", us=us, bytes=nbytes, gbs=nbytes / us / 1e3,
                                          copy_pct=100 * cu / us, baseline_us=base_us,
                                          speedup=(base_us / us) if base_us else None, baseline_exact=exact))
-                        print(_fmt_row(rows[-1]), flush=True)
+                        _emit(rows)
 
 
 def _baseline(fmt, sample, amax_t, nxt, reps):
@@ -213,7 +213,7 @@ def bench_dequantize(rows, shapes, formats, reps):
                 rows.append(dict(op=f"dequantize->{dt}", format=fmt, axis="rowwise", layout="swizzled", variant="",
                                  shape=f"{M}x{K}", us=us, bytes=nbytes, gbs=nbytes / us / 1e3, copy_pct=100 * cu / us,
                                  baseline_us=None, speedup=None, baseline_exact=""))
-                print(_fmt_row(rows[-1]), flush=True)
+                _emit(rows)
 
 
 def bench_swizzle(rows, shapes, reps):
@@ -227,7 +227,7 @@ def bench_swizzle(rows, shapes, reps):
         rows.append(dict(op="swizzle_scales", format="-", axis="-", layout="swizzled", variant="",
                          shape=f"{M}x{K // 16}", us=us, bytes=nbytes, gbs=nbytes / us / 1e3, copy_pct=100 * cu / us,
                          baseline_us=None, speedup=None, baseline_exact=""))
-        print(_fmt_row(rows[-1]), flush=True)
+        _emit(rows)
 
 
 def _skewed_dims(G, total, seed=0):
@@ -262,7 +262,7 @@ def bench_grouped(rows, reps, K=7168, total=65536, groups=(8, 64)):
                                  variant="device dims, skewed, empty members", shape=f"{total}x{K}", us=us,
                                  bytes=nbytes, gbs=nbytes / us / 1e3, copy_pct=100 * cu / us, baseline_us=us_loop,
                                  speedup=us_loop / us, baseline_exact="vs per-member launches"))
-                print(_fmt_row(rows[-1]), flush=True)
+                _emit(rows)
 
 
 def bench_recipes(rows, reps, shape=(8192, 8192)):
@@ -284,7 +284,7 @@ def bench_recipes(rows, reps, shape=(8192, 8192)):
     rows.append(dict(op="quantize rht (fused swizzle)", format="nvfp4", axis="both", layout="swizzled", variant="rht",
                      shape=f"{M}x{K}", us=us_f, bytes=nbytes, gbs=nbytes / us_f / 1e3, copy_pct=100 * cu / us_f,
                      baseline_us=us_u, speedup=us_u / us_f, baseline_exact="vs rht compact + swizzle_scales"))
-    print(_fmt_row(rows[-1]), flush=True)
+    _emit(rows)
     for fmt in ("nvfp4", "mxfp4_e2m1"):
         us_n = time_fn(lambda: fp4kit.quantize(nxt(), fmt, axis="both"), reps=reps)
         us_s = time_fn(lambda: fp4kit.quantize(nxt(), fmt, axis="both", rounding="stochastic", seed=7), reps=reps)
@@ -292,7 +292,7 @@ def bench_recipes(rows, reps, shape=(8192, 8192)):
         rows.append(dict(op="quantize stochastic", format=fmt, axis="both", layout="compact", variant="seed=7",
                          shape=f"{M}x{K}", us=us_s, bytes=nb, gbs=nb / us_s / 1e3, copy_pct=100 * cu / us_s,
                          baseline_us=us_n, speedup=us_n / us_s, baseline_exact=f"SR cost {100 * (us_s / us_n - 1):+.0f}% vs nearest"))
-        print(_fmt_row(rows[-1]), flush=True)
+        _emit(rows)
 
 
 def bench_small(reps=200):
@@ -328,6 +328,23 @@ def bench_startup():
     return cold, warm
 
 
+_PROGRESS = None       # fp4kit.cli.Progress over the expected rows: progress and time left on stderr
+
+
+def expected_rows(shapes, formats, axes, groups=2, grouped_formats=2, grouped_axes=2) -> int:
+    """Rows the benchmark will print (mirrors the loops below), for the progress line's estimate."""
+    per_fmt = sum((2 if a == "both" else 1) for a in axes)
+    quant = len(shapes) * sum(per_fmt * (2 if f == "nvfp4" else 1) for f in formats)
+    return quant + len(shapes) * len(formats) * 2 + len(shapes) + 3 + groups * grouped_formats * grouped_axes
+
+
+def _emit(rows):
+    print(_fmt_row(rows[-1]), flush=True)
+    if _PROGRESS is not None:
+        r = rows[-1]
+        _PROGRESS.update(note=f"{r['op']} {r['format']} {r['axis']} {r['shape']}")
+
+
 def _fmt_row(r):
     sp = f"{r['speedup']:.2f}x" if r.get("speedup") else "-"
     return (f"| {r['op']} | {r['format']} | {r['axis']} | {r['layout']} | {r['variant']} | {r['shape']} | "
@@ -359,11 +376,15 @@ def main(argv=None):
         axes = ("rowwise", "columnwise", "both")
     rows = []
     print(f"# fp4kit benchmarks on {dev}\n\n{HEADER}", flush=True)
-    bench_quantize(rows, shapes, formats, axes, reps)
-    bench_dequantize(rows, shapes, formats, reps)
-    bench_swizzle(rows, shapes, reps)
-    bench_recipes(rows, reps)
-    bench_grouped(rows, reps)
+    global _PROGRESS
+    from fp4kit.cli import Progress
+    with Progress(total=expected_rows(shapes, formats, axes), label="bench") as _PROGRESS:
+        bench_quantize(rows, shapes, formats, axes, reps)
+        bench_dequantize(rows, shapes, formats, reps)
+        bench_swizzle(rows, shapes, reps)
+        bench_recipes(rows, reps)
+        bench_grouped(rows, reps)
+    _PROGRESS = None
     small = bench_small()
     startup = None if args.no_startup else bench_startup()
     with open(args.csv, "w", newline="") as fh:
