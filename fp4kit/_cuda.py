@@ -159,6 +159,22 @@ def compute_amax(x, input_dtype: str, mode: str = "global", rht_sign_mask: int =
     raise ValueError(f"mode: expected 'global', 'rows', 'cols', 'rht' or 'global+rht', got {mode!r}")
 
 
+def quantize_flags(opts) -> int:
+    """The QuantizeFlag bits (cuda_src/common/enums.cuh) of one call's options, QFLAG_VEC_IN aside
+    (that one depends on the input's alignment). Shared by the single-tensor and grouped launchers."""
+    flags = (QFLAG_ROWWISE if opts.want_rowwise else 0) | (QFLAG_COLUMNWISE if opts.want_columnwise else 0)
+    if opts.scale_layout == "swizzled":
+        flags |= QFLAG_SWIZZLED
+    if opts.scale_rule == "floor":
+        flags |= QFLAG_RULE_FLOOR
+    if opts.rounding == "stochastic":
+        flags |= QFLAG_STOCHASTIC
+    if FORMATS[opts.format].is_nvfp4:
+        flags |= (QFLAG_TILE_2D if opts.tile_2d else 0) | (QFLAG_ROW_SCALED if opts.row_scaled else 0)
+        flags |= QFLAG_RHT if opts.rht else 0
+    return flags
+
+
 def quantize(x, opts, amax=None, *, input_dtype: str):
     """Quantize a C-contiguous (M, K) CuPy array (float32, float16, or uint16 bfloat16 bits).
 
@@ -210,20 +226,7 @@ def quantize(x, opts, amax=None, *, input_dtype: str):
             ops["columnwise"]["amax"] = a
 
     if M and K:
-        flags = 0
-        if "rowwise" in ops:
-            flags |= QFLAG_ROWWISE
-        if "columnwise" in ops:
-            flags |= QFLAG_COLUMNWISE
-        if layout == "swizzled":
-            flags |= QFLAG_SWIZZLED
-        if opts.scale_rule == "floor":
-            flags |= QFLAG_RULE_FLOOR
-        if opts.rounding == "stochastic":
-            flags |= QFLAG_STOCHASTIC
-        if fmt.is_nvfp4:
-            flags |= (QFLAG_TILE_2D if opts.tile_2d else 0) | (QFLAG_ROW_SCALED if opts.row_scaled else 0)
-            flags |= QFLAG_RHT if opts.rht else 0
+        flags = quantize_flags(opts)          # "rowwise"/"columnwise" in ops <=> opts.want_*
         if _vec_ok(x, _ITEMSIZE[input_dtype], K):
             flags |= QFLAG_VEC_IN
         r, c = ops.get("rowwise"), ops.get("columnwise")

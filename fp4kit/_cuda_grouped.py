@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._cuda import (_DTYPE_IDS, _NULL, _THREADS, QFLAG_COLUMNWISE, QFLAG_RHT, QFLAG_ROW_SCALED, QFLAG_ROWWISE,
-                    QFLAG_RULE_FLOOR, QFLAG_STOCHASTIC, QFLAG_SWIZZLED, QFLAG_TILE_2D, _empty, _fn, _sm_count)
+from ._cuda import _DTYPE_IDS, _NULL, _THREADS, _empty, _fn, _sm_count, quantize_flags
 from .formats import FORMATS
 
 __all__ = ["group_quantize", "group_dequantize"]
@@ -89,20 +88,7 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
             x, np.int64(G), meta, fd, ld, np.int32(mode), np.uint32(opts.rht_sign_mask),
             row_t if row_t is not None else _NULL, col_t if col_t is not None else _NULL,
             dbias_buf if dbias_buf is not None else _NULL, np.int64(Kshared or 0)))
-    flags = 0
-    if opts.want_rowwise:
-        flags |= QFLAG_ROWWISE
-    if opts.want_columnwise:
-        flags |= QFLAG_COLUMNWISE
-    if swz:
-        flags |= QFLAG_SWIZZLED
-    if opts.scale_rule == "floor":
-        flags |= QFLAG_RULE_FLOOR
-    if opts.rounding == "stochastic":
-        flags |= QFLAG_STOCHASTIC
-    if f.is_nvfp4:
-        flags |= (QFLAG_TILE_2D if opts.tile_2d else 0) | (QFLAG_ROW_SCALED if opts.row_scaled else 0)
-        flags |= QFLAG_RHT if opts.rht else 0
+    flags = quantize_flags(opts)
     _fn("grouped", f"group_quantize_f{f.format_id}_d{_DTYPE_IDS[input_dtype]}")((grid,), (_THREADS,), (
         x, np.int64(G), meta, fd, ld, out.get("row_data", _NULL), out.get("row_scales", _NULL),
         out.get("col_data", _NULL), out.get("col_scales", _NULL),
