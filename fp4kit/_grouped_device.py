@@ -34,7 +34,6 @@ ERRORS = {
     32: "the members' row amaxes exceed the amax buffer bound",
     64: "for kind 'varying_first' / 'same' the members' rows exceed x.shape[0]",
 }
-_NMETA = 8
 
 
 def decode_error(code: int) -> str:
