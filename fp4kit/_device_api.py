@@ -76,31 +76,33 @@ def quantize(x, fmt, axis="rowwise", scale_layout="compact", scale_rule="rceil",
                             rounding=rounding, seed=seed, amax_shape=amax_shape, amax_dtype=amax_dtype)
     M, K = flat_2d(da.shape)
     f = opts.fmt
+    # results go back to the caller's library inside the stream context: the DLPack exchange then
+    # sees the stream the work was queued on (no event on another stream: CUDA-graph capture safe)
     with _device_ctx(da.device, da.library), _interop.current_stream(x):
         row, col = _cuda().quantize(da.array.reshape(M, K), opts, amax_cp, input_dtype=da.dtype)
-    return QuantizedTensor(format=f.name, shape=da.shape, rowwise=_wrap(row, M, K, f, opts.scale_layout, da.library),
-                           columnwise=_wrap(col, K, M, f, opts.scale_layout, da.library), options=opts,
-                           input_dtype=da.dtype)
+        return QuantizedTensor(format=f.name, shape=da.shape,
+                               rowwise=_wrap(row, M, K, f, opts.scale_layout, da.library),
+                               columnwise=_wrap(col, K, M, f, opts.scale_layout, da.library), options=opts,
+                               input_dtype=da.dtype)
 
 
-def dequantize_operand(op: Operand, dtype: str, stream_src=None):
-    """One device operand -> CuPy (rows, cols) plus the library of its arrays."""
+def dequantize_operand(op: Operand, dtype: str, stream_src=None, shape=None):
+    """One device operand -> (rows, cols) (or `shape`) in the library of its arrays."""
     data = _interop.as_cupy(op.data, "q.data")
     scales = _interop.as_cupy(op.scales, "q.scales")
     amax = _interop.as_cupy(op.amax, "q.amax").array if op.amax is not None else None
     with _device_ctx(data.device, data.library), _interop.current_stream(stream_src if stream_src is not None else op.data):
         y = _cuda().dequantize(data.array, scales.array, amax, op.format, op.rows, op.cols, op.scale_layout, dtype)
-    return y, data.library
+        if shape is not None:
+            y = y.reshape(shape)
+        return _interop.to_library(y, data.library, dtype=dtype)
 
 
 def dequantize(q: QuantizedTensor, dtype="float32", operand="rowwise"):
     check_choice("dtype", dtype, DTYPES)
     check_choice("operand", operand, ("rowwise", "columnwise"))
     op = q.operand(operand)
-    y, lib = dequantize_operand(op, dtype)
-    if operand == "rowwise":
-        y = y.reshape(q.shape)
-    return _interop.to_library(y, lib, dtype=dtype)
+    return dequantize_operand(op, dtype, shape=q.shape if operand == "rowwise" else None)
 
 
 def _u8_matrix(a, name):
@@ -118,7 +120,7 @@ def swizzle_scales(compact):
     da = _u8_matrix(compact, "compact")
     with _device_ctx(da.device, da.library), _interop.current_stream(compact):
         out = _cuda().swizzle_scales(da.array)
-    return _interop.to_library(out, da.library)
+        return _interop.to_library(out, da.library)
 
 
 def unswizzle_scales(swizzled, shape):
@@ -127,7 +129,7 @@ def unswizzle_scales(swizzled, shape):
     r, c = check_unswizzle_shape(da.shape, shape)
     with _device_ctx(da.device, da.library), _interop.current_stream(swizzled):
         out = _cuda().unswizzle_scales(da.array, (r, c))
-    return _interop.to_library(out, da.library)
+        return _interop.to_library(out, da.library)
 
 
 def group_quantize(x, fmt, num_groups=None, first_dims=None, last_dims=None, **options):
@@ -147,11 +149,13 @@ def qmatmul(a, b, a_operand="rowwise", b_operand="rowwise"):
     from ._validate import check_qmatmul
     oa, ob = check_qmatmul(a, b, a_operand, b_operand)
     lib = _interop.library_of(oa.data)
-    va, aa = _operand_f64_device(oa)
-    vb, ab = _operand_f64_device(ob)
-    acc = va @ vb.T
-    out = (acc * aa * ab.reshape(1, -1)).astype(cp.float32)
-    return _interop.to_library(out, lib)
+    dev = _interop.as_cupy(oa.data, "a.data").device
+    with _device_ctx(dev, lib), _interop.current_stream(oa.data):
+        va, aa = _operand_f64_device(oa)
+        vb, ab = _operand_f64_device(ob)
+        acc = va @ vb.T
+        out = (acc * aa * ab.reshape(1, -1)).astype(cp.float32)
+        return _interop.to_library(out, lib)
 
 
 def _operand_f64_device(op):
@@ -195,4 +199,4 @@ def rht_transform(x, sign_mask=0xD7E8):
     from . import _cuda_rht
     with _device_ctx(da.device, da.library), _interop.current_stream(x):
         out = _cuda_rht.rht_transform(da.array.reshape(M, K), mask)
-    return _interop.to_library(out, da.library, dtype="bfloat16")
+        return _interop.to_library(out, da.library, dtype="bfloat16")

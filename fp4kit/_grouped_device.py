@@ -124,7 +124,7 @@ def group_quantize(x, fmt, num_groups=None, first_dims=None, last_dims=None, ama
         n_el = check_int("max_elements", max_elements, 0, 2**62)
         if n_el > N:
             raise ValueError(f"max_elements: the bound {n_el} exceeds the input's {N} elements")
-        with _device_ctx(da.device):
+        with _device_ctx(da.device), _interop.current_stream(x):   # cp.full on the caller's stream
             if last_dims is None:     # varying_first: x (sum M_i, K)
                 if len(da.shape) != 2:
                     raise ValueError(f"x: kind 'varying_first' expects a 2-D (sum M_i, K) array, got shape {da.shape}")
@@ -172,28 +172,29 @@ def group_quantize(x, fmt, num_groups=None, first_dims=None, last_dims=None, ama
         if amax_cp.ndim != 1 or (not dev_dims and amax_cp.shape[0] != want) or (dev_dims and amax_cp.shape[0] < (G if not opts.row_scaled else 0)):
             what = "(sum M_i,) one per row" if opts.row_scaled else "(G,) one per member"
             raise ValueError(f"amax: expected shape {what} = ({want},), got {tuple(amax_cp.shape)}")
+    # conversions back to the caller's library stay inside the stream context (graph-capture safe)
     with _device_ctx(da.device, da.library), _interop.current_stream(x):
         if not dev_dims:
             fd = cp.asarray(np.asarray(host_first, dtype=np.int64))
             ld = cp.asarray(np.asarray(host_last, dtype=np.int64))
         res = _cuda.group_quantize(da.array.reshape(-1), da.dtype, opts, fd, ld, G, n_el, caps, amax_cp,
                                    dbias=dbias, Kshared=Kshared, rows_total=(da.shape[0] if kind in ("same", "varying_first") else None))
-    lib = da.library
-    conv = lambda a: None if a is None else _interop.to_library(a, lib)  # noqa: E731
-    if dev_dims:
-        first_t, last_t, offsets = conv(fd), conv(ld), None
-    else:
-        first_t, last_t, offsets = host_first, host_last, lay.offsets
-    return GroupedQuantizedTensor(
-        format=f.name, kind=kind, first_dims=first_t, last_dims=last_t, offsets=offsets, options=opts,
-        rowwise_data=conv(res.get("row_data")), rowwise_scales=conv(res.get("row_scales")),
-        rowwise_amax=conv(res.get("row_amax")), columnwise_data=conv(res.get("col_data")),
-        columnwise_scales=conv(res.get("col_scales")), columnwise_amax=conv(res.get("col_amax")),
-        scale_offsets_rowwise=lay.scale_offsets_rowwise if not dev_dims and opts.want_rowwise else (),
-        scale_offsets_columnwise=lay.scale_offsets_columnwise if not dev_dims and opts.want_columnwise else (),
-        dbias=conv(res.get("dbias")), input_dtype=da.dtype,
-        extra={"meta": res["meta"], "error_flag": res["err"], "fd": res["fd"], "ld": res["ld"], "G": G,
-               "device_dims": dev_dims, "library": lib})
+        lib = da.library
+        conv = lambda a: None if a is None else _interop.to_library(a, lib)  # noqa: E731
+        if dev_dims:
+            first_t, last_t, offsets = conv(fd), conv(ld), None
+        else:
+            first_t, last_t, offsets = host_first, host_last, lay.offsets
+        return GroupedQuantizedTensor(
+            format=f.name, kind=kind, first_dims=first_t, last_dims=last_t, offsets=offsets, options=opts,
+            rowwise_data=conv(res.get("row_data")), rowwise_scales=conv(res.get("row_scales")),
+            rowwise_amax=conv(res.get("row_amax")), columnwise_data=conv(res.get("col_data")),
+            columnwise_scales=conv(res.get("col_scales")), columnwise_amax=conv(res.get("col_amax")),
+            scale_offsets_rowwise=lay.scale_offsets_rowwise if not dev_dims and opts.want_rowwise else (),
+            scale_offsets_columnwise=lay.scale_offsets_columnwise if not dev_dims and opts.want_columnwise else (),
+            dbias=conv(res.get("dbias")), input_dtype=da.dtype,
+            extra={"meta": res["meta"], "error_flag": res["err"], "fd": res["fd"], "ld": res["ld"], "G": G,
+                   "device_dims": dev_dims, "library": lib})
 
 
 def group_dequantize(g: GroupedQuantizedTensor, dtype="float32", operand="rowwise") -> GroupedArray:
@@ -217,6 +218,6 @@ def group_dequantize(g: GroupedQuantizedTensor, dtype="float32", operand="rowwis
         n_el = int(d.array.size) * (2 if FORMATS[g.format].packed else 1)
         out = _cuda.group_dequantize(d.array, s, a, meta, g.extra["fd"], g.extra["ld"], g.extra["G"], g.format,
                                      g.options, operand, dtype, n_el)
-    lib = g.extra.get("library", d.library)
-    return GroupedArray(data=_interop.to_library(out, lib, dtype=dtype), kind=g.kind, first_dims=g.first_dims,
-                        last_dims=g.last_dims, offsets=g.offsets, operand=operand)
+        lib = g.extra.get("library", d.library)
+        return GroupedArray(data=_interop.to_library(out, lib, dtype=dtype), kind=g.kind, first_dims=g.first_dims,
+                            last_dims=g.last_dims, offsets=g.offsets, operand=operand)

@@ -4,10 +4,13 @@ bytes and a torch.compile'd PyTorch implementation of the same numerics.
 
 Method: inputs are PyTorch CUDA tensors (so fp4kit runs on torch's current stream); each figure
 is the median of many CUDA-event-timed runs after warm-up, rotating among enough input buffers to
-exceed the L2 cache. Bytes moved = input read once + every output written once (codes, scales,
-amax). "copy %" = time of a device-to-device copy moving the same number of bytes (read + write)
-measured in the same run / time of the op. torch.compile baselines are checked byte for byte
-against the reference on a sample before they are timed (column "baseline exact").
+exceed the L2 cache. "us (device)" puts a GPU spin ahead of the first event that outlasts the host's
+work of queueing the call, so the events time the call's kernels back to back (the device time a
+CUDA graph or a busy training step sees); "us (eager)" is the same call timed without the spin, host
+time included. Bytes moved = input read once + every output written once (codes, scales, amax).
+"copy %" = device time of a device-to-device copy moving the same number of bytes (read + write)
+measured in the same run / device time of the op. torch.compile baselines are timed the same way and
+checked byte for byte against the reference on a sample before they are timed.
 
 Usage: python scripts/bench.py [--quick] [--csv out.csv] [--md out.md]
 """
@@ -37,20 +40,47 @@ def _torch():
 # --------------------------------------------------------------------------------------------
 # timing
 
-def time_fn(fn, reps: int = 50, warmup: int = 5) -> float:
-    """Median microseconds of fn() with CUDA events on torch's current stream."""
+def _clock_hz() -> float:
     torch = _torch()
+    try:
+        return float(torch.cuda.get_device_properties(0).clock_rate) * 1e3   # kHz -> Hz
+    except Exception:
+        return 2.0e9
+
+
+def time_fn(fn, reps: int = 50, warmup: int = 5, mode: str = "device") -> float:
+    """Median microseconds of fn() between two CUDA events on torch's current stream.
+
+    mode "device": a GPU spin (torch.cuda._sleep) is queued before the first event and lasts longer
+    than the host needs to queue fn()'s work, so the events time the kernels back to back: device
+    time, as in a CUDA graph or a busy training step. Runs where the spin ended before the host had
+    queued everything are detected (the first event already complete) and repeated with a longer spin.
+    mode "eager": no spin; host time before the first launch counts (what a synchronised loop sees).
+    """
+    torch = _torch()
+    t0 = time.perf_counter()
     for _ in range(warmup):
         fn()
+    host_s = (time.perf_counter() - t0) / warmup
     torch.cuda.synchronize()
+    sleep = getattr(torch.cuda, "_sleep", None)
+    cycles = int(max(4 * host_s, 100e-6) * _clock_hz())
     times = []
-    for _ in range(reps):
+    tries = 0
+    while len(times) < reps:
         a = torch.cuda.Event(enable_timing=True)
         b = torch.cuda.Event(enable_timing=True)
+        if mode == "device" and sleep is not None:
+            sleep(cycles)
         a.record()
         fn()
         b.record()
+        late = mode == "device" and sleep is not None and a.query()   # spin over before fn was queued
         b.synchronize()
+        tries += 1
+        if late and tries < 4 * reps:
+            cycles *= 2
+            continue
         times.append(a.elapsed_time(b) * 1e3)
     return statistics.median(times)
 
@@ -74,7 +104,7 @@ def copy_us(nbytes: int, reps: int) -> float:
     half = max(nbytes // 2, 16)
     src = rotating(lambda i: torch.empty(half, dtype=torch.uint8, device="cuda"), half)
     dst = torch.empty(half, dtype=torch.uint8, device="cuda")
-    return time_fn(lambda: dst.copy_(src()), reps=reps)
+    return time_fn(lambda: dst.copy_(src()), reps=reps)     # device time (see time_fn)
 
 
 # --------------------------------------------------------------------------------------------
@@ -165,6 +195,7 @@ def bench_quantize(rows, shapes, formats, axes, reps):
                     for vname, kw in variants:
                         fn = lambda: fp4kit.quantize(nxt(), fmt, axis=axis, scale_layout=layout, **kw)  # noqa: E731
                         us = time_fn(fn, reps=reps)
+                        eager = time_fn(fn, reps=max(5, reps // 2), mode="eager")
                         nbytes = M * K * 2 + _bytes_out(fmt, M, K, axis)
                         cu = copy_us(nbytes, reps)
                         base_us, exact = None, ""
@@ -172,7 +203,7 @@ def bench_quantize(rows, shapes, formats, axes, reps):
                             base_us, exact = _baseline(fmt, sample, amax_t, nxt, reps)
                         rows.append(dict(op="quantize", format=fmt, axis=axis, layout=layout, variant=vname,
                                          shape=f"{M}x{K}", us=us, bytes=nbytes, gbs=nbytes / us / 1e3,
-                                         copy_pct=100 * cu / us, baseline_us=base_us,
+                                         copy_pct=100 * cu / us, eager_us=eager, baseline_us=base_us,
                                          speedup=(base_us / us) if base_us else None, baseline_exact=exact))
                         _emit(rows)
 
@@ -208,11 +239,12 @@ def bench_dequantize(rows, shapes, formats, reps):
             q = fp4kit.quantize(x, fmt, axis="rowwise", scale_layout="swizzled")
             for dt in ("bfloat16", "float32"):
                 us = time_fn(lambda: fp4kit.dequantize(q, dtype=dt), reps=reps)
+                eager = time_fn(lambda: fp4kit.dequantize(q, dtype=dt), reps=max(5, reps // 2), mode="eager")
                 nbytes = _bytes_out(fmt, M, K, "rowwise") + M * K * (2 if dt == "bfloat16" else 4)
                 cu = copy_us(nbytes, reps)
                 rows.append(dict(op=f"dequantize->{dt}", format=fmt, axis="rowwise", layout="swizzled", variant="",
                                  shape=f"{M}x{K}", us=us, bytes=nbytes, gbs=nbytes / us / 1e3, copy_pct=100 * cu / us,
-                                 baseline_us=None, speedup=None, baseline_exact=""))
+                                 eager_us=eager, baseline_us=None, speedup=None, baseline_exact=""))
                 _emit(rows)
 
 
@@ -222,11 +254,12 @@ def bench_swizzle(rows, shapes, reps):
     for (M, K) in shapes:
         c = torch.randint(0, 255, (M, K // 16), device="cuda", dtype=torch.uint8)
         us = time_fn(lambda: fp4kit.swizzle_scales(c), reps=reps)
+        eager = time_fn(lambda: fp4kit.swizzle_scales(c), reps=max(5, reps // 2), mode="eager")
         nbytes = 2 * c.numel()
         cu = copy_us(nbytes, reps)
         rows.append(dict(op="swizzle_scales", format="-", axis="-", layout="swizzled", variant="",
                          shape=f"{M}x{K // 16}", us=us, bytes=nbytes, gbs=nbytes / us / 1e3, copy_pct=100 * cu / us,
-                         baseline_us=None, speedup=None, baseline_exact=""))
+                         eager_us=eager, baseline_us=None, speedup=None, baseline_exact=""))
         _emit(rows)
 
 
@@ -347,12 +380,14 @@ def _emit(rows):
 
 def _fmt_row(r):
     sp = f"{r['speedup']:.2f}x" if r.get("speedup") else "-"
+    eager = f"{r['eager_us']:.1f}" if r.get("eager_us") else "-"
     return (f"| {r['op']} | {r['format']} | {r['axis']} | {r['layout']} | {r['variant']} | {r['shape']} | "
-            f"{r['us']:.1f} | {r['gbs']:.0f} | {r['copy_pct']:.0f}% | {sp} | {r['baseline_exact']} |")
+            f"{r['us']:.1f} | {r['gbs']:.0f} | {r['copy_pct']:.0f}% | {eager} | {sp} | {r['baseline_exact']} |")
 
 
-HEADER = ("| op | format | axis | scales | variant | shape | us | GB/s | copy % | speed-up vs baseline | baseline |\n"
-          "|---|---|---|---|---|---|---|---|---|---|---|")
+HEADER = ("| op | format | axis | scales | variant | shape | us (device) | GB/s | copy % | us (eager, host incl.) "
+          "| speed-up vs baseline | baseline |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|---|")
 
 
 def main(argv=None):
@@ -388,7 +423,8 @@ def main(argv=None):
     small = bench_small()
     startup = None if args.no_startup else bench_startup()
     with open(args.csv, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0].keys()))
+        fields = list(dict.fromkeys(k for r in rows for k in r))
+        w = csv.DictWriter(fh, fieldnames=fields)
         w.writeheader()
         w.writerows(rows)
     lines = [f"# fp4kit benchmarks on {dev}", "", HEADER] + [_fmt_row(r) for r in rows]

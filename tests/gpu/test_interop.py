@@ -106,3 +106,51 @@ def test_torch_kernel_through_interop_matches_reference():
     x_np = t.view(torch.int16).cpu().numpy().view(np.uint16).view(ml_dtypes.bfloat16)
     q = ref_api.quantize(x_np, "nvfp4", axis="both")
     assert np.array_equal(data.cpu().numpy(), q.rowwise.data)
+
+
+def _torch_bytes(a):
+    return a.contiguous().view(-1).view(a.dtype).cpu().numpy().view(np.uint8)
+
+
+@pytest.mark.parametrize("fmt,kw", [
+    ("mxfp8_e4m3", dict(axis="both", scale_layout="swizzled")),
+    ("nvfp4", dict(axis="both", scale_layout="swizzled")),          # amax kernel + memset + quantize
+    ("nvfp4", dict(axis="both", rht=True, scale_layout="swizzled")),
+    ("mxfp4_e2m1", dict(axis="rowwise", rounding="stochastic", seed=5)),
+])
+def test_torch_cuda_graph_capture_and_replay(fmt, kw):
+    """fp4kit.quantize captured inside torch.cuda.graph: replays after new data is copied into the
+    captured input give the reference's bytes (results are handed back on the capturing stream)."""
+    torch = _torch()
+    import ml_dtypes
+
+    import fp4kit
+
+    x = torch.empty(256, 512, device="cuda", dtype=torch.bfloat16)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):                   # warm-up on the capture stream (compile, pool blocks)
+        x.copy_(torch.randn(256, 512, device="cuda"))
+        for _ in range(2):
+            fp4kit.quantize(x, fmt, **kw)
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=s):
+        q = fp4kit.quantize(x, fmt, **kw)
+    for trial in range(3):
+        x.copy_(torch.randn(256, 512, device="cuda") * (10.0 ** trial))
+        g.replay()
+        torch.cuda.synchronize()
+        xs = x.view(torch.int16).cpu().numpy().view(ml_dtypes.bfloat16)
+        ref = fp4kit.reference.quantize(xs, fmt, **kw)
+        for name in ("rowwise", "columnwise"):
+            want = getattr(ref, name)
+            got = getattr(q, name)
+            assert (got is None) == (want is None)
+            if want is None:
+                continue
+            assert np.array_equal(_torch_bytes(got.data), want.data.reshape(-1)), (trial, name, "data")
+            assert np.array_equal(_torch_bytes(got.scales), want.scales.reshape(-1).view(np.uint8)), (trial, name, "scales")
+            if want.amax is not None:
+                assert np.array_equal(_torch_bytes(got.amax), want.amax.reshape(-1).view(np.uint8)), (trial, name, "amax")
