@@ -36,6 +36,12 @@ QFLAG_ROW_SCALED = 1 << 6
 QFLAG_RHT = 1 << 7
 QFLAG_VEC_IN = 1 << 8
 
+# Rowwise-only plain quantize: "lane" = quantize_*_rowsl (one 16-byte vector per lane, 512-byte
+# warp loads), "direct" = quantize_*_rows (16 elements per thread). Both give the same bytes
+# (tests run both); FP4KIT_ROWS_KERNEL picks one for A/B timing (scripts/perf_probe.py).
+ROWS_KERNEL = os.environ.get("FP4KIT_ROWS_KERNEL", "lane").strip() or "lane"
+_RL_ROWS = 64       # rows per CTA of the lane kernel (8 warps x 8)
+
 _QT_M = 64          # quantize tile (cuda_src/quantize.cu)
 _QT_K = 64
 _THREADS = 256
@@ -232,6 +238,16 @@ def quantize(x, opts, amax=None, *, input_dtype: str):
         r, c = ops.get("rowwise"), ops.get("columnwise")
         ext = opts.rounding == "stochastic" or (fmt.is_nvfp4 and (opts.tile_2d or opts.row_scaled or opts.rht))
         name = f"quantize_f{fmt.format_id}_d{_DTYPE_IDS[input_dtype]}"
+        if c is None and not ext and ROWS_KERNEL == "lane":
+            # rowwise alone, plain recipe: 64 rows x 32 vectors per CTA (quantize.cu, _rowsl)
+            W = 32 * (16 // _ITEMSIZE[input_dtype])
+            tiles = -(-M // _RL_ROWS) * -(-K // W)
+            _fn("quantize", name + "_rowsl")((tiles,), (_THREADS,), (
+                x, np.int64(M), np.int64(K), r["data"], r["scales"],
+                r["amax"] if r["amax"] is not None else _NULL, np.int32(flags)))
+            if layout == "swizzled":
+                _zero_swizzle_padding(r["scales"], r["_rows"], r["_nb"])
+            return ({"data": r["data"], "scales": r["scales"], "amax": r["amax"]}, None)
         if c is None and not (fmt.is_nvfp4 and opts.tile_2d):
             # rowwise alone: R tiles of 64 rows per CTA, loads issued up front (quantize.cu)
             R = 2 if (ext or input_dtype == "float32") else 4

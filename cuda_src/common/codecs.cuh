@@ -40,6 +40,59 @@ template <> struct Fmt<FORMAT_MXFP4_E2M1> { typedef E2M1 E; static constexpr int
 template <> struct Fmt<FORMAT_NVFP4> { typedef E2M1 E; static constexpr int block = 16; static constexpr bool mx = false; static constexpr bool packed = true; static constexpr u32 recip_bits = 0x3E2AAAABu; };
 
 // ---------------------------------------------------------------------------------------------
+// Native conversions (docs/design.md, "Native conversions on Blackwell").
+// FP4KIT_NATIVE_CVT is 1 on the family-specific Blackwell targets, where PTX has
+// cvt.rn.satfinite.{e2m1x2,e2m3x2,e3m2x2}.f32 and cvt.rp.satfinite.ue8m0x2.f32: sm_100a/f (NVRTC 13
+// defines __CUDA_ARCH_FAMILY_SPECIFIC__ = 1000), sm_103a/f (1030), sm_110a/f (1100), sm_120a/f (1200),
+// sm_121a/f (1210). Everywhere else (sm_90 = Hopper, sm_90a = 900, plain sm_100 without the macro,
+// families from 1300 on that nobody has checked yet) the software forms below are compiled; they give
+// the same bytes (tests/gpu: encode_exhaustive_e*, e8m0_rceil_exhaustive over every fp32 input).
+// What the instructions do, per the PTX ISA and the CUDA 13 headers' emulation (cuda_fp4.hpp,
+// cuda_fp6.hpp, cuda_fp8.hpp), and why each one equals SPEC: docs/design.md.
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FAMILY_SPECIFIC__) && \
+    (__CUDA_ARCH_FAMILY_SPECIFIC__ >= 1000) && (__CUDA_ARCH_FAMILY_SPECIFIC__ < 1300)
+#define FP4KIT_NATIVE_CVT 1
+#else
+#define FP4KIT_NATIVE_CVT 0
+#endif
+
+#if FP4KIT_NATIVE_CVT
+// cvt.rn.satfinite.e2m1x2.f32 d, a, b puts code(a) in d[7:4] and code(b) in d[3:0]: (lo, hi) -> byte
+// lo | hi << 4, SPEC section 1's nibble order. RNE with E2M1 subnormals, |y| > 6 and +-inf -> +-6
+// (sign kept), NaN of either sign -> +6 (0x7), -0 and negative underflow -> 0x8: SPEC section 2.
+__device__ __forceinline__ u32 native_e2m1x2(float lo, float hi) {
+    u32 r;
+    asm("{ .reg .b8 t; cvt.rn.satfinite.e2m1x2.f32 t, %2, %1; cvt.u32.u8 %0, t; }" : "=r"(r) : "f"(lo), "f"(hi));
+    return r;
+}
+
+// cvt.rn.satfinite.{e2m3x2,e3m2x2}.f32 d, a, b: code(a) in d[13:8], code(b) in d[5:0], bits 15:14 and
+// 7:6 zero -> (lo, hi) to the 16-bit pair lo | hi << 8 with one 6-bit code per byte (SPEC section 1).
+// Same rules as E2M1: NaN -> +max (0x1F), saturation keeps the sign, -0 -> 0x20.
+template <class E>
+__device__ __forceinline__ u32 native_fp6x2(float lo, float hi) {
+    static_assert(E::ebits + E::mbits == 5, "FP6 element types only");
+    u32 r;
+    if constexpr (E::ebits == 2)
+        asm("{ .reg .b16 t; cvt.rn.satfinite.e2m3x2.f32 t, %2, %1; cvt.u32.u16 %0, t; }" : "=r"(r) : "f"(lo), "f"(hi));
+    else
+        asm("{ .reg .b16 t; cvt.rn.satfinite.e3m2x2.f32 t, %2, %1; cvt.u32.u16 %0, t; }" : "=r"(r) : "f"(lo), "f"(hi));
+    return r;
+}
+
+// cvt.rp.satfinite.ue8m0x2.f32 of (v, +0) -> the E8M0 code of v in bits 7:0 (code(+0) = 0 in bits 15:8):
+// round up to a power of two with code 0 = 2^-127 as the smallest value (0 and every v <= 2^-127,
+// subnormals included, give 0), finite v > 2^127 and +inf saturate to 254, NaN gives 255. Equals
+// SPEC's rceil for every v >= +0 and every NaN, i.e. every v = fp32_RN(amax * R) with amax >= 0.
+// (v = -inf would give 254 where the SPEC formula reads 255; a product of amax >= 0 never is.)
+__device__ __forceinline__ u32 native_ue8m0_rp(float v) {
+    u32 r;
+    asm("{ .reg .b16 t; cvt.rp.satfinite.ue8m0x2.f32 t, 0f00000000, %1; cvt.u32.u16 %0, t; }" : "=r"(r) : "f"(v));
+    return r;
+}
+#endif
+
+// ---------------------------------------------------------------------------------------------
 // Element encode (SPEC section 2, algorithm of docs/design.md):
 //   a = |y|; NaN -> nan_code; a = min(a, max); e = max(floor(log2 a), emin) from the exponent
 //   field; n = rint_even(a * 2^(mbits - e)) (exact scaling, one rounding);
@@ -66,7 +119,12 @@ __device__ __forceinline__ u32 encode(float y) {
     //    code = bits(a + C) - bits(C) (n = 2^mbits is the smallest normal's code);
     //  - otherwise the fp32 mantissa is rounded to mbits bits (RNE on the bit pattern; a carry
     //    moves into the exponent) and the exponent is rebiased.
+    // E2M1 on Blackwell: the native cvt with +0 (code 0) in the high nibble.
+#if FP4KIT_NATIVE_CVT
+    if constexpr (E::ebits == 2 && E::mbits == 1) return native_e2m1x2(y, 0.0f);
+#else
     if constexpr (E::ebits == 2 && E::mbits == 1) return encode_e2m1_fast(y);
+#endif
     constexpr u32 min_normal_bits = (u32)(E::emin + 127) << 23;
     constexpr u32 magic_bits = (u32)(E::emin - E::mbits + 23 + 127) << 23;
     constexpr int drop = 23 - E::mbits;
@@ -83,9 +141,13 @@ __device__ __forceinline__ u32 encode(float y) {
 // Four codes packed little-endian into one word (one code per byte: FP8 / FP6).
 // FP8 on sm_89+: the hardware cvt.rn.satfinite.{e4m3,e5m2}x2.f32 (RNE, subnormals, saturation,
 // sign of zero kept), then NaN results (either sign) rewritten to the positive NaN code 0x7F;
-// tests/gpu checks it against encode_reference for every fp32 input.
+// FP6 on Blackwell (FP4KIT_NATIVE_CVT): two native cvt.rn.satfinite.{e2m3,e3m2}x2.f32, no fix-up.
+// tests/gpu checks both against encode_reference for every fp32 input.
 template <class E>
 __device__ __forceinline__ u32 encode4(float y0, float y1, float y2, float y3) {
+#if FP4KIT_NATIVE_CVT
+    if constexpr (E::ebits + E::mbits == 5) return native_fp6x2<E>(y0, y1) | (native_fp6x2<E>(y2, y3) << 16);
+#endif
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 890)
     if constexpr (E::is_e4m3 || E::is_e5m2) {
         u32 lo, hi;
@@ -144,8 +206,13 @@ __device__ __forceinline__ float decode(u32 code) {
 
 // ---------------------------------------------------------------------------------------------
 // E8M0 (SPEC section 3). Code E means 2^(E-127); 255 is NaN; 0 is 2^-127 (0x00400000).
-__device__ __forceinline__ u32 e8m0_rceil(float amax, u32 recip_bits) {
-    const u32 b = f2u(mul_rn(amax, u2f(recip_bits)));
+// rceil(v) of v = fp32_RN(amax * R); native cvt.rp.satfinite.ue8m0x2 on Blackwell (same codes for every
+// v >= +0 and NaN, the values v takes; see native_ue8m0_rp).
+__device__ __forceinline__ u32 e8m0_rceil_code(float v) {
+#if FP4KIT_NATIVE_CVT
+    return native_ue8m0_rp(v);
+#else
+    const u32 b = f2u(v);
     if ((b & 0x7FFFFFFFu) > FP4KIT_INF_BITS) return 255u;
     if (b == FP4KIT_INF_BITS) return 254u;
     if ((b & 0x7FFFFFFFu) == 0u) return 0u;
@@ -153,8 +220,17 @@ __device__ __forceinline__ u32 e8m0_rceil(float amax, u32 recip_bits) {
     const u32 m = b & 0x7FFFFFu;
     if (m > 0u && e != 254u && !(e == 0u && m <= 0x400000u)) e += 1u;
     return e;
+#endif
 }
 
+__device__ __forceinline__ u32 e8m0_rceil(float amax, u32 recip_bits) {
+    return e8m0_rceil_code(mul_rn(amax, u2f(recip_bits)));
+}
+
+
+// The floor rule stays integer code on every target: cvt.rz.satfinite.ue8m0x2 of amax would only give
+// exponent_field(amax) (the shift below), still needing the subtraction, the clamp and the +inf -> 254
+// case (rz gives 254 for inf, then 254 - emax_elem): no instruction saved, so not used.
 __device__ __forceinline__ u32 e8m0_floor(float amax, int emax_elem) {
     const u32 b = f2u(amax) & 0x7FFFFFFFu;
     if (b > FP4KIT_INF_BITS) return 255u;
@@ -176,6 +252,19 @@ __device__ __forceinline__ float e8m0_decode(u32 E) {
     if (E == 255u) return u2f(0x7FC00000u);
     if (E == 0u) return u2f(0x00400000u);
     return u2f(E << 23);
+}
+
+// Reference form of rceil (SPEC: clamp(ceil(log2 v) + 127, 0, 254), every v <= 2^-127 -> 0), kept for
+// tests of e8m0_rceil_code: the smallest E in [0, 254] with v <= 2^(E-127), found by bisection on exact
+// powers of two; 254 when v > 2^127 (+inf included); 255 for NaN.
+__device__ __forceinline__ u32 e8m0_rceil_reference(float v) {
+    if (is_nan(v)) return 255u;
+    u32 lo = 0u, hi = 254u;
+    while (lo < hi) {
+        const u32 mid = (lo + hi) >> 1;
+        if (v <= e8m0_decode(mid)) hi = mid; else lo = mid + 1u;
+    }
+    return lo;
 }
 
 template <int FMT>

@@ -65,6 +65,46 @@ __device__ __forceinline__ float seg_amax(const float* v) {
     return acc;
 }
 
+// ---- NVFP4 block scale with a per-CTA table (same function as nvfp4_block_scale) ----------------
+// With one amax for the whole operand, the element multiplier enc depends on the scale code only:
+// enc(sf) = min(fp32_RN(1 / fp32_RN(decode(sf) * S_dec)), FLT_MAX), FLT_MAX for sf = 0. A table of
+// the 128 codes (0x7F: NaN, as the division gives) replaces one IEEE division per block.
+constexpr int NV_TAB = 128;
+
+__device__ __forceinline__ float nvfp4_enc_of(u32 sf, float s_dec) {
+    if (sf == 0u) return flt_max();
+    const float r = div_rn(1.0f, mul_rn(decode<E4M3>(sf), s_dec));
+    return (r > flt_max()) ? flt_max() : r;
+}
+
+// Threads [first, first + 128) of the CTA fill tab[0..127] for amax A, and tab[128] with the block
+// scale multiplier fp32_RN(S_enc * fp32_RN(1/6)) (the caller adds the barrier).
+__device__ __forceinline__ void nvfp4_fill_table(float* tab, float A, int first) {
+    const int i = (int)threadIdx.x - first;
+    if (i >= 0 && i < NV_TAB) {
+        float s_enc, s_dec;
+        nvfp4_tensor_scales(A, s_enc, s_dec);
+        tab[i] = nvfp4_enc_of((u32)i, s_dec);
+        if (i == 0) tab[NV_TAB] = mul_rn(s_enc, u2f(FP4KIT_RECIP6_BITS));
+    }
+}
+
+// Scale code of block amax b (>= 0 or NaN): encode<E4M3>(min(fp32_RN(b * mult), FLT_MAX)), with
+// the hardware cvt.rn.satfinite.e4m3x2 on sm_89+ (checked against encode<E4M3> for every fp32
+// input by the selftest module; NaN of either sign -> 0x7F as in encode4).
+__device__ __forceinline__ u32 nvfp4_scale_code(float b, float mult) {
+    float t = mul_rn(b, mult);
+    if (t > flt_max()) t = flt_max();
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 890)
+    u32 r;
+    asm("{ .reg .b16 h; cvt.rn.satfinite.e4m3x2.f32 h, %2, %1; cvt.u32.u16 %0, h; }" : "=r"(r) : "f"(t), "f"(0.0f));
+    r &= 0xFFu;
+    return ((r & 0x7Fu) == 0x7Fu) ? 0x7Fu : r;
+#else
+    return encode<E4M3>(t);
+#endif
+}
+
 // Quantize one 16-element segment (values v, already in fp32) into packed code words w[0..3].
 // e0: linear index of v[0] within its operand (stochastic rounding only).
 template <int FMT>
@@ -119,10 +159,11 @@ __device__ __forceinline__ u32 block_scale(float bamax, bool floor_rule, const f
 // Quantize the rowwise segment x[gm, gk .. gk+15] (values v) and store codes and scale.
 // Lanes s and s ^ 1 hold the two halves of an MX block (the whole warp must call this).
 // tile_amax >= 0 replaces the block amax (NVFP4 2D tiles).
+// enc_tab (NVFP4, one amax for the operand): the 128-entry multiplier table, or null.
 template <int FMT>
 __device__ __forceinline__ void row_segment(const float* v, i64 M, i64 K, i64 gm, i64 gk, int s, u8* row_data,
                                             u8* row_scales, const float* amax_row, int flags, u64 seed,
-                                            float tile_amax, float s_enc, float s_dec) {
+                                            float tile_amax, float s_enc, float s_dec, const float* enc_tab = nullptr) {
     typedef Fmt<FMT> F;
     float bamax = seg_amax(v);
     if constexpr (F::block == 32) bamax = fmaxf(bamax, __shfl_xor_sync(0xFFFFFFFFu, bamax, 1));
@@ -133,8 +174,13 @@ __device__ __forceinline__ void row_segment(const float* v, i64 M, i64 K, i64 gm
         if constexpr (F::mx) {
             sc = block_scale<FMT>(bamax, flags & QFLAG_RULE_FLOOR, amax_row, 0, mul);
         } else {
-            if (flags & QFLAG_ROW_SCALED) nvfp4_tensor_scales(amax_row[gm], s_enc, s_dec);
-            sc = nvfp4_block_scale(bamax, s_enc, s_dec, mul);
+            if (enc_tab != nullptr && !(flags & QFLAG_ROW_SCALED)) {
+                sc = nvfp4_scale_code(bamax, enc_tab[NV_TAB]);
+                mul = enc_tab[sc];
+            } else {
+                if (flags & QFLAG_ROW_SCALED) nvfp4_tensor_scales(amax_row[gm], s_enc, s_dec);
+                sc = nvfp4_block_scale(bamax, s_enc, s_dec, mul);
+            }
         }
         u32 w[4];
         encode_seg<FMT>(v, mul, flags & QFLAG_STOCHASTIC, seed, 0u, gm * K + gk, w);
@@ -160,10 +206,9 @@ __device__ __forceinline__ void quantize_rows_direct(const void* x, i64 M, i64 K
     const i64 k0 = (b % tiles_k) * QT_K;
     const int hi = threadIdx.x >> 2, s = threadIdx.x & 3;
     const i64 gk = k0 + s * SEG;
-    float s_enc = 1.0f, s_dec = 1.0f;   // NVFP4 with one amax: computed once per thread
-    if constexpr (!Fmt<FMT>::mx) {
-        if (!(flags & QFLAG_ROW_SCALED)) nvfp4_tensor_scales(amax_row[0], s_enc, s_dec);
-    }
+    float s_enc = 1.0f, s_dec = 1.0f;   // NVFP4 with one amax: the multiplier table instead
+    __shared__ float enc_tab[Fmt<FMT>::mx ? 1 : NV_TAB + 1];
+    const bool use_tab = !Fmt<FMT>::mx && !(flags & QFLAG_ROW_SCALED);
     typedef typename In<DT>::T T;
     constexpr int V = In<DT>::vec;
     uint4 raw[R][SEG / V];   // raw input words: R * 32 bytes (bf16/fp16) in registers
@@ -178,6 +223,12 @@ __device__ __forceinline__ void quantize_rows_direct(const void* x, i64 M, i64 K
             for (int q = 0; q < SEG / V; ++q) raw[j][q] = load_stream16(src + q * V);
         }
     }
+    if constexpr (!Fmt<FMT>::mx) {   // while the loads are in flight
+        if (use_tab) {
+            nvfp4_fill_table(enc_tab, amax_row[0], 0);
+            __syncthreads();
+        }
+    }
 #pragma unroll
     for (int j = 0; j < R; ++j) {
         const i64 gm = m0 + hi + j * QT_M;
@@ -188,7 +239,106 @@ __device__ __forceinline__ void quantize_rows_direct(const void* x, i64 M, i64 K
         } else {
             load_seg<DT>(x, M, K, gm, gk, flags & QFLAG_VEC_IN, v);
         }
-        row_segment<FMT>(v, M, K, gm, gk, s, row_data, row_scales, amax_row, flags, seed, -1.0f, s_enc, s_dec);
+        row_segment<FMT>(v, M, K, gm, gk, s, row_data, row_scales, amax_row, flags, seed, -1.0f, s_enc, s_dec,
+                         use_tab ? enc_tab : nullptr);
+    }
+}
+
+// ---- Rowwise, plain recipes, lane per 16-byte vector ----------------------------------------------
+// Each lane owns one 16-byte input vector (V = 8 16-bit or 4 fp32 elements), so one load
+// instruction of a warp reads 512 contiguous bytes of a row (every 32-byte sector whole); a block
+// of B elements is B / V neighbouring lanes (block amax by shfl_xor). CTA: 8 warps; warp w takes
+// rows m0 + w + 8 j (j < R) and columns k0 .. k0 + 32 V; all R loads are issued before any compute.
+// Grid: ceil(M / (8 R)) * ceil(K / (32 V)) CTAs of 256 threads.
+constexpr int RL_WARPS = 8;
+
+// Store the first n (<= full) bytes of little-endian words w0, w1 (full = 2, 4 or 8) at dst.
+__device__ __forceinline__ void store_small(u8* dst, u32 w0, u32 w1, int n, int full) {
+    if (n == full && full == 8 && aligned8(dst)) {
+        *reinterpret_cast<uint2*>(dst) = make_uint2(w0, w1);
+    } else if (n == full && full == 4 && (((u64)dst) & 3u) == 0) {
+        *reinterpret_cast<u32*>(dst) = w0;
+    } else if (n == full && full == 2 && (((u64)dst) & 1u) == 0) {
+        *reinterpret_cast<u16*>(dst) = (u16)w0;
+    } else {
+#pragma unroll
+        for (int b = 0; b < 8; ++b)
+            if (b < n) dst[b] = (u8)((b < 4 ? w0 : w1) >> (8 * (b & 3)));
+    }
+}
+
+template <int FMT, int DT, int R>
+__device__ __forceinline__ void quantize_rows_lane(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales,
+                                                   const float* amax_row, int flags, i64 b) {
+    typedef Fmt<FMT> F;
+    typedef typename F::E E;
+    typedef typename In<DT>::T T;
+    constexpr int V = In<DT>::vec;              // elements per lane
+    constexpr int W = 32 * V;                   // columns per warp
+    constexpr int L = F::block / V;             // lanes per scale block (2, 4 or 8)
+    constexpr int OB = F::packed ? V / 2 : V;   // output bytes per lane
+    __shared__ float enc_tab[F::mx ? 1 : NV_TAB + 1];
+    const i64 tiles_k = (K + W - 1) / W;
+    const i64 m0 = (b / tiles_k) * (RL_WARPS * R);
+    const i64 k0 = (b % tiles_k) * W;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const i64 gk = k0 + lane * V;
+    const bool vec = flags & QFLAG_VEC_IN;
+    const T* xt = reinterpret_cast<const T*>(x);
+    uint4 raw[R];
+    bool full[R];
+#pragma unroll
+    for (int j = 0; j < R; ++j) {
+        const i64 gm = m0 + warp + RL_WARPS * j;
+        full[j] = vec && gm < M && gk + V <= K;
+        if (full[j]) raw[j] = load_stream16(xt + gm * K + gk);
+    }
+    if constexpr (!F::mx) {   // one global amax (plain recipe): multiplier table, while loads fly
+        nvfp4_fill_table(enc_tab, amax_row[0], 0);
+        __syncthreads();
+    }
+    const i64 nb = (K + F::block - 1) / F::block;
+    const bool swz = flags & QFLAG_SWIZZLED;
+    const bool floor_rule = flags & QFLAG_RULE_FLOOR;
+#pragma unroll
+    for (int j = 0; j < R; ++j) {
+        const i64 gm = m0 + warp + RL_WARPS * j;
+        float v[V];
+        if (full[j]) {
+            In<DT>::unpack(raw[j], v);
+        } else {
+#pragma unroll
+            for (int i = 0; i < V; ++i) v[i] = (gm < M && gk + i < K) ? In<DT>::cvt(xt[gm * K + gk + i]) : 0.0f;
+        }
+        float bamax = 0.0f;   // max.f32 returns the non-NaN operand: NaN is ignored
+#pragma unroll
+        for (int i = 0; i < V; ++i) bamax = fmaxf(bamax, fabsf(v[i]));
+#pragma unroll
+        for (int o = 1; o < L; o <<= 1) bamax = fmaxf(bamax, __shfl_xor_sync(0xFFFFFFFFu, bamax, o));
+        if (gm >= M || gk >= K) continue;
+        float mul;
+        u32 sc;
+        if constexpr (F::mx) {
+            sc = mx_scale_code<FMT>(bamax, floor_rule);
+            mul = e8m0_inv_scale(sc);
+        } else {
+            sc = nvfp4_scale_code(bamax, enc_tab[NV_TAB]);
+            mul = enc_tab[sc];
+        }
+        u32 w0 = 0u, w1 = 0u;
+        if constexpr (!F::packed) {
+            w0 = encode4<E>(mul_rn(v[0], mul), mul_rn(v[1], mul), mul_rn(v[2], mul), mul_rn(v[3], mul));
+            if constexpr (V == 8)
+                w1 = encode4<E>(mul_rn(v[4], mul), mul_rn(v[5], mul), mul_rn(v[6], mul), mul_rn(v[7], mul));
+        } else {
+#pragma unroll
+            for (int i = 0; i < V; ++i) w0 |= encode<E>(mul_rn(v[i], mul)) << (4 * i);
+        }
+        const int n_el = (int)((K - gk) < V ? (K - gk) : V);
+        const int n = F::packed ? n_el / 2 : n_el;
+        u8* dst = row_data + (F::packed ? gm * (K / 2) + gk / 2 : gm * K + gk);
+        store_small(dst, w0, w1, n, OB);
+        if ((lane & (L - 1)) == 0) row_scales[scale_offset(gm, gk / F::block, nb, swz)] = (u8)sc;
     }
 }
 
@@ -256,6 +406,7 @@ __device__ __forceinline__ void quantize_tile(const void* x, i64 M, i64 K, u8* r
     __shared__ __align__(16) u32 tile[RT::words];
     __shared__ float seg_am[QT_M][QT_K / SEG];
     __shared__ float tile_am[QT_M / 16][QT_K / 16];
+    __shared__ float enc_tab[2][F::mx ? 1 : NV_TAB + 1];   // NVFP4: rowwise / columnwise tables
 
     const i64 tiles_k = (K + QT_K - 1) / QT_K;
     const i64 m0 = (tile_idx / tiles_k) * QT_M;
@@ -288,6 +439,17 @@ __device__ __forceinline__ void quantize_tile(const void* x, i64 M, i64 K, u8* r
         for (int j = 0; j < SEG / V; ++j) In<DT>::unpack(raw[j], v + j * V);
     }
 
+    // NVFP4 with one amax per operand: multiplier tables (threads 0-127 rowwise, 128-255 columnwise).
+    bool use_tab = false;
+    if constexpr (!F::mx) {
+        use_tab = !row_scaled;
+        if (use_tab) {
+            if (flags & QFLAG_ROWWISE) nvfp4_fill_table(enc_tab[0], amax_row[0], 0);
+            if (colwise) nvfp4_fill_table(enc_tab[1], amax_col[0], NV_TAB);
+            __syncthreads();
+        }
+    }
+
     if constexpr (!F::mx) {
         if (tile2d) {   // 16x16 tile amax, shared by both operands
             seg_am[hi][s] = seg_amax(v);
@@ -303,12 +465,9 @@ __device__ __forceinline__ void quantize_tile(const void* x, i64 M, i64 K, u8* r
     }
 
     if (flags & QFLAG_ROWWISE) {
-        float s_enc = 1.0f, s_dec = 1.0f;
-        if constexpr (!F::mx) {
-            if (!row_scaled) nvfp4_tensor_scales(amax_row[0], s_enc, s_dec);
-        }
+        float s_enc = 1.0f, s_dec = 1.0f;   // unused with the table (row_scaled: per row in row_segment)
         row_segment<FMT>(v, M, K, gm, gk, s, row_data, row_scales, amax_row, flags, seed,
-                         tile2d ? tile_am[hi >> 4][s] : -1.0f, s_enc, s_dec);
+                         tile2d ? tile_am[hi >> 4][s] : -1.0f, s_enc, s_dec, use_tab ? enc_tab[0] : nullptr);
     }
 
     if (colwise) {
@@ -343,7 +502,17 @@ __device__ __forceinline__ void quantize_tile(const void* x, i64 M, i64 K, u8* r
         }
         if (gkc < K && gmc < M) {
             float mul;
-            const u32 sc = block_scale<FMT>(bamax, floor_rule, amax_col, row_scaled ? gkc : 0, mul);
+            u32 sc;
+            if constexpr (!F::mx) {
+                if (use_tab) {
+                    sc = nvfp4_scale_code(bamax, enc_tab[1][NV_TAB]);
+                    mul = enc_tab[1][sc];
+                } else {
+                    sc = block_scale<FMT>(bamax, floor_rule, amax_col, gkc, mul);
+                }
+            } else {
+                sc = block_scale<FMT>(bamax, floor_rule, amax_col, 0, mul);
+            }
             u32 w[4];
             encode_seg<FMT>(v, mul, stochastic, seed, 1u, gkc * M + gmc, w);
             const int n = (int)((M - gmc) < SEG ? (M - gmc) : SEG);

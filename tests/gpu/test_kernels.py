@@ -123,6 +123,41 @@ def test_quantize_shapes(gpu, fmt, dtype, layout):
         check_against_reference(gpu, x, fmt, axis=axis, scale_layout=layout)
 
 
+ROWWISE_SHAPES = [(1, 16), (3, 48), (5, 34), (64, 256), (65, 264), (130, 62), (127, 1000), (200, 4096), (7, 770)]
+
+
+@pytest.mark.parametrize("kernel", ["lane", "direct"])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("fmt", FMTS)
+def test_quantize_rowwise_kernels(gpu, monkeypatch, fmt, dtype, kernel):
+    """Both rowwise-only kernels (quantize_*_rowsl and quantize_*_rows) against the reference:
+    ragged K (partial vectors and blocks), rows not a multiple of the CTA's, special values,
+    both scale layouts and rules, and a misaligned input (element-wise loads)."""
+    from fp4kit import _cuda
+
+    monkeypatch.setattr(_cuda, "ROWS_KERNEL", kernel)
+    rules = ("rceil", "floor") if FORMATS[fmt].is_mx else ("rceil",)
+    for i, (M, K) in enumerate(ROWWISE_SHAPES):
+        if FORMATS[fmt].packed and K % 2:
+            continue
+        x = make_input((M, K), dtype, "special" if i % 2 else "normal", seed=300 + i)
+        for j, rule in enumerate(rules):
+            check_against_reference(gpu, x, fmt, axis="rowwise", scale_rule=rule,
+                                    scale_layout="swizzled" if (i + j) % 2 else "compact")
+    # misaligned: a view starting one element into a buffer (no 16-byte vector loads)
+    x = make_input((33, 257), dtype, "special", seed=399)[:, 1:]
+    xs = np.ascontiguousarray(x)
+    buf, dn = to_device(gpu, make_input((33 * 256 + 1,), dtype, "normal", seed=398))
+    buf = buf.reshape(-1)
+    buf[1:] = to_device(gpu, xs)[0].reshape(-1)
+    xg = buf[1:].reshape(33, 256)
+    opts = quantize_options(xs.shape, dn, fmt, axis="rowwise")
+    row, _ = _cuda.quantize(xg, opts, None, input_dtype=dn)
+    want = ref_api.quantize(xs, fmt, axis="rowwise").rowwise
+    assert_bytes_equal(gpu.asnumpy(row["data"]), want.data, f"{fmt} {dtype} misaligned: data")
+    assert_bytes_equal(gpu.asnumpy(row["scales"]), want.scales, f"{fmt} {dtype} misaligned: scales")
+
+
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
 @pytest.mark.parametrize("fmt", FMTS)
 def test_quantize_special_values(gpu, fmt, dtype):
