@@ -119,6 +119,44 @@ __device__ __forceinline__ void group_stats(const void* x, i64 G, const i64* met
     const i64* acol = meta + (i64)META_ACOL * (G + 1);
     const i64 total = tiles[G];
     const int tid = threadIdx.x;
+    if ((mode & ~17) == 0) {
+        // plain amax only (NVFP4 computed amax): each thread reads one 16-element row segment of the
+        // tile straight into registers and keeps a running max while the member stays the same;
+        // the CTA reduces and issues one atomicMax per member it visited.
+        i64 cur = -1;
+        u32 acc = 0;
+        for (i64 t = blockIdx.x;; t += gridDim.x) {
+            const i64 g = t < total ? find_member(tiles, G, t) : -2;   // -2: past the end (flush)
+            if (g != cur) {   // uniform across the CTA: flush the previous member's max
+                if (cur >= 0) {
+                    for (int o = 16; o; o >>= 1) { const u32 v = __shfl_xor_sync(0xFFFFFFFFu, acc, o); acc = v > acc ? v : acc; }
+                    if ((tid & 31) == 0) red[tid >> 5] = acc;
+                    __syncthreads();
+                    if (tid == 0) {
+                        u32 m = 0;
+                        for (int w = 0; w < QT_THREADS / 32; ++w) m = red[w] > m ? red[w] : m;
+                        if (amax_row) atomicMax(amax_row + cur, m);
+                        if ((mode & 16) && amax_col) atomicMax(amax_col + cur, m);
+                    }
+                    __syncthreads();
+                }
+                cur = g;
+                acc = 0;
+            }
+            if (t >= total) break;
+            const i64 M = first[g], K = last[g];
+            const char* xg = reinterpret_cast<const char*>(x) + off[g] * input_itemsize(DT);
+            const bool vec_ok = ((reinterpret_cast<u64>(xg) & 15) == 0) && ((K * input_itemsize(DT)) % 16 == 0);
+            const i64 lt = t - tiles[g];
+            const i64 tiles_k = (K + QT_K - 1) / QT_K;
+            const i64 gm = (lt / tiles_k) * QT_M + (tid >> 2), gk = (lt % tiles_k) * QT_K + (tid & 3) * SEG;
+            float v[SEG];
+            load_seg<DT>(xg, M, K, gm, gk, vec_ok, v);
+#pragma unroll
+            for (int i = 0; i < SEG; ++i) acc = absmax_bits(acc, v[i]);
+        }
+        return;
+    }
     for (i64 t = blockIdx.x; t < total; t += gridDim.x) {
         const i64 g = find_member(tiles, G, t);
         const i64 M = first[g], K = last[g];
@@ -180,7 +218,7 @@ __device__ __forceinline__ void group_stats(const void* x, i64 G, const i64* met
     }
 }
 
-template <int FMT, int DT>
+template <int FMT, int DT, bool EXT>
 __device__ __forceinline__ void group_quantize(const void* x, i64 G, const i64* meta, const i64* first,
                                                const i64* last, u8* row_data, u8* row_scales, u8* col_data,
                                                u8* col_scales, const float* amax_row, const float* amax_col,
@@ -200,7 +238,7 @@ __device__ __forceinline__ void group_quantize(const void* x, i64 G, const i64* 
         const i64 doff = F::packed ? off[g] / 2 : off[g];
         int fl = flags & ~QFLAG_VEC_IN;
         if (((reinterpret_cast<u64>(xg) & 15) == 0) && ((K * input_itemsize(DT)) % 16 == 0)) fl |= QFLAG_VEC_IN;
-        quantize_tile<FMT, DT>(xg, M, K, row_data ? row_data + doff : row_data, row_scales ? row_scales + srow[g] : row_scales,
+        quantize_tile<FMT, DT, EXT>(xg, M, K, row_data ? row_data + doff : row_data, row_scales ? row_scales + srow[g] : row_scales,
                                col_data ? col_data + doff : col_data, col_scales ? col_scales + scol[g] : col_scales,
                                amax_row ? amax_row + arow[g] : amax_row, amax_col ? amax_col + acol[g] : amax_col,
                                fl, seed, rht_mask, t - tiles[g]);
@@ -242,16 +280,21 @@ FP4KIT_GROUP_STATS(0)
 FP4KIT_GROUP_STATS(1)
 FP4KIT_GROUP_STATS(2)
 
-#define FP4KIT_GROUP_QUANTIZE(F, D)                                                                     \
-    extern "C" __global__ void __launch_bounds__(QT_THREADS)                                           \
-    group_quantize_f##F##_d##D(const void* x, i64 G, const i64* meta, const i64* first, const i64* last, \
-                               u8* row_data, u8* row_scales, u8* col_data, u8* col_scales,             \
-                               const float* amax_row, const float* amax_col, int flags, u64 seed,      \
-                               u32 rht_mask) {                                                         \
-        group_quantize<F, D>(x, G, meta, first, last, row_data, row_scales, col_data, col_scales,     \
-                             amax_row, amax_col, flags, seed, rht_mask);                               \
+// group_quantize_f<F>_d<D>: every option; ..._plain: no tile_2d / row_scaled / rht / stochastic
+// rounding (their flags ignored), 32 registers, 8 CTAs per SM (the persistent grid's size).
+#define FP4KIT_GROUP_QUANTIZE(F, D, EXT, SUFFIX)                                                        \
+    extern "C" __global__ void __launch_bounds__(QT_THREADS, EXT ? 1 : 8)                              \
+    group_quantize_f##F##_d##D##SUFFIX(const void* x, i64 G, const i64* meta, const i64* first,        \
+                               const i64* last, u8* row_data, u8* row_scales, u8* col_data,            \
+                               u8* col_scales, const float* amax_row, const float* amax_col, int flags, \
+                               u64 seed, u32 rht_mask) {                                               \
+        group_quantize<F, D, EXT>(x, G, meta, first, last, row_data, row_scales, col_data, col_scales, \
+                                  amax_row, amax_col, flags, seed, rht_mask);                          \
     }
-#define FP4KIT_GROUP_QUANTIZE_ALL(F) FP4KIT_GROUP_QUANTIZE(F, 0) FP4KIT_GROUP_QUANTIZE(F, 1) FP4KIT_GROUP_QUANTIZE(F, 2)
+#define FP4KIT_GROUP_QUANTIZE_ALL(F)                                                                    \
+    FP4KIT_GROUP_QUANTIZE(F, 0, true, ) FP4KIT_GROUP_QUANTIZE(F, 1, true, ) FP4KIT_GROUP_QUANTIZE(F, 2, true, ) \
+    FP4KIT_GROUP_QUANTIZE(F, 0, false, _plain) FP4KIT_GROUP_QUANTIZE(F, 1, false, _plain)               \
+    FP4KIT_GROUP_QUANTIZE(F, 2, false, _plain)
 FP4KIT_GROUP_QUANTIZE_ALL(0)
 FP4KIT_GROUP_QUANTIZE_ALL(1)
 FP4KIT_GROUP_QUANTIZE_ALL(2)

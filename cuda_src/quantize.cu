@@ -33,15 +33,6 @@ using namespace fp4kit;
                                            (i64)blockIdx.x);                                          \
     }
 
-// quantize_f<F>_d<D>_rowsl: rowwise only, plain recipes, one 16-byte vector per lane (512 contiguous
-// bytes per warp load); R = 8 rows per warp; ceil(M / 64) * ceil(K / (32 V)) CTAs of 256 threads.
-#define FP4KIT_QUANTIZE_ROWSL_KERNEL(F, D)                                                             \
-    extern "C" __global__ void __launch_bounds__(QT_THREADS)                                          \
-    quantize_f##F##_d##D##_rowsl(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales,           \
-                                 const float* amax_row, int flags) {                                  \
-        quantize_rows_lane<F, D, 8>(x, M, K, row_data, row_scales, amax_row, flags, (i64)blockIdx.x); \
-    }
-
 // quantize_f<F>_d<D>: every option; quantize_f<F>_d<D>_plain: no tile_2d / row_scaled / rht /
 // stochastic rounding (their flags are ignored), fewer registers.
 #define FP4KIT_QUANTIZE_ALL_DTYPES(F)            \
@@ -56,10 +47,7 @@ using namespace fp4kit;
     FP4KIT_QUANTIZE_ROWS_KERNEL(F, 2, false, _rows, 4) \
     FP4KIT_QUANTIZE_ROWS_KERNEL(F, 0, true, _rowsx, 2) \
     FP4KIT_QUANTIZE_ROWS_KERNEL(F, 1, true, _rowsx, 2) \
-    FP4KIT_QUANTIZE_ROWS_KERNEL(F, 2, true, _rowsx, 2) \
-    FP4KIT_QUANTIZE_ROWSL_KERNEL(F, 0) \
-    FP4KIT_QUANTIZE_ROWSL_KERNEL(F, 1) \
-    FP4KIT_QUANTIZE_ROWSL_KERNEL(F, 2)
+    FP4KIT_QUANTIZE_ROWS_KERNEL(F, 2, true, _rowsx, 2)
 
 FP4KIT_QUANTIZE_ALL_DTYPES(0)
 FP4KIT_QUANTIZE_ALL_DTYPES(1)

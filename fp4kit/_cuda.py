@@ -36,12 +36,6 @@ QFLAG_ROW_SCALED = 1 << 6
 QFLAG_RHT = 1 << 7
 QFLAG_VEC_IN = 1 << 8
 
-# Rowwise-only plain quantize: "lane" = quantize_*_rowsl (one 16-byte vector per lane, 512-byte
-# warp loads), "direct" = quantize_*_rows (16 elements per thread). Both give the same bytes
-# (tests run both); FP4KIT_ROWS_KERNEL picks one for A/B timing (scripts/perf_probe.py).
-ROWS_KERNEL = os.environ.get("FP4KIT_ROWS_KERNEL", "lane").strip() or "lane"
-_RL_ROWS = 64       # rows per CTA of the lane kernel (8 warps x 8)
-
 _QT_M = 64          # quantize tile (cuda_src/quantize.cu)
 _QT_K = 64
 _THREADS = 256
@@ -181,6 +175,13 @@ def quantize_flags(opts) -> int:
     return flags
 
 
+def needs_ext(opts) -> bool:
+    """True when the options need the full kernels (stochastic rounding, NVFP4 tile_2d / row_scaled /
+    rht); the plain ones (_plain, _rows) compile those paths out and use fewer registers."""
+    return opts.rounding == "stochastic" or (FORMATS[opts.format].is_nvfp4 and
+                                             (opts.tile_2d or opts.row_scaled or opts.rht))
+
+
 def quantize(x, opts, amax=None, *, input_dtype: str):
     """Quantize a C-contiguous (M, K) CuPy array (float32, float16, or uint16 bfloat16 bits).
 
@@ -236,18 +237,8 @@ def quantize(x, opts, amax=None, *, input_dtype: str):
         if _vec_ok(x, _ITEMSIZE[input_dtype], K):
             flags |= QFLAG_VEC_IN
         r, c = ops.get("rowwise"), ops.get("columnwise")
-        ext = opts.rounding == "stochastic" or (fmt.is_nvfp4 and (opts.tile_2d or opts.row_scaled or opts.rht))
+        ext = needs_ext(opts)
         name = f"quantize_f{fmt.format_id}_d{_DTYPE_IDS[input_dtype]}"
-        if c is None and not ext and ROWS_KERNEL == "lane":
-            # rowwise alone, plain recipe: 64 rows x 32 vectors per CTA (quantize.cu, _rowsl)
-            W = 32 * (16 // _ITEMSIZE[input_dtype])
-            tiles = -(-M // _RL_ROWS) * -(-K // W)
-            _fn("quantize", name + "_rowsl")((tiles,), (_THREADS,), (
-                x, np.int64(M), np.int64(K), r["data"], r["scales"],
-                r["amax"] if r["amax"] is not None else _NULL, np.int32(flags)))
-            if layout == "swizzled":
-                _zero_swizzle_padding(r["scales"], r["_rows"], r["_nb"])
-            return ({"data": r["data"], "scales": r["scales"], "amax": r["amax"]}, None)
         if c is None and not (fmt.is_nvfp4 and opts.tile_2d):
             # rowwise alone: R tiles of 64 rows per CTA, loads issued up front (quantize.cu)
             R = 2 if (ext or input_dtype == "float32") else 4

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._cuda import _DTYPE_IDS, _NULL, _THREADS, _empty, _fn, _sm_count, quantize_flags
+from ._cuda import _DTYPE_IDS, _NULL, _THREADS, _empty, _fn, _sm_count, needs_ext, quantize_flags
 from .formats import FORMATS
 
 __all__ = ["group_quantize", "group_dequantize"]
@@ -23,8 +23,27 @@ def _cp():
     return cupy
 
 
-def _persistent_grid(upper_bound_items: int) -> int:
-    return max(1, min(int(upper_bound_items), _sm_count() * _CTAS_PER_SM))
+_RESIDENT: dict = {}
+
+
+def _resident_ctas(fn) -> int:
+    """CTAs of 256 threads of `fn` that fit on one SM at once (CUDA occupancy API; 8 if unknown).
+    A persistent grid larger than what is resident would run its last CTAs as a second, partial wave."""
+    key = id(fn)
+    n = _RESIDENT.get(key)
+    if n is None:
+        try:
+            import cupy
+            n = int(cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(fn.ptr, _THREADS, 0))
+        except Exception:
+            n = _CTAS_PER_SM
+        n = _RESIDENT[key] = max(1, min(n, _CTAS_PER_SM))
+    return n
+
+
+def _persistent_grid(upper_bound_items: int, fn=None) -> int:
+    per_sm = _resident_ctas(fn) if fn is not None else _CTAS_PER_SM
+    return max(1, min(int(upper_bound_items), _sm_count() * per_sm))
 
 
 def _meta(G, fd, ld, f, opts, n_el, caps, rows_total):
@@ -56,7 +75,9 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
         out["col_scales"] = cp.zeros((caps["scol"],), np.uint8) if swz else _empty((caps["scol"],), np.uint8)
     # upper bound on tiles of all members: every member adds at most one partial tile per row/col band
     tiles_bound = n_el // (_QT * _QT) + 4 * G + (n_el // _QT) + 1
-    grid = _persistent_grid(tiles_bound)
+    ext = needs_ext(opts)
+    qfn = _fn("grouped", f"group_quantize_f{f.format_id}_d{_DTYPE_IDS[input_dtype]}" + ("" if ext else "_plain"))
+    grid = _persistent_grid(tiles_bound, qfn)
     # statistics pass: NVFP4 amaxes (unless supplied) and dbias, one read of the input
     mode = 0
     a_row = a_col = row_t = col_t = None
@@ -84,12 +105,13 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
         dbias_buf = cp.zeros((G, Kshared), np.float64)
         mode |= 8
     if mode:
-        _fn("grouped", f"group_stats_d{_DTYPE_IDS[input_dtype]}")((grid,), (_THREADS,), (
+        sfn = _fn("grouped", f"group_stats_d{_DTYPE_IDS[input_dtype]}")
+        sfn((_persistent_grid(tiles_bound, sfn),), (_THREADS,), (
             x, np.int64(G), meta, fd, ld, np.int32(mode), np.uint32(opts.rht_sign_mask),
             row_t if row_t is not None else _NULL, col_t if col_t is not None else _NULL,
             dbias_buf if dbias_buf is not None else _NULL, np.int64(Kshared or 0)))
     flags = quantize_flags(opts)
-    _fn("grouped", f"group_quantize_f{f.format_id}_d{_DTYPE_IDS[input_dtype]}")((grid,), (_THREADS,), (
+    qfn((grid,), (_THREADS,), (
         x, np.int64(G), meta, fd, ld, out.get("row_data", _NULL), out.get("row_scales", _NULL),
         out.get("col_data", _NULL), out.get("col_scales", _NULL),
         a_row if a_row is not None else _NULL, a_col if a_col is not None else _NULL,

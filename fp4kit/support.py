@@ -8,7 +8,7 @@ Nothing here is a hand-kept list of answers:
 * the GPU columns look at the source tree without importing CuPy: the op's device function in
   ``fp4kit/_device_api.py``, the Python modules it needs, the CUDA source file and the
   ``QFLAG_*`` bit of the variant, which some CUDA source other than ``enums.cuh`` must read; the sm_100a codec note looks for the
-  native ``cvt`` instructions (``e2m1x2``, ``ue8m0x2``) in ``cuda_src/``.
+  native ``cvt`` instructions (``e2m1x2``, ``e2m3x2``/``e3m2x2``, ``ue8m0x2``) in ``cuda_src/``.
 
 ``scripts/update_readme_matrix.py`` writes ``render_markdown()`` into the README between the
 support-matrix markers, and ``tests/test_support_matrix.py`` fails when that copy is stale.
@@ -152,17 +152,20 @@ def support_matrix() -> list[SupportRow]:
 
 
 def _notes(cuda: str) -> list[str]:
-    fp4 = "e2m1x2" in cuda
-    e8m0 = "ue8m0x2" in cuda
-    if fp4 or e8m0:
-        native = " and ".join(n for n, on in (("E2M1 (`cvt.rn.satfinite.e2m1x2.f32`)", fp4),
-                                              ("E8M0 (`cvt.rp.satfinite.ue8m0x2.f32`)", e8m0)) if on)
-        sm100 = f"sm_100a uses the native conversions for {native}, software conversions elsewhere"
+    found = [n for n, on in (("E2M1 (`cvt.rn.satfinite.e2m1x2.f32`)", "cvt.rn.satfinite.e2m1x2" in cuda),
+                             ("E2M3 / E3M2 (`cvt.rn.satfinite.{e2m3,e3m2}x2.f32`)",
+                              "cvt.rn.satfinite.e2m3x2" in cuda and "cvt.rn.satfinite.e3m2x2" in cuda),
+                             ("E8M0 rceil scales (`cvt.rp.satfinite.ue8m0x2.f32`)",
+                              "cvt.rp.satfinite.ue8m0x2" in cuda)) if on]
+    if found:
+        native = ", ".join(found[:-1]) + " and " + found[-1] if len(found) > 1 else found[0]
+        sm100 = (f"sm_100a uses the native conversions for {native}, with the same bytes as the software "
+                 "conversions it uses elsewhere")
     else:
         sm100 = "sm_100a runs the same software conversions as sm_90 (no native FP4/E8M0 `cvt` in `cuda_src/` yet)"
     return [
         f"Input dtypes: {', '.join(DTYPES)} (NumPy bfloat16 is `ml_dtypes.bfloat16`); `rht` needs bfloat16.",
-        "sm_90 has no native FP4 / E8M0 conversion instructions: it converts in software; " + sm100 + ".",
+        "sm_90 has no native FP4 / FP6 / E8M0 conversion instructions: it converts in software; " + sm100 + ".",
         "Every GPU result is byte-identical to the CPU reference (`python -m fp4kit check`).",
     ]
 

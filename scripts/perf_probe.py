@@ -14,28 +14,11 @@ import fp4kit._cuda
 M = K = 8192
 
 
-def _rows_kernel(kind, f):
-    """f with fp4kit._cuda.ROWS_KERNEL set to `kind` ("lane" / "direct") for the call."""
-    def g(x):
-        old = fp4kit._cuda.ROWS_KERNEL
-        fp4kit._cuda.ROWS_KERNEL = kind
-        try:
-            return f(x)
-        finally:
-            fp4kit._cuda.ROWS_KERNEL = old
-    return g
-
-
 def variants():
     yield "mxfp8 row", lambda x: fp4kit.quantize(x, "mxfp8_e4m3", axis="rowwise")
-    yield "mxfp8 row direct", _rows_kernel("direct", lambda x: fp4kit.quantize(x, "mxfp8_e4m3", axis="rowwise"))
     yield "mxfp4 row", lambda x: fp4kit.quantize(x, "mxfp4_e2m1", axis="rowwise")
-    yield "mxfp4 row direct", _rows_kernel("direct", lambda x: fp4kit.quantize(x, "mxfp4_e2m1", axis="rowwise"))
     yield "mxfp6 row", lambda x: fp4kit.quantize(x, "mxfp6_e2m3", axis="rowwise")
-    yield "mxfp6 row direct", _rows_kernel("direct", lambda x: fp4kit.quantize(x, "mxfp6_e2m3", axis="rowwise"))
-    yield "nvfp4 row amax direct", _rows_kernel("direct", lambda x: fp4kit.quantize(x, "nvfp4", axis="rowwise", amax=AM))
     yield "mxfp8 row f32", lambda x: fp4kit.quantize(XF, "mxfp8_e4m3", axis="rowwise")
-    yield "mxfp8 row f32 direct", _rows_kernel("direct", lambda x: fp4kit.quantize(XF, "mxfp8_e4m3", axis="rowwise"))
     yield "mxfp8 col", lambda x: fp4kit.quantize(x, "mxfp8_e4m3", axis="columnwise")
     yield "mxfp8 both", lambda x: fp4kit.quantize(x, "mxfp8_e4m3", axis="both")
     yield "mxfp4 both", lambda x: fp4kit.quantize(x, "mxfp4_e2m1", axis="both")
@@ -48,6 +31,13 @@ def variants():
     yield "amax global", lambda x: fp4kit._cuda.compute_amax(_cp(x), "bfloat16")
     yield "amax rht", lambda x: fp4kit._cuda.compute_amax(_cp(x), "bfloat16", "rht")
     yield "copy 2x128MB", lambda x: COPY.copy_(x)
+    for G in (8, 64):
+        for fmt, short in (("mxfp8_e4m3", "mxfp8"), ("nvfp4", "nvfp4")):
+            for axis in ("rowwise", "both"):
+                yield (f"grp{G} {short} {axis[:4]}",
+                       lambda x, G=G, fmt=fmt, axis=axis: fp4kit.group_quantize(
+                           GX, fmt, first_dims=GDIMS[G], axis=axis, scale_layout="swizzled"))
+    yield "grp copy 2x940MB", lambda x: GCOPY.copy_(GX)
 
 
 def _cp(x):
@@ -58,12 +48,21 @@ def _cp(x):
 AM = None
 COPY = None
 XF = None
+GX = GCOPY = None
+GDIMS = {}
 
 
 def main():
     global AM, COPY, XF
     xs = [(torch.randn(M, K, device="cuda") * (1 + i)).to(torch.bfloat16) for i in range(4)]
     XF = torch.randn(M // 2, K, device="cuda")   # 128 MiB of float32 (same bytes as one bf16 input)
+    global GX, GCOPY
+    sys.path.insert(0, __import__("os").path.dirname(__file__))
+    from bench import _skewed_dims
+    GX = torch.randn(65536, 7168, device="cuda").to(torch.bfloat16)      # MoE: 65536 tokens, K = 7168
+    GCOPY = torch.empty_like(GX)
+    for G in (8, 64):
+        GDIMS[G] = torch.tensor(_skewed_dims(G, 65536, seed=G), dtype=torch.int64, device="cuda")
     COPY = torch.empty_like(xs[0])
     AM = xs[0].float().abs().amax().reshape(1)
     once = sys.argv[2] if len(sys.argv) > 2 and sys.argv[1] == "--once" else None

@@ -41,16 +41,19 @@ template <> struct Fmt<FORMAT_NVFP4> { typedef E2M1 E; static constexpr int bloc
 
 // ---------------------------------------------------------------------------------------------
 // Native conversions (docs/design.md, "Native conversions on Blackwell").
-// FP4KIT_NATIVE_CVT is 1 on the family-specific Blackwell targets, where PTX has
-// cvt.rn.satfinite.{e2m1x2,e2m3x2,e3m2x2}.f32 and cvt.rp.satfinite.ue8m0x2.f32: sm_100a/f (NVRTC 13
-// defines __CUDA_ARCH_FAMILY_SPECIFIC__ = 1000), sm_103a/f (1030), sm_110a/f (1100), sm_120a/f (1200),
-// sm_121a/f (1210). Everywhere else (sm_90 = Hopper, sm_90a = 900, plain sm_100 without the macro,
-// families from 1300 on that nobody has checked yet) the software forms below are compiled; they give
-// the same bytes (tests/gpu: encode_exhaustive_e*, e8m0_rceil_exhaustive over every fp32 input).
-// What the instructions do, per the PTX ISA and the CUDA 13 headers' emulation (cuda_fp4.hpp,
-// cuda_fp6.hpp, cuda_fp8.hpp), and why each one equals SPEC: docs/design.md.
-#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FAMILY_SPECIFIC__) && \
-    (__CUDA_ARCH_FAMILY_SPECIFIC__ >= 1000) && (__CUDA_ARCH_FAMILY_SPECIFIC__ < 1300)
+// FP4KIT_NATIVE_CVT is 1 on the Blackwell targets whose PTX has cvt.rn.satfinite.{e2m1x2,e2m3x2,
+// e3m2x2}.f32 and cvt.rp.satfinite.ue8m0x2.f32 (the arch- and family-specific ones; the loader compiles
+// sm_XYa for compute capability >= 10): NVRTC 12.9+/13 defines __CUDA_ARCH_FAMILY_SPECIFIC__ = 1000
+// for sm_100a/f, 1030 sm_103a/f, 1100 sm_110a/f, 1200 sm_120a/f, 1210 sm_121a/f; NVRTC 12.8 defines
+// none, only __CUDA_ARCH_FEAT_SM{100,101,120}_ALL for sm_{100,101,120}a. Everywhere else (sm_90 =
+// Hopper, sm_90a = family 900, plain sm_100, families from 1300 on, unchecked) the software forms
+// below are compiled; both give the same bytes (tests/gpu: encode_exhaustive_e*, e8m0_rceil_exhaustive
+// over every fp32 input). What the instructions do and why each equals SPEC: docs/design.md.
+#if defined(__CUDA_ARCH__) && \
+    ((defined(__CUDA_ARCH_FAMILY_SPECIFIC__) && __CUDA_ARCH_FAMILY_SPECIFIC__ >= 1000 && \
+      __CUDA_ARCH_FAMILY_SPECIFIC__ < 1300) || \
+     defined(__CUDA_ARCH_FEAT_SM100_ALL) || defined(__CUDA_ARCH_FEAT_SM101_ALL) || \
+     defined(__CUDA_ARCH_FEAT_SM120_ALL))
 #define FP4KIT_NATIVE_CVT 1
 #else
 #define FP4KIT_NATIVE_CVT 0
@@ -226,7 +229,6 @@ __device__ __forceinline__ u32 e8m0_rceil_code(float v) {
 __device__ __forceinline__ u32 e8m0_rceil(float amax, u32 recip_bits) {
     return e8m0_rceil_code(mul_rn(amax, u2f(recip_bits)));
 }
-
 
 // The floor rule stays integer code on every target: cvt.rz.satfinite.ue8m0x2 of amax would only give
 // exponent_field(amax) (the shift below), still needing the subtraction, the clamp and the +inf -> 254

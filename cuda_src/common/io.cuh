@@ -52,11 +52,23 @@ __device__ __forceinline__ uint4 load_stream16(const void* p) {
 
 // Store `nbytes` (<= full) bytes of the little-endian words w0..w3 at dst; one vector store when
 // the whole 16 (or 8) bytes are written and dst is aligned. Words by value: no local memory.
+// A misaligned destination (columnwise rows of an odd length, grouped members at any offset) takes
+// the widest stores its alignment allows (8, 4 or 2 bytes) rather than single bytes.
 __device__ __forceinline__ void store_bytes(u8* dst, u32 w0, u32 w1, u32 w2, u32 w3, int nbytes, int full) {
-    if (nbytes == full && full == 16 && aligned16(dst)) {
+    const u32 a = (u32)(reinterpret_cast<u64>(dst) & 15u);
+    if (nbytes == full && full == 16 && a == 0) {
         *reinterpret_cast<uint4*>(dst) = make_uint4(w0, w1, w2, w3);
-    } else if (nbytes == full && full == 8 && aligned8(dst)) {
-        *reinterpret_cast<uint2*>(dst) = make_uint2(w0, w1);
+    } else if (nbytes == full && (a & 7u) == 0) {
+        reinterpret_cast<uint2*>(dst)[0] = make_uint2(w0, w1);
+        if (full == 16) reinterpret_cast<uint2*>(dst)[1] = make_uint2(w2, w3);
+    } else if (nbytes == full && (a & 3u) == 0) {
+        u32* d = reinterpret_cast<u32*>(dst);
+        d[0] = w0; d[1] = w1;
+        if (full == 16) { d[2] = w2; d[3] = w3; }
+    } else if (nbytes == full && (a & 1u) == 0) {
+        u16* d = reinterpret_cast<u16*>(dst);
+        d[0] = (u16)w0; d[1] = (u16)(w0 >> 16); d[2] = (u16)w1; d[3] = (u16)(w1 >> 16);
+        if (full == 16) { d[4] = (u16)w2; d[5] = (u16)(w2 >> 16); d[6] = (u16)w3; d[7] = (u16)(w3 >> 16); }
     } else {
 #pragma unroll
         for (int b = 0; b < 16; ++b) {

@@ -44,6 +44,31 @@ def test_compile_error_raises_with_log():
         nvrtc.compile_program("extern \"C\" __global__ void k() { nope(); }", "bad.cu", ["-arch=sm_90"])
 
 
+_NATIVE_CVT = ("cvt.rn.satfinite.e2m1x2.f32", "cvt.rn.satfinite.e2m3x2.f32", "cvt.rn.satfinite.e3m2x2.f32",
+               "cvt.rp.satfinite.ue8m0x2.f32")
+
+
+@pytest.mark.parametrize("arch, native", [("sm_90", False), ("sm_100", False), ("sm_100a", True),
+                                          ("sm_120a", True)])
+def test_native_conversions_only_on_blackwell_targets(arch, native):
+    """codecs.cuh's native FP4/FP6/E8M0 cvt forms are compiled for the Blackwell arch-specific targets
+    and nowhere else: the selftest module (it calls encode<E2M1>, encode4<E2M3/E3M2> and the rceil code)
+    has all four instructions in its sm_100a / sm_120a PTX and none in its sm_90 / plain sm_100 PTX."""
+    nvrtc = _nvrtc_or_skip()
+    from fp4kit import _loader
+
+    cc = int(arch[3:].rstrip("af"))
+    if nvrtc.supported_archs() and cc not in nvrtc.supported_archs():
+        pytest.skip(f"NVRTC {nvrtc.version()} cannot target {arch}")
+    sources = _loader._read_sources()
+    headers = {k: v for k, v in sources.items() if not k.endswith(".cu")}
+    ptx, _ = nvrtc.compile_program(sources["selftest.cu"], "selftest.cu", _loader.options_for(arch),
+                                   headers=headers, output="ptx")
+    text = ptx.decode()
+    for ins in _NATIVE_CVT:
+        assert (ins in text) == native, f"{arch}: {ins} {'missing from' if native else 'found in'} the PTX"
+
+
 def test_disk_cache_detects_corruption(tmp_path, monkeypatch):
     _nvrtc_or_skip()
     from fp4kit import _loader
