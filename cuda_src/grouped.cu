@@ -123,37 +123,56 @@ __device__ __forceinline__ void group_stats(const void* x, i64 G, const i64* met
         // plain amax only (NVFP4 computed amax): each thread reads one 16-element row segment of the
         // tile straight into registers and keeps a running max while the member stays the same;
         // the CTA reduces and issues one atomicMax per member it visited.
+        // U tiles' loads are issued before any of them is reduced (more bytes in flight).
+        constexpr int U = 4;
         i64 cur = -1;
         u32 acc = 0;
-        for (i64 t = blockIdx.x;; t += gridDim.x) {
-            const i64 g = t < total ? find_member(tiles, G, t) : -2;   // -2: past the end (flush)
-            if (g != cur) {   // uniform across the CTA: flush the previous member's max
-                if (cur >= 0) {
-                    for (int o = 16; o; o >>= 1) { const u32 v = __shfl_xor_sync(0xFFFFFFFFu, acc, o); acc = v > acc ? v : acc; }
-                    if ((tid & 31) == 0) red[tid >> 5] = acc;
-                    __syncthreads();
-                    if (tid == 0) {
-                        u32 m = 0;
-                        for (int w = 0; w < QT_THREADS / 32; ++w) m = red[w] > m ? red[w] : m;
-                        if (amax_row) atomicMax(amax_row + cur, m);
-                        if ((mode & 16) && amax_col) atomicMax(amax_col + cur, m);
-                    }
-                    __syncthreads();
-                }
-                cur = g;
-                acc = 0;
-            }
-            if (t >= total) break;
-            const i64 M = first[g], K = last[g];
-            const char* xg = reinterpret_cast<const char*>(x) + off[g] * input_itemsize(DT);
-            const bool vec_ok = ((reinterpret_cast<u64>(xg) & 15) == 0) && ((K * input_itemsize(DT)) % 16 == 0);
-            const i64 lt = t - tiles[g];
-            const i64 tiles_k = (K + QT_K - 1) / QT_K;
-            const i64 gm = (lt / tiles_k) * QT_M + (tid >> 2), gk = (lt % tiles_k) * QT_K + (tid & 3) * SEG;
-            float v[SEG];
-            load_seg<DT>(xg, M, K, gm, gk, vec_ok, v);
+        for (i64 t0 = blockIdx.x;; t0 += (i64)U * gridDim.x) {
+            uint4 raw[U][SEG / In<DT>::vec];
+            i64 gs[U];
 #pragma unroll
-            for (int i = 0; i < SEG; ++i) acc = absmax_bits(acc, v[i]);
+            for (int u = 0; u < U; ++u) {
+                const i64 t = t0 + (i64)u * gridDim.x;
+                gs[u] = t < total ? find_member(tiles, G, t) : -2;
+                if (gs[u] >= 0) {
+                    const i64 g = gs[u], M = first[g], K = last[g];
+                    const char* xg = reinterpret_cast<const char*>(x) + off[g] * input_itemsize(DT);
+                    const bool vec_ok = ((reinterpret_cast<u64>(xg) & 15) == 0) && ((K * input_itemsize(DT)) % 16 == 0);
+                    const i64 lt = t - tiles[g];
+                    const i64 tiles_k = (K + QT_K - 1) / QT_K;
+                    const i64 gm = (lt / tiles_k) * QT_M + (tid >> 2), gk = (lt % tiles_k) * QT_K + (tid & 3) * SEG;
+                    load_seg_raw<DT>(xg, M, K, gm, gk, vec_ok, raw[u]);
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                const i64 g = gs[u];
+                if (g != cur) {   // uniform across the CTA: flush the previous member's max
+                    if (cur >= 0) {
+                        for (int o = 16; o; o >>= 1) { const u32 v = __shfl_xor_sync(0xFFFFFFFFu, acc, o); acc = v > acc ? v : acc; }
+                        if ((tid & 31) == 0) red[tid >> 5] = acc;
+                        __syncthreads();
+                        if (tid == 0) {
+                            u32 m = 0;
+                            for (int w = 0; w < QT_THREADS / 32; ++w) m = red[w] > m ? red[w] : m;
+                            if (amax_row) atomicMax(amax_row + cur, m);
+                            if ((mode & 16) && amax_col) atomicMax(amax_col + cur, m);
+                        }
+                        __syncthreads();
+                    }
+                    cur = g;
+                    acc = 0;
+                }
+                if (g >= 0) {
+                    float v[SEG];
+                    constexpr int V = In<DT>::vec;
+#pragma unroll
+                    for (int j = 0; j < SEG / V; ++j) In<DT>::unpack(raw[u][j], v + j * V);
+#pragma unroll
+                    for (int i = 0; i < SEG; ++i) acc = absmax_bits(acc, v[i]);
+                }
+            }
+            if (gs[U - 1] < 0) break;
         }
         return;
     }
@@ -231,6 +250,7 @@ __device__ __forceinline__ void group_quantize(const void* x, i64 G, const i64* 
     const i64* arow = meta + (i64)META_AROW * (G + 1);
     const i64* acol = meta + (i64)META_ACOL * (G + 1);
     const i64 total = tiles[G];
+    i64 prev = -1;   // member of this CTA's previous tile: its NVFP4 multiplier tables are still valid
     for (i64 t = blockIdx.x; t < total; t += gridDim.x) {
         const i64 g = find_member(tiles, G, t);
         const i64 M = first[g], K = last[g];
@@ -241,7 +261,8 @@ __device__ __forceinline__ void group_quantize(const void* x, i64 G, const i64* 
         quantize_tile<FMT, DT, EXT>(xg, M, K, row_data ? row_data + doff : row_data, row_scales ? row_scales + srow[g] : row_scales,
                                col_data ? col_data + doff : col_data, col_scales ? col_scales + scol[g] : col_scales,
                                amax_row ? amax_row + arow[g] : amax_row, amax_col ? amax_col + acol[g] : amax_col,
-                               fl, seed, rht_mask, t - tiles[g]);
+                               fl, seed, rht_mask, t - tiles[g], g == prev);
+        prev = g;
         __syncthreads();   // the tile buffer is reused by the next iteration
     }
 }

@@ -263,13 +263,14 @@ def bench_swizzle(rows, shapes, reps):
         _emit(rows)
 
 
-def _skewed_dims(G, total, seed=0):
-    """G member row counts summing to `total`, skewed (Zipf-like) with empty members in the mix."""
+def _skewed_dims(G, total, seed=0, multiple=2):
+    """G member row counts summing to `total`, skewed (Zipf-like) with empty members in the mix;
+    each a multiple of `multiple` (2: FP4 columnwise packs M; 128: token counts padded per expert)."""
     rng = np.random.default_rng(seed)
     w = 1.0 / np.arange(1, G + 1) ** 1.1
     w[rng.permutation(G)[: max(1, G // 8)]] = 0.0          # some experts get no tokens
     w = rng.permutation(w)
-    d = (np.floor(w / w.sum() * total / 2) * 2).astype(np.int64)   # even rows: FP4 columnwise packs M
+    d = (np.floor(w / w.sum() * total / multiple) * multiple).astype(np.int64)
     d[np.argmax(d)] += total - d.sum()
     return [int(v) for v in d]
 
@@ -279,10 +280,11 @@ def bench_grouped(rows, reps, K=7168, total=65536, groups=(8, 64)):
     import fp4kit
     torch = _torch()
     x = (torch.randn(total, K, device="cuda")).to(torch.bfloat16)
-    for G in groups:
-        dims = _skewed_dims(G, total, seed=G)
+    for G, multiple in ((g, m) for g in groups for m in (128, 2)):
+        dims = _skewed_dims(G, total, seed=G, multiple=multiple)
         dims_dev = torch.tensor(dims, dtype=torch.int64, device="cuda")
         starts = np.cumsum([0] + dims[:-1])
+        vname = f"device dims, skewed, {sum(1 for d in dims if d == 0)} empty, M_i % {multiple} == 0"
         for fmt in ("mxfp8_e4m3", "nvfp4"):
             for axis in ("rowwise", "both"):
                 kw = dict(axis=axis, scale_layout="swizzled")
@@ -292,7 +294,7 @@ def bench_grouped(rows, reps, K=7168, total=65536, groups=(8, 64)):
                 nbytes = total * K * 2 + _bytes_out(fmt, total, K, axis)
                 cu = copy_us(nbytes, reps)
                 rows.append(dict(op=f"group_quantize G={G}", format=fmt, axis=axis, layout="swizzled",
-                                 variant="device dims, skewed, empty members", shape=f"{total}x{K}", us=us,
+                                 variant=vname, shape=f"{total}x{K}", us=us,
                                  bytes=nbytes, gbs=nbytes / us / 1e3, copy_pct=100 * cu / us, baseline_us=us_loop,
                                  speedup=us_loop / us, baseline_exact="vs per-member launches"))
                 _emit(rows)
@@ -364,7 +366,7 @@ def bench_startup():
 _PROGRESS = None       # fp4kit.cli.Progress over the expected rows: progress and time left on stderr
 
 
-def expected_rows(shapes, formats, axes, groups=2, grouped_formats=2, grouped_axes=2) -> int:
+def expected_rows(shapes, formats, axes, groups=4, grouped_formats=2, grouped_axes=2) -> int:
     """Rows the benchmark will print (mirrors the loops below), for the progress line's estimate."""
     per_fmt = sum((2 if a == "both" else 1) for a in axes)
     quant = len(shapes) * sum(per_fmt * (2 if f == "nvfp4" else 1) for f in formats)

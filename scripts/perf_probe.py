@@ -37,6 +37,11 @@ def variants():
                 yield (f"grp{G} {short} {axis[:4]}",
                        lambda x, G=G, fmt=fmt, axis=axis: fp4kit.group_quantize(
                            GX, fmt, first_dims=GDIMS[G], axis=axis, scale_layout="swizzled"))
+    for fmt, short in (("mxfp8_e4m3", "mxfp8"), ("nvfp4", "nvfp4")):
+        for axis in ("rowwise", "both"):
+            yield (f"grp8 M%128 {short} {axis[:4]}",
+                   lambda x, fmt=fmt, axis=axis: fp4kit.group_quantize(
+                       GX, fmt, first_dims=GDIMS["8a"], axis=axis, scale_layout="swizzled"))
     yield "grp copy 2x940MB", lambda x: GCOPY.copy_(GX)
 
 
@@ -63,6 +68,7 @@ def main():
     GCOPY = torch.empty_like(GX)
     for G in (8, 64):
         GDIMS[G] = torch.tensor(_skewed_dims(G, 65536, seed=G), dtype=torch.int64, device="cuda")
+    GDIMS["8a"] = torch.tensor(_skewed_dims(8, 65536, seed=8, multiple=128), dtype=torch.int64, device="cuda")
     COPY = torch.empty_like(xs[0])
     AM = xs[0].float().abs().amax().reshape(1)
     once = sys.argv[2] if len(sys.argv) > 2 and sys.argv[1] == "--once" else None

@@ -301,7 +301,8 @@ struct RawTile {
 template <int FMT, int DT, bool EXT = true>
 __device__ __forceinline__ void quantize_tile(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales,
                                               u8* col_data, u8* col_scales, const float* amax_row,
-                                              const float* amax_col, int flags, u64 seed, u32 rht_mask, i64 tile_idx) {
+                                              const float* amax_col, int flags, u64 seed, u32 rht_mask, i64 tile_idx,
+                                              bool tab_ready = false) {
     typedef Fmt<FMT> F;
     typedef RawTile<DT> RT;
     constexpr int V = In<DT>::vec;
@@ -345,7 +346,7 @@ __device__ __forceinline__ void quantize_tile(const void* x, i64 M, i64 K, u8* r
     bool use_tab = false;
     if constexpr (!F::mx) {
         use_tab = !row_scaled;
-        if (use_tab) {
+        if (use_tab && !tab_ready) {   // tab_ready: the previous tile of this CTA had the same amaxes
             if (flags & QFLAG_ROWWISE) nvfp4_fill_table(enc_tab[0], amax_row[0], 0);
             if (colwise) nvfp4_fill_table(enc_tab[1], amax_col[0], NV_TAB);
             __syncthreads();
