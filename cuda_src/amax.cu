@@ -62,8 +62,9 @@ __device__ __forceinline__ void amax_rows_cols(const void* xv, i64 M, i64 K, u32
     const T* x = reinterpret_cast<const T*>(xv);
     __shared__ u32 row_part[AM_THREADS / 32][16];
     const i64 tiles_k = (K + AM_THREADS - 1) / AM_THREADS;
-    const i64 m0 = ((i64)blockIdx.x / tiles_k) * 16;
-    const i64 gk = ((i64)blockIdx.x % tiles_k) * AM_THREADS + threadIdx.x;
+    const i64 bq = div_fast((i64)blockIdx.x, tiles_k);
+    const i64 m0 = bq * 16;
+    const i64 gk = ((i64)blockIdx.x - bq * tiles_k) * AM_THREADS + threadIdx.x;
     u32 col_acc = 0;
 #pragma unroll
     for (int r = 0; r < 16; ++r) {
@@ -90,7 +91,7 @@ __device__ __forceinline__ void amax_rht(const u16* x, i64 M, i64 K, u32 sign_ma
     const i64 stride = (i64)gridDim.x * AM_THREADS;
     u32 acc = 0;
     for (i64 t = (i64)blockIdx.x * AM_THREADS + threadIdx.x; t < total; t += stride) {
-        const i64 g = t / K, k = t % K;
+        const i64 g = div_fast(t, K), k = t - g * K;
         float v[16];
 #pragma unroll
         for (int i = 0; i < 16; ++i) v[i] = bf16_bits_to_f32(x[(g * 16 + i) * K + k]);
@@ -112,7 +113,7 @@ __device__ __forceinline__ void amax_plain_rht(const u32* x, i64 M, i64 K, u32 s
     const i64 stride = (i64)gridDim.x * AM_THREADS;
     u32 acc = 0, acc_plain = 0;
     for (i64 t = (i64)blockIdx.x * AM_THREADS + threadIdx.x; t < total; t += stride) {
-        const i64 g = t / KW, w = t - g * KW;
+        const i64 g = div_fast(t, KW), w = t - g * KW;
         const u32* src = x + g * 16 * KW + w;
         u32 raw[16];
 #pragma unroll

@@ -56,6 +56,20 @@ __device__ __forceinline__ i64 find_member(const i64* prefix, i64 G, i64 t) {
 
 __device__ __forceinline__ int input_itemsize(int dt) { return dt == DTYPE_FLOAT32 ? 4 : 2; }
 
+// This thread's 16-element input segment of tile t (member g) as raw words (quantize_tile's layout).
+template <int DT>
+__device__ __forceinline__ void load_tile_segment(const void* x, const i64* off, const i64* tiles, const i64* first,
+                                                  const i64* last, i64 g, i64 t, uint4* raw) {
+    const i64 M = first[g], K = last[g];
+    const char* xg = reinterpret_cast<const char*>(x) + off[g] * input_itemsize(DT);
+    const bool vec_ok = ((reinterpret_cast<u64>(xg) & 15) == 0) && ((K * input_itemsize(DT)) % 16 == 0);
+    const i64 lt = t - tiles[g];
+    const i64 tiles_k = (K + QT_K - 1) / QT_K;
+    const i64 lq = div_fast(lt, tiles_k);
+    const int tid = threadIdx.x;
+    load_seg_raw<DT>(xg, M, K, lq * QT_M + (tid >> 2), (lt - lq * tiles_k) * QT_K + (tid & 3) * SEG, vec_ok, raw);
+}
+
 }  // namespace fp4kit
 
 using namespace fp4kit;
@@ -120,34 +134,51 @@ __device__ __forceinline__ void group_stats(const void* x, i64 G, const i64* met
     const i64 total = tiles[G];
     const int tid = threadIdx.x;
     if ((mode & ~17) == 0) {
-        // plain amax only (NVFP4 computed amax): each thread reads one 16-element row segment of the
-        // tile straight into registers and keeps a running max while the member stays the same;
-        // the CTA reduces and issues one atomicMax per member it visited.
-        // U tiles' loads are issued before any of them is reduced (more bytes in flight).
+        // Plain amax only (NVFP4 computed amax): member g's elements are the contiguous range
+        // [off[g], off[g+1]) of the flat input, so the pass streams the whole buffer like a copy:
+        // chunks of 256 16-byte vectors, U chunks' loads in flight per CTA. A chunk inside one member
+        // feeds a running max (one atomicMax per member visited); the few chunks that straddle a
+        // boundary attribute element by element.
+        constexpr int V = In<DT>::vec;
+        constexpr int CH = QT_THREADS * V;   // elements per chunk
         constexpr int U = 4;
+        typedef typename In<DT>::T T;
+        const T* xt = reinterpret_cast<const T*>(x);
+        const i64 n = off[G];
+        const i64 nch = (n + CH - 1) / CH;
+        const bool vec_ok = (reinterpret_cast<u64>(x) & 15) == 0;
         i64 cur = -1;
         u32 acc = 0;
-        for (i64 t0 = blockIdx.x;; t0 += (i64)U * gridDim.x) {
-            uint4 raw[U][SEG / In<DT>::vec];
-            i64 gs[U];
+        for (i64 cb = (i64)blockIdx.x * U;; cb += (i64)gridDim.x * U) {
+            uint4 raw[U];
+            i64 glo[U], ghi[U];
 #pragma unroll
             for (int u = 0; u < U; ++u) {
-                const i64 t = t0 + (i64)u * gridDim.x;
-                gs[u] = t < total ? find_member(tiles, G, t) : -2;
-                if (gs[u] >= 0) {
-                    const i64 g = gs[u], M = first[g], K = last[g];
-                    const char* xg = reinterpret_cast<const char*>(x) + off[g] * input_itemsize(DT);
-                    const bool vec_ok = ((reinterpret_cast<u64>(xg) & 15) == 0) && ((K * input_itemsize(DT)) % 16 == 0);
-                    const i64 lt = t - tiles[g];
-                    const i64 tiles_k = (K + QT_K - 1) / QT_K;
-                    const i64 gm = (lt / tiles_k) * QT_M + (tid >> 2), gk = (lt % tiles_k) * QT_K + (tid & 3) * SEG;
-                    load_seg_raw<DT>(xg, M, K, gm, gk, vec_ok, raw[u]);
+                const i64 c = cb + u;
+                glo[u] = ghi[u] = -2;   // -2: past the end
+                if (c < nch) {
+                    const i64 e0 = c * CH, e1 = (e0 + CH < n ? e0 + CH : n);
+                    glo[u] = find_member(off, G, e0);
+                    ghi[u] = find_member(off, G, e1 - 1);
+                    const i64 e = e0 + (i64)tid * V;
+                    if (vec_ok && e + V <= n) raw[u] = load_stream16(xt + e);
+                    else {
+                        u32 w[4] = {0u, 0u, 0u, 0u};
+#pragma unroll
+                        for (int i = 0; i < V; ++i) {
+                            if (e + i < n) {
+                                if constexpr (sizeof(T) == 4) w[i] = f2u(xt[e + i]);
+                                else w[i >> 1] |= (u32)xt[e + i] << (16 * (i & 1));
+                            }
+                        }
+                        raw[u] = make_uint4(w[0], w[1], w[2], w[3]);
+                    }
                 }
             }
 #pragma unroll
             for (int u = 0; u < U; ++u) {
-                const i64 g = gs[u];
-                if (g != cur) {   // uniform across the CTA: flush the previous member's max
+                const i64 g = glo[u] == ghi[u] ? glo[u] : -3;   // -3: straddles a member boundary
+                if (g != cur) {   // uniform across the CTA: flush the running max of `cur`
                     if (cur >= 0) {
                         for (int o = 16; o; o >>= 1) { const u32 v = __shfl_xor_sync(0xFFFFFFFFu, acc, o); acc = v > acc ? v : acc; }
                         if ((tid & 31) == 0) red[tid >> 5] = acc;
@@ -163,16 +194,25 @@ __device__ __forceinline__ void group_stats(const void* x, i64 G, const i64* met
                     cur = g;
                     acc = 0;
                 }
+                if (glo[u] == -2) continue;
+                float v[V];
+                In<DT>::unpack(raw[u], v);
                 if (g >= 0) {
-                    float v[SEG];
-                    constexpr int V = In<DT>::vec;
 #pragma unroll
-                    for (int j = 0; j < SEG / V; ++j) In<DT>::unpack(raw[u][j], v + j * V);
-#pragma unroll
-                    for (int i = 0; i < SEG; ++i) acc = absmax_bits(acc, v[i]);
+                    for (int i = 0; i < V; ++i) acc = absmax_bits(acc, v[i]);
+                } else {
+                    const i64 e = (cb + u) * CH + (i64)tid * V;
+                    for (int i = 0; i < V; ++i) {
+                        const u32 b = absmax_bits(0u, v[i]);
+                        if (e + i < n && b) {
+                            const i64 m = find_member(off, G, e + i);
+                            if (amax_row) atomicMax(amax_row + m, b);
+                            if ((mode & 16) && amax_col) atomicMax(amax_col + m, b);
+                        }
+                    }
                 }
             }
-            if (gs[U - 1] < 0) break;
+            if (glo[U - 1] == -2) break;
         }
         return;
     }
@@ -183,7 +223,8 @@ __device__ __forceinline__ void group_stats(const void* x, i64 G, const i64* met
         const bool vec_ok = ((reinterpret_cast<u64>(xg) & 15) == 0) && ((K * input_itemsize(DT)) % 16 == 0);
         const i64 lt = t - tiles[g];
         const i64 tiles_k = (K + QT_K - 1) / QT_K;
-        const i64 m0 = (lt / tiles_k) * QT_M, k0 = (lt % tiles_k) * QT_K;
+        const i64 lq = div_fast(lt, tiles_k);
+        const i64 m0 = lq * QT_M, k0 = (lt - lq * tiles_k) * QT_K;
         load_tile<DT>(xg, M, K, m0, k0, vec_ok, tile);
         __syncthreads();
         if (mode & 1) {
@@ -250,9 +291,21 @@ __device__ __forceinline__ void group_quantize(const void* x, i64 G, const i64* 
     const i64* arow = meta + (i64)META_AROW * (G + 1);
     const i64* acol = meta + (i64)META_ACOL * (G + 1);
     const i64 total = tiles[G];
+    // Software pipeline: the input segment of the CTA's next tile is loaded into registers before
+    // the current tile is quantized, so each CTA keeps two tiles' loads in flight.
+    // (16-bit input only: float32's 64 bytes per thread twice over would spill.)
+    constexpr bool PIPE = In<DT>::vec == 8;
+    constexpr int NV = SEG / In<DT>::vec;
+    uint4 raw[NV];
+    i64 t = blockIdx.x;
+    i64 g = t < total ? find_member(tiles, G, t) : -1;
+    if (PIPE && g >= 0) load_tile_segment<DT>(x, off, tiles, first, last, g, t, raw);
     i64 prev = -1;   // member of this CTA's previous tile: its NVFP4 multiplier tables are still valid
-    for (i64 t = blockIdx.x; t < total; t += gridDim.x) {
-        const i64 g = find_member(tiles, G, t);
+    for (; t < total; t += gridDim.x) {
+        const i64 tn = t + gridDim.x;
+        const i64 gn = tn < total ? find_member(tiles, G, tn) : -1;
+        uint4 nxt[NV];
+        if (PIPE && gn >= 0) load_tile_segment<DT>(x, off, tiles, first, last, gn, tn, nxt);
         const i64 M = first[g], K = last[g];
         const char* xg = reinterpret_cast<const char*>(x) + off[g] * input_itemsize(DT);
         const i64 doff = F::packed ? off[g] / 2 : off[g];
@@ -261,8 +314,13 @@ __device__ __forceinline__ void group_quantize(const void* x, i64 G, const i64* 
         quantize_tile<FMT, DT, EXT>(xg, M, K, row_data ? row_data + doff : row_data, row_scales ? row_scales + srow[g] : row_scales,
                                col_data ? col_data + doff : col_data, col_scales ? col_scales + scol[g] : col_scales,
                                amax_row ? amax_row + arow[g] : amax_row, amax_col ? amax_col + acol[g] : amax_col,
-                               fl, seed, rht_mask, t - tiles[g], g == prev);
+                               fl, seed, rht_mask, t - tiles[g], g == prev, PIPE ? raw : nullptr);
         prev = g;
+        g = gn;
+        if constexpr (PIPE) {
+#pragma unroll
+            for (int j = 0; j < NV; ++j) raw[j] = nxt[j];
+        }
         __syncthreads();   // the tile buffer is reused by the next iteration
     }
 }
@@ -304,7 +362,7 @@ FP4KIT_GROUP_STATS(2)
 // group_quantize_f<F>_d<D>: every option; ..._plain: no tile_2d / row_scaled / rht / stochastic
 // rounding (their flags ignored), 32 registers, 8 CTAs per SM (the persistent grid's size).
 #define FP4KIT_GROUP_QUANTIZE(F, D, EXT, SUFFIX)                                                        \
-    extern "C" __global__ void __launch_bounds__(QT_THREADS, EXT ? 1 : 8)                              \
+    extern "C" __global__ void __launch_bounds__(QT_THREADS, EXT ? 1 : 6)                              \
     group_quantize_f##F##_d##D##SUFFIX(const void* x, i64 G, const i64* meta, const i64* first,        \
                                const i64* last, u8* row_data, u8* row_scales, u8* col_data,            \
                                u8* col_scales, const float* amax_row, const float* amax_col, int flags, \

@@ -14,7 +14,7 @@ rht_transform_bf16(const u16* x, i64 M, i64 K, u32 sign_mask, u16* out) {
     const i64 total = nseg * K;
     const i64 stride = (i64)gridDim.x * blockDim.x;
     for (i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x; t < total; t += stride) {
-        const i64 s = t / K, k = t - s * K;
+        const i64 s = div_fast(t, K), k = t - s * K;
         float v[16];
 #pragma unroll
         for (int i = 0; i < 16; ++i) v[i] = bf16_bits_to_f32(x[(s * 16 + i) * K + k]);

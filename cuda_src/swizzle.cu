@@ -8,7 +8,7 @@ namespace fp4kit {
 __device__ __forceinline__ void swizzled_position(i64 o, i64 Cp, i64& i, i64& j) {
     const i64 blk = o >> 9;
     const int within = (int)(o & 511);
-    const i64 bi = blk / (Cp >> 2), bj = blk - bi * (Cp >> 2);
+    const i64 bi = div_fast(blk, Cp >> 2), bj = blk - bi * (Cp >> 2);
     i = bi * 128 + ((within >> 2) & 3) * 32 + (within >> 4);
     j = bj * 4 + (within & 3);
 }
@@ -29,7 +29,7 @@ extern "C" __global__ void swizzle_scales(const u8* compact, i64 R, i64 C, u8* o
 extern "C" __global__ void unswizzle_scales(const u8* swizzled, i64 R, i64 C, i64 Cp, u8* out) {
     const i64 n = R * C;
     for (i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x; t < n; t += (i64)gridDim.x * blockDim.x) {
-        const i64 i = t / C, j = t - (t / C) * C;
+        const i64 i = div_fast(t, C), j = t - i * C;
         out[t] = swizzled[swizzled_offset(i, j, Cp)];
     }
 }

@@ -50,7 +50,7 @@ __device__ __forceinline__ void dequantize_seg(const u8* data, const u8* scales,
     typedef typename F::E E;
     const i64 nseg = (cols + 15) / 16;
     const i64 nb = (cols + F::block - 1) / F::block;
-    const i64 r = (((u64)t | (u64)nseg) >> 32) == 0 ? (i64)((u32)t / (u32)nseg) : t / nseg;   // 32-bit when it fits
+    const i64 r = div_fast(t, nseg);
     const i64 c0 = (t - r * nseg) * 16;
     const int n = (int)((cols - c0) < 16 ? (cols - c0) : 16);
     u32 w[4] = {0u, 0u, 0u, 0u};

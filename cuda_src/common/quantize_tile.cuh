@@ -202,8 +202,9 @@ __device__ __forceinline__ void quantize_rows_direct(const void* x, i64 M, i64 K
                                                      const float* amax_row, int flags, u64 seed, i64 b) {
     if constexpr (!EXT) flags &= ~(QFLAG_STOCHASTIC | QFLAG_ROW_SCALED | QFLAG_TILE_2D | QFLAG_RHT);
     const i64 tiles_k = (K + QT_K - 1) / QT_K;
-    const i64 m0 = (b / tiles_k) * (QT_M * R);
-    const i64 k0 = (b % tiles_k) * QT_K;
+    const i64 bq = div_fast(b, tiles_k);
+    const i64 m0 = bq * (QT_M * R);
+    const i64 k0 = (b - bq * tiles_k) * QT_K;
     const int hi = threadIdx.x >> 2, s = threadIdx.x & 3;
     const i64 gk = k0 + s * SEG;
     float s_enc = 1.0f, s_dec = 1.0f;   // NVFP4 with one amax: the multiplier table instead
@@ -302,7 +303,7 @@ template <int FMT, int DT, bool EXT = true>
 __device__ __forceinline__ void quantize_tile(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales,
                                               u8* col_data, u8* col_scales, const float* amax_row,
                                               const float* amax_col, int flags, u64 seed, u32 rht_mask, i64 tile_idx,
-                                              bool tab_ready = false) {
+                                              bool tab_ready = false, const uint4* raw_pre = nullptr) {
     typedef Fmt<FMT> F;
     typedef RawTile<DT> RT;
     constexpr int V = In<DT>::vec;
@@ -312,8 +313,9 @@ __device__ __forceinline__ void quantize_tile(const void* x, i64 M, i64 K, u8* r
     __shared__ float enc_tab[2][F::mx ? 1 : NV_TAB + 1];   // NVFP4: rowwise / columnwise tables
 
     const i64 tiles_k = (K + QT_K - 1) / QT_K;
-    const i64 m0 = (tile_idx / tiles_k) * QT_M;
-    const i64 k0 = (tile_idx % tiles_k) * QT_K;
+    const i64 tq = div_fast(tile_idx, tiles_k);
+    const i64 m0 = tq * QT_M;
+    const i64 k0 = (tile_idx - tq * tiles_k) * QT_K;
     const int tid = threadIdx.x;
     const bool swz = flags & QFLAG_SWIZZLED;
     const bool floor_rule = flags & QFLAG_RULE_FLOOR;
@@ -333,7 +335,12 @@ __device__ __forceinline__ void quantize_tile(const void* x, i64 M, i64 K, u8* r
     float v[SEG];
     {
         uint4 raw[SEG / V];
-        load_seg_raw<DT>(x, M, K, gm, gk, flags & QFLAG_VEC_IN, raw);
+        if (raw_pre != nullptr) {   // loaded ahead by the caller (grouped: one tile ahead)
+#pragma unroll
+            for (int j = 0; j < SEG / V; ++j) raw[j] = raw_pre[j];
+        } else {
+            load_seg_raw<DT>(x, M, K, gm, gk, flags & QFLAG_VEC_IN, raw);
+        }
         if (colwise) {
 #pragma unroll
             for (int j = 0; j < SEG / V; ++j) *reinterpret_cast<uint4*>(tile + RT::chunk_word(hi, s * RT::ch + j)) = raw[j];

@@ -15,6 +15,12 @@ typedef long long i64;
 __device__ __forceinline__ u32 f2u(float f) { return __float_as_uint(f); }
 __device__ __forceinline__ float u2f(u32 u) { return __uint_as_float(u); }
 __device__ __forceinline__ float flt_max() { return __uint_as_float(FP4KIT_FLT_MAX_BITS); }
+// a / b for a >= 0, b > 0: one 32-bit division when both fit (a 64-bit division is a subroutine of
+// about 70 instructions; tile and element indices almost always fit).
+__device__ __forceinline__ i64 div_fast(i64 a, i64 b) {
+    return (((unsigned long long)a | (unsigned long long)b) >> 32) == 0 ? (i64)((u32)a / (u32)b) : a / b;
+}
+
 __device__ __forceinline__ bool is_nan(float f) { return (f2u(f) & 0x7FFFFFFFu) > FP4KIT_INF_BITS; }
 
 // One IEEE binary32 operation, round to nearest even (never contracted into an FMA).
