@@ -153,14 +153,10 @@ __device__ __forceinline__ void group_stats(const void* x, i64 G, const i64* met
             uint4 raw[U];
             i64 glo[U], ghi[U];
 #pragma unroll
-            for (int u = 0; u < U; ++u) {
+            for (int u = 0; u < U; ++u) {   // the loads first (their addresses need no member)
                 const i64 c = cb + u;
-                glo[u] = ghi[u] = -2;   // -2: past the end
                 if (c < nch) {
-                    const i64 e0 = c * CH, e1 = (e0 + CH < n ? e0 + CH : n);
-                    glo[u] = find_member(off, G, e0);
-                    ghi[u] = find_member(off, G, e1 - 1);
-                    const i64 e = e0 + (i64)tid * V;
+                    const i64 e = c * CH + (i64)tid * V;
                     if (vec_ok && e + V <= n) raw[u] = load_stream16(xt + e);
                     else {
                         u32 w[4] = {0u, 0u, 0u, 0u};
@@ -173,6 +169,16 @@ __device__ __forceinline__ void group_stats(const void* x, i64 G, const i64* met
                         }
                         raw[u] = make_uint4(w[0], w[1], w[2], w[3]);
                     }
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < U; ++u) {   // then the members of each chunk's first and last element
+                const i64 c = cb + u;
+                glo[u] = ghi[u] = -2;        // -2: past the end
+                if (c < nch) {
+                    const i64 e0 = c * CH, e1 = (e0 + CH < n ? e0 + CH : n);
+                    glo[u] = find_member(off, G, e0);
+                    ghi[u] = find_member(off, G, e1 - 1);
                 }
             }
 #pragma unroll
@@ -293,8 +299,9 @@ __device__ __forceinline__ void group_quantize(const void* x, i64 G, const i64* 
     const i64 total = tiles[G];
     // Software pipeline: the input segment of the CTA's next tile is loaded into registers before
     // the current tile is quantized, so each CTA keeps two tiles' loads in flight.
-    // (16-bit input only: float32's 64 bytes per thread twice over would spill.)
-    constexpr bool PIPE = In<DT>::vec == 8;
+    // Measured on the H200: this lost to one tile per iteration at 8 CTAs per SM (MXFP8 rowwise
+    // 624 vs 524 us at 6 CTAs/SM), so it is compiled out; kept for the next round of tuning.
+    constexpr bool PIPE = false;
     constexpr int NV = SEG / In<DT>::vec;
     uint4 raw[NV];
     i64 t = blockIdx.x;
@@ -362,7 +369,7 @@ FP4KIT_GROUP_STATS(2)
 // group_quantize_f<F>_d<D>: every option; ..._plain: no tile_2d / row_scaled / rht / stochastic
 // rounding (their flags ignored), 32 registers, 8 CTAs per SM (the persistent grid's size).
 #define FP4KIT_GROUP_QUANTIZE(F, D, EXT, SUFFIX)                                                        \
-    extern "C" __global__ void __launch_bounds__(QT_THREADS, EXT ? 1 : 6)                              \
+    extern "C" __global__ void __launch_bounds__(QT_THREADS, EXT ? 1 : 8)                              \
     group_quantize_f##F##_d##D##SUFFIX(const void* x, i64 G, const i64* meta, const i64* first,        \
                                const i64* last, u8* row_data, u8* row_scales, u8* col_data,            \
                                u8* col_scales, const float* amax_row, const float* amax_col, int flags, \
