@@ -135,30 +135,31 @@ __device__ __forceinline__ void group_stats(const void* x, i64 G, const i64* met
     const int tid = threadIdx.x;
     if ((mode & ~17) == 0) {
         // Plain amax only (NVFP4 computed amax): member g's elements are the contiguous range
-        // [off[g], off[g+1]) of the flat input, so the pass streams the whole buffer like a copy:
-        // chunks of 256 16-byte vectors, U chunks' loads in flight per CTA. A chunk inside one member
-        // feeds a running max (one atomicMax per member visited); the few chunks that straddle a
-        // boundary attribute element by element.
+        // [off[g], off[g+1]) of the flat input, so the pass streams the whole buffer like a copy.
+        // A chunk is U x 256 16-byte vectors (thread tid takes vectors tid, tid + 256, ...; all U
+        // loads issued first); its first and last elements' members are looked up once per chunk.
+        // A chunk inside one member feeds a running max (fmaxf ignores NaN; one atomicMax per member
+        // visited); the few chunks that straddle a boundary attribute element by element.
         constexpr int V = In<DT>::vec;
-        constexpr int CH = QT_THREADS * V;   // elements per chunk
         constexpr int U = 4;
+        constexpr int CH = U * QT_THREADS * V;   // elements per chunk
         typedef typename In<DT>::T T;
         const T* xt = reinterpret_cast<const T*>(x);
         const i64 n = off[G];
         const i64 nch = (n + CH - 1) / CH;
         const bool vec_ok = (reinterpret_cast<u64>(x) & 15) == 0;
         i64 cur = -1;
-        u32 acc = 0;
-        for (i64 cb = (i64)blockIdx.x * U;; cb += (i64)gridDim.x * U) {
+        float acc = 0.0f;
+        for (i64 c = blockIdx.x;; c += gridDim.x) {
+            const i64 e0 = c * CH;
             uint4 raw[U];
-            i64 glo[U], ghi[U];
+            if (c < nch) {
 #pragma unroll
-            for (int u = 0; u < U; ++u) {   // the loads first (their addresses need no member)
-                const i64 c = cb + u;
-                if (c < nch) {
-                    const i64 e = c * CH + (i64)tid * V;
-                    if (vec_ok && e + V <= n) raw[u] = load_stream16(xt + e);
-                    else {
+                for (int u = 0; u < U; ++u) {
+                    const i64 e = e0 + ((i64)u * QT_THREADS + tid) * V;
+                    if (vec_ok && e + V <= n) {
+                        raw[u] = load_stream16(xt + e);
+                    } else {
                         u32 w[4] = {0u, 0u, 0u, 0u};
 #pragma unroll
                         for (int i = 0; i < V; ++i) {
@@ -171,43 +172,39 @@ __device__ __forceinline__ void group_stats(const void* x, i64 G, const i64* met
                     }
                 }
             }
-#pragma unroll
-            for (int u = 0; u < U; ++u) {   // then the members of each chunk's first and last element
-                const i64 c = cb + u;
-                glo[u] = ghi[u] = -2;        // -2: past the end
-                if (c < nch) {
-                    const i64 e0 = c * CH, e1 = (e0 + CH < n ? e0 + CH : n);
-                    glo[u] = find_member(off, G, e0);
-                    ghi[u] = find_member(off, G, e1 - 1);
-                }
+            i64 g = -2;   // -2: past the end; -3: straddles a member boundary
+            if (c < nch) {
+                const i64 glo = find_member(off, G, e0);
+                const i64 ghi = find_member(off, G, (e0 + CH < n ? e0 + CH : n) - 1);
+                g = glo == ghi ? glo : -3;
             }
+            if (g != cur) {   // uniform across the CTA: flush the running max of `cur`
+                if (cur >= 0) {
+                    u32 a = f2u(acc);
+                    for (int o = 16; o; o >>= 1) { const u32 v = __shfl_xor_sync(0xFFFFFFFFu, a, o); a = v > a ? v : a; }
+                    if ((tid & 31) == 0) red[tid >> 5] = a;
+                    __syncthreads();
+                    if (tid == 0) {
+                        u32 m = 0;
+                        for (int w = 0; w < QT_THREADS / 32; ++w) m = red[w] > m ? red[w] : m;
+                        if (amax_row) atomicMax(amax_row + cur, m);
+                        if ((mode & 16) && amax_col) atomicMax(amax_col + cur, m);
+                    }
+                    __syncthreads();
+                }
+                cur = g;
+                acc = 0.0f;
+            }
+            if (g == -2) break;
 #pragma unroll
             for (int u = 0; u < U; ++u) {
-                const i64 g = glo[u] == ghi[u] ? glo[u] : -3;   // -3: straddles a member boundary
-                if (g != cur) {   // uniform across the CTA: flush the running max of `cur`
-                    if (cur >= 0) {
-                        for (int o = 16; o; o >>= 1) { const u32 v = __shfl_xor_sync(0xFFFFFFFFu, acc, o); acc = v > acc ? v : acc; }
-                        if ((tid & 31) == 0) red[tid >> 5] = acc;
-                        __syncthreads();
-                        if (tid == 0) {
-                            u32 m = 0;
-                            for (int w = 0; w < QT_THREADS / 32; ++w) m = red[w] > m ? red[w] : m;
-                            if (amax_row) atomicMax(amax_row + cur, m);
-                            if ((mode & 16) && amax_col) atomicMax(amax_col + cur, m);
-                        }
-                        __syncthreads();
-                    }
-                    cur = g;
-                    acc = 0;
-                }
-                if (glo[u] == -2) continue;
                 float v[V];
                 In<DT>::unpack(raw[u], v);
                 if (g >= 0) {
 #pragma unroll
-                    for (int i = 0; i < V; ++i) acc = absmax_bits(acc, v[i]);
+                    for (int i = 0; i < V; ++i) acc = fmaxf(acc, fabsf(v[i]));   // NaN ignored, inf kept
                 } else {
-                    const i64 e = (cb + u) * CH + (i64)tid * V;
+                    const i64 e = e0 + ((i64)u * QT_THREADS + tid) * V;
                     for (int i = 0; i < V; ++i) {
                         const u32 b = absmax_bits(0u, v[i]);
                         if (e + i < n && b) {
@@ -218,7 +215,6 @@ __device__ __forceinline__ void group_stats(const void* x, i64 G, const i64* met
                     }
                 }
             }
-            if (glo[U - 1] == -2) break;
         }
         return;
     }
@@ -281,6 +277,72 @@ __device__ __forceinline__ void group_stats(const void* x, i64 G, const i64* met
             }
         }
         __syncthreads();
+    }
+}
+
+// Rowwise only, no 2D tiles: U consecutive tiles of the list per CTA iteration. A run of them in
+// one member (the common case) shares one member lookup and setup, and all its segments' loads are
+// issued before any is quantized (as quantize.cu's _rows kernels do); thread mapping and arithmetic
+// are quantize_tile's rowwise part (row_segment), so the bytes are the same.
+template <int FMT, int DT, bool EXT, int U>
+__device__ __forceinline__ void group_quantize_rows(const void* x, i64 G, const i64* meta, const i64* first,
+                                                    const i64* last, u8* row_data, u8* row_scales,
+                                                    const float* amax_row, int flags, u64 seed) {
+    typedef Fmt<FMT> F;
+    constexpr int NV = SEG / In<DT>::vec;
+    __shared__ float rtab[F::mx ? 1 : NV_TAB + 1];   // NVFP4 multiplier table of member tab_g
+    const i64* off = meta + (i64)META_OFF * (G + 1);
+    const i64* tiles = meta + (i64)META_TILES * (G + 1);
+    const i64* srow = meta + (i64)META_SROW * (G + 1);
+    const i64* arow = meta + (i64)META_AROW * (G + 1);
+    if constexpr (!EXT) flags &= ~(QFLAG_STOCHASTIC | QFLAG_ROW_SCALED | QFLAG_TILE_2D | QFLAG_RHT);
+    const bool use_tab = !F::mx && !(flags & QFLAG_ROW_SCALED);
+    const int tid = threadIdx.x, hi = tid >> 2, s = tid & 3;
+    const i64 total = tiles[G];
+    i64 tab_g = -1;
+    for (i64 t = (i64)blockIdx.x * U; t < total;) {
+        const i64 tend = ((t / U) * U + U < total ? (t / U) * U + U : total);   // this iteration's tiles
+        const i64 g = find_member(tiles, G, t);
+        const i64 te = tend < tiles[g + 1] ? tend : tiles[g + 1];               // the run in member g
+        const i64 M = first[g], K = last[g];
+        const char* xg = reinterpret_cast<const char*>(x) + off[g] * input_itemsize(DT);
+        int fl = flags & ~QFLAG_VEC_IN;
+        if (((reinterpret_cast<u64>(xg) & 15) == 0) && ((K * input_itemsize(DT)) % 16 == 0)) fl |= QFLAG_VEC_IN;
+        const i64 doff = F::packed ? off[g] / 2 : off[g];
+        const float* am = amax_row ? amax_row + arow[g] : amax_row;
+        const i64 tiles_k = (K + QT_K - 1) / QT_K;
+        uint4 raw[U][NV];
+        i64 gms[U], gks[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            if (t + u < te) {
+                const i64 lt = t + u - tiles[g];
+                const i64 lq = div_fast(lt, tiles_k);
+                gms[u] = lq * QT_M + hi;
+                gks[u] = (lt - lq * tiles_k) * QT_K + s * SEG;
+                load_seg_raw<DT>(xg, M, K, gms[u], gks[u], fl & QFLAG_VEC_IN, raw[u]);
+            }
+        }
+        if constexpr (!F::mx) {
+            if (use_tab && g != tab_g) {   // uniform: refill once per member change
+                __syncthreads();           // nobody still reads the previous member's table
+                nvfp4_fill_table(rtab, am[0], 0);
+                __syncthreads();
+                tab_g = g;
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            if (t + u < te) {
+                float v[SEG];
+                constexpr int V = In<DT>::vec;
+#pragma unroll
+                for (int j = 0; j < NV; ++j) In<DT>::unpack(raw[u][j], v + j * V);
+                row_segment<FMT>(v, M, K, gms[u], gks[u], s, row_data + doff, row_scales + srow[g], am, fl, seed,
+                                 -1.0f, 1.0f, 1.0f, use_tab ? rtab : nullptr);
+            }
+        }
+        t = te < tend ? te : (t / U) * U + (i64)gridDim.x * U;   // rest of this iteration, or the next
     }
 }
 
@@ -377,7 +439,20 @@ FP4KIT_GROUP_STATS(2)
         group_quantize<F, D, EXT>(x, G, meta, first, last, row_data, row_scales, col_data, col_scales, \
                                   amax_row, amax_col, flags, seed, rht_mask);                          \
     }
+// group_quantize_rows_f<F>_d<D>[_plain]: rowwise only, no tile_2d (group_quantize_rows above).
+#define FP4KIT_GROUP_QUANTIZE_ROWS(F, D, EXT, SUFFIX, U)                                                \
+    extern "C" __global__ void __launch_bounds__(QT_THREADS, 3)                                        \
+    group_quantize_rows_f##F##_d##D##SUFFIX(const void* x, i64 G, const i64* meta, const i64* first,   \
+                               const i64* last, u8* row_data, u8* row_scales, const float* amax_row,   \
+                               int flags, u64 seed) {                                                  \
+        group_quantize_rows<F, D, EXT, U>(x, G, meta, first, last, row_data, row_scales, amax_row,    \
+                                          flags, seed);                                                \
+    }
+
 #define FP4KIT_GROUP_QUANTIZE_ALL(F)                                                                    \
+    FP4KIT_GROUP_QUANTIZE_ROWS(F, 0, true, , 2) FP4KIT_GROUP_QUANTIZE_ROWS(F, 1, true, , 2)            \
+    FP4KIT_GROUP_QUANTIZE_ROWS(F, 2, true, , 2) FP4KIT_GROUP_QUANTIZE_ROWS(F, 0, false, _plain, 2)      \
+    FP4KIT_GROUP_QUANTIZE_ROWS(F, 1, false, _plain, 4) FP4KIT_GROUP_QUANTIZE_ROWS(F, 2, false, _plain, 4) \
     FP4KIT_GROUP_QUANTIZE(F, 0, true, ) FP4KIT_GROUP_QUANTIZE(F, 1, true, ) FP4KIT_GROUP_QUANTIZE(F, 2, true, ) \
     FP4KIT_GROUP_QUANTIZE(F, 0, false, _plain) FP4KIT_GROUP_QUANTIZE(F, 1, false, _plain)               \
     FP4KIT_GROUP_QUANTIZE(F, 2, false, _plain)

@@ -76,8 +76,12 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
     # upper bound on tiles of all members: every member adds at most one partial tile per row/col band
     tiles_bound = n_el // (_QT * _QT) + 4 * G + (n_el // _QT) + 1
     ext = needs_ext(opts)
-    qfn = _fn("grouped", f"group_quantize_f{f.format_id}_d{_DTYPE_IDS[input_dtype]}" + ("" if ext else "_plain"))
-    grid = _persistent_grid(tiles_bound, qfn)
+    # rowwise only (no 2D tiles): runs of U tiles per CTA iteration (grouped.cu group_quantize_rows)
+    rows_only = not opts.want_columnwise and not (f.is_nvfp4 and opts.tile_2d)
+    kname = "group_quantize_rows" if rows_only else "group_quantize"
+    qfn = _fn("grouped", f"{kname}_f{f.format_id}_d{_DTYPE_IDS[input_dtype]}" + ("" if ext else "_plain"))
+    U = (2 if (ext or input_dtype == "float32") else 4) if rows_only else 1
+    grid = _persistent_grid(-(-tiles_bound // U), qfn)
     # statistics pass: NVFP4 amaxes (unless supplied) and dbias, one read of the input
     mode = 0
     a_row = a_col = row_t = col_t = None
@@ -111,11 +115,16 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
             row_t if row_t is not None else _NULL, col_t if col_t is not None else _NULL,
             dbias_buf if dbias_buf is not None else _NULL, np.int64(Kshared or 0)))
     flags = quantize_flags(opts)
-    qfn((grid,), (_THREADS,), (
-        x, np.int64(G), meta, fd, ld, out.get("row_data", _NULL), out.get("row_scales", _NULL),
-        out.get("col_data", _NULL), out.get("col_scales", _NULL),
-        a_row if a_row is not None else _NULL, a_col if a_col is not None else _NULL,
-        np.int32(flags), np.uint64(opts.seed), np.uint32(opts.rht_sign_mask)))
+    if rows_only:
+        qfn((grid,), (_THREADS,), (
+            x, np.int64(G), meta, fd, ld, out["row_data"], out["row_scales"],
+            a_row if a_row is not None else _NULL, np.int32(flags), np.uint64(opts.seed)))
+    else:
+        qfn((grid,), (_THREADS,), (
+            x, np.int64(G), meta, fd, ld, out.get("row_data", _NULL), out.get("row_scales", _NULL),
+            out.get("col_data", _NULL), out.get("col_scales", _NULL),
+            a_row if a_row is not None else _NULL, a_col if a_col is not None else _NULL,
+            np.int32(flags), np.uint64(opts.seed), np.uint32(opts.rht_sign_mask)))
     if f.is_nvfp4:
         if opts.want_rowwise:
             out["row_amax"] = a_row

@@ -171,3 +171,72 @@ def test_host_dims_errors_before_launch(cp):
     with pytest.raises(ValueError, match="max_elements"):
         fp4kit.group_quantize(x, "mxfp8_e4m3", first_dims=cp.asarray(np.array([50, 50], np.int64)),
                               max_elements=10**9)
+
+
+def _dev(cp, x):
+    """x on the GPU: a torch bfloat16 tensor for bfloat16 (CuPy has none), else CuPy."""
+    if str(x.dtype) == "bfloat16":
+        import torch
+        return torch.from_numpy(x.view(np.int16)).cuda().view(torch.bfloat16)
+    return cp.asarray(x)
+
+
+def _dev_dims(cp, dims, like):
+    if type(like).__module__.startswith("torch"):
+        import torch
+        return torch.tensor(dims, dtype=torch.int64, device="cuda")
+    return cp.asarray(np.array(dims, np.int64))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_rowwise_only_grouped(cp, fmt, dtype):
+    """axis="rowwise" takes group_quantize_rows (runs of tiles per CTA iteration, member changes
+    inside an iteration): every kind, G = 1, 3, 64, 257 with empty members at front, middle and end,
+    host and device dims, both scale layouts, against the reference."""
+    import ml_dtypes
+    f = fp4kit.FORMATS[fmt]
+    npdt = {"float32": np.float32, "bfloat16": ml_dtypes.bfloat16, "float16": np.float16}[dtype]
+    for i, G in enumerate((1, 3, 64, 257)):
+        K = (96, 200, 64, 34)[i]
+        first = _dims(G, 40 + G)
+        x = _x((sum(first), K), seed=G, dtype=npdt)
+        layout = "swizzled" if i % 2 else "compact"
+        exp = fp4kit.reference.group_quantize(x, fmt, first_dims=first, axis="rowwise", scale_layout=layout)
+        xd = _dev(cp, x)
+        _check(fp4kit.group_quantize(xd, fmt, first_dims=first, axis="rowwise", scale_layout=layout), exp)
+        got = fp4kit.group_quantize(xd, fmt, first_dims=_dev_dims(cp, first, xd), axis="rowwise", scale_layout=layout)
+        got.check()
+        for a, b in zip(got, exp):
+            _check(a, b)
+    # varying_last / varying_both (1-D buffers)
+    last = _dims(5, 11, even=True)
+    xl = _x(34 * sum(last), seed=12, dtype=npdt)
+    exp = fp4kit.reference.group_quantize(xl, fmt, first_dims=34, last_dims=last, axis="rowwise")
+    _check(fp4kit.group_quantize(_dev(cp, xl), fmt, first_dims=34, last_dims=last, axis="rowwise"), exp)
+    first = _dims(5, 13)
+    last = _dims(5, 14, even=f.packed)
+    xb = _x(sum(m * k for m, k in zip(first, last)), seed=15, dtype=npdt)
+    exp = fp4kit.reference.group_quantize(xb, fmt, first_dims=first, last_dims=last, axis="rowwise")
+    _check(fp4kit.group_quantize(_dev(cp, xb), fmt, first_dims=first, last_dims=last, axis="rowwise"), exp)
+
+
+@pytest.mark.parametrize("variant", [dict(), dict(row_scaled=True), dict(rounding="stochastic", seed=5),
+                                     dict(amax="given"), dict(tile_2d=True)])
+def test_nvfp4_rowwise_only_grouped_variants(cp, variant):
+    import ml_dtypes
+    first = _dims(9, 21, mult16=True)
+    first[3] = 1000                              # a member spanning many tiles (runs of 4)
+    x = _x((sum(first), 320), seed=22).astype(ml_dtypes.bfloat16)
+    kw, ref_kw = dict(variant), dict(variant)
+    if kw.get("amax") == "given":
+        a = np.abs(np.random.default_rng(2).standard_normal(len(first))).astype(np.float32) * 8
+        kw["amax"], ref_kw["amax"] = cp.asarray(a), a
+    import torch
+    xt = torch.from_numpy(x.view(np.int16)).cuda().view(torch.bfloat16)
+    exp = fp4kit.reference.group_quantize(x, "nvfp4", first_dims=first, axis="rowwise", scale_layout="swizzled", **ref_kw)
+    got = fp4kit.group_quantize(xt, "nvfp4", first_dims=torch.tensor(first, device="cuda"), axis="rowwise",
+                                scale_layout="swizzled", **kw)
+    got.check()
+    for a, b in zip(got, exp):
+        _check(a, b)
