@@ -172,10 +172,10 @@ __device__ __forceinline__ void group_stats(const void* x, i64 G, const i64* met
                     }
                 }
             }
-            i64 g = -2;   // -2: past the end; -3: straddles a member boundary
+            i64 g = -2, glo = 0, ghi = -1;   // g: -2 past the end; -3 straddles member boundaries
             if (c < nch) {
-                const i64 glo = find_member(off, G, e0);
-                const i64 ghi = find_member(off, G, (e0 + CH < n ? e0 + CH : n) - 1);
+                glo = find_member(off, G, e0);
+                ghi = find_member(off, G, (e0 + CH < n ? e0 + CH : n) - 1);
                 g = glo == ghi ? glo : -3;
             }
             if (g != cur) {   // uniform across the CTA: flush the running max of `cur`
@@ -196,23 +196,43 @@ __device__ __forceinline__ void group_stats(const void* x, i64 G, const i64* met
                 acc = 0.0f;
             }
             if (g == -2) break;
+            if (g >= 0) {
 #pragma unroll
-            for (int u = 0; u < U; ++u) {
-                float v[V];
-                In<DT>::unpack(raw[u], v);
-                if (g >= 0) {
+                for (int u = 0; u < U; ++u) {
+                    float v[V];
+                    In<DT>::unpack(raw[u], v);
 #pragma unroll
                     for (int i = 0; i < V; ++i) acc = fmaxf(acc, fabsf(v[i]));   // NaN ignored, inf kept
-                } else {
-                    const i64 e = e0 + ((i64)u * QT_THREADS + tid) * V;
-                    for (int i = 0; i < V; ++i) {
-                        const u32 b = absmax_bits(0u, v[i]);
-                        if (e + i < n && b) {
-                            const i64 m = find_member(off, G, e + i);
-                            if (amax_row) atomicMax(amax_row + m, b);
-                            if ((mode & 16) && amax_col) atomicMax(amax_col + m, b);
+                }
+            } else {
+                // members glo .. ghi share this chunk: one CTA reduction and atomic per member
+                for (i64 m = glo; m <= ghi; ++m) {
+                    const i64 lo = off[m], hi = off[m + 1];
+                    float a = 0.0f;
+                    if (lo < hi) {
+#pragma unroll
+                        for (int u = 0; u < U; ++u) {
+                            float v[V];
+                            In<DT>::unpack(raw[u], v);
+                            const i64 e = e0 + ((i64)u * QT_THREADS + tid) * V;
+#pragma unroll
+                            for (int i = 0; i < V; ++i)
+                                if (e + i >= lo && e + i < hi) a = fmaxf(a, fabsf(v[i]));
                         }
                     }
+                    u32 b = f2u(a);
+                    for (int o = 16; o; o >>= 1) { const u32 w = __shfl_xor_sync(0xFFFFFFFFu, b, o); b = w > b ? w : b; }
+                    if ((tid & 31) == 0) red[tid >> 5] = b;
+                    __syncthreads();
+                    if (tid == 0) {
+                        u32 mx = 0;
+                        for (int w = 0; w < QT_THREADS / 32; ++w) mx = red[w] > mx ? red[w] : mx;
+                        if (mx) {
+                            if (amax_row) atomicMax(amax_row + m, mx);
+                            if ((mode & 16) && amax_col) atomicMax(amax_col + m, mx);
+                        }
+                    }
+                    __syncthreads();
                 }
             }
         }
@@ -312,15 +332,13 @@ __device__ __forceinline__ void group_quantize_rows(const void* x, i64 G, const 
         const float* am = amax_row ? amax_row + arow[g] : amax_row;
         const i64 tiles_k = (K + QT_K - 1) / QT_K;
         uint4 raw[U][NV];
-        i64 gms[U], gks[U];
+        const i64 lt0 = t - tiles[g];
 #pragma unroll
         for (int u = 0; u < U; ++u) {
             if (t + u < te) {
-                const i64 lt = t + u - tiles[g];
-                const i64 lq = div_fast(lt, tiles_k);
-                gms[u] = lq * QT_M + hi;
-                gks[u] = (lt - lq * tiles_k) * QT_K + s * SEG;
-                load_seg_raw<DT>(xg, M, K, gms[u], gks[u], fl & QFLAG_VEC_IN, raw[u]);
+                const i64 lq = div_fast(lt0 + u, tiles_k);
+                load_seg_raw<DT>(xg, M, K, lq * QT_M + hi, (lt0 + u - lq * tiles_k) * QT_K + s * SEG,
+                                 fl & QFLAG_VEC_IN, raw[u]);
             }
         }
         if constexpr (!F::mx) {
@@ -338,8 +356,10 @@ __device__ __forceinline__ void group_quantize_rows(const void* x, i64 G, const 
                 constexpr int V = In<DT>::vec;
 #pragma unroll
                 for (int j = 0; j < NV; ++j) In<DT>::unpack(raw[u][j], v + j * V);
-                row_segment<FMT>(v, M, K, gms[u], gks[u], s, row_data + doff, row_scales + srow[g], am, fl, seed,
-                                 -1.0f, 1.0f, 1.0f, use_tab ? rtab : nullptr);
+                const i64 lq = div_fast(lt0 + u, tiles_k);   // recomputed: fewer live registers
+                row_segment<FMT>(v, M, K, lq * QT_M + hi, (lt0 + u - lq * tiles_k) * QT_K + s * SEG, s,
+                                 row_data + doff, row_scales + srow[g], am, fl, seed, -1.0f, 1.0f, 1.0f,
+                                 use_tab ? rtab : nullptr);
             }
         }
         t = te < tend ? te : (t / U) * U + (i64)gridDim.x * U;   // rest of this iteration, or the next
@@ -419,7 +439,7 @@ __device__ __forceinline__ void group_dequantize(const u8* data, const u8* scale
 }  // namespace fp4kit
 
 #define FP4KIT_GROUP_STATS(D)                                                                          \
-    extern "C" __global__ void __launch_bounds__(QT_THREADS)                                          \
+    extern "C" __global__ void __launch_bounds__(QT_THREADS, 4)                                       \
     group_stats_d##D(const void* x, i64 G, const i64* meta, const i64* first, const i64* last, int mode, \
                      u32 rht_mask, u32* amax_row, u32* amax_col, double* dbias, i64 dbias_K) {          \
         group_stats<D>(x, G, meta, first, last, mode, rht_mask, amax_row, amax_col, dbias, dbias_K);  \
@@ -449,10 +469,14 @@ FP4KIT_GROUP_STATS(2)
                                           flags, seed);                                                \
     }
 
+// U = 4 tiles per iteration for 16-bit input with the plain recipes (FP6: 2, its software encode
+// needs the registers), else 2; fp4kit/_cuda_grouped.py mirrors this (rows_unit).
+#define FP4KIT_ROWS_U(F) ((F) == 2 || (F) == 3 ? 2 : 4)
 #define FP4KIT_GROUP_QUANTIZE_ALL(F)                                                                    \
     FP4KIT_GROUP_QUANTIZE_ROWS(F, 0, true, , 2) FP4KIT_GROUP_QUANTIZE_ROWS(F, 1, true, , 2)            \
     FP4KIT_GROUP_QUANTIZE_ROWS(F, 2, true, , 2) FP4KIT_GROUP_QUANTIZE_ROWS(F, 0, false, _plain, 2)      \
-    FP4KIT_GROUP_QUANTIZE_ROWS(F, 1, false, _plain, 4) FP4KIT_GROUP_QUANTIZE_ROWS(F, 2, false, _plain, 4) \
+    FP4KIT_GROUP_QUANTIZE_ROWS(F, 1, false, _plain, FP4KIT_ROWS_U(F))                                   \
+    FP4KIT_GROUP_QUANTIZE_ROWS(F, 2, false, _plain, FP4KIT_ROWS_U(F))                                   \
     FP4KIT_GROUP_QUANTIZE(F, 0, true, ) FP4KIT_GROUP_QUANTIZE(F, 1, true, ) FP4KIT_GROUP_QUANTIZE(F, 2, true, ) \
     FP4KIT_GROUP_QUANTIZE(F, 0, false, _plain) FP4KIT_GROUP_QUANTIZE(F, 1, false, _plain)               \
     FP4KIT_GROUP_QUANTIZE(F, 2, false, _plain)

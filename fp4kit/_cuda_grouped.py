@@ -46,6 +46,13 @@ def _persistent_grid(upper_bound_items: int, fn=None) -> int:
     return max(1, min(int(upper_bound_items), _sm_count() * per_sm))
 
 
+def rows_unit(f, ext: bool, input_dtype: str) -> int:
+    """Tiles per CTA iteration of group_quantize_rows (grouped.cu FP4KIT_ROWS_U; sizes the grid only)."""
+    if ext or input_dtype == "float32" or f.elem.bits == 6:
+        return 2
+    return 4
+
+
 def _meta(G, fd, ld, f, opts, n_el, caps, rows_total):
     cp = _cp()
     meta = cp.empty(_NMETA * (G + 1), dtype=cp.int64)
@@ -80,7 +87,7 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
     rows_only = not opts.want_columnwise and not (f.is_nvfp4 and opts.tile_2d)
     kname = "group_quantize_rows" if rows_only else "group_quantize"
     qfn = _fn("grouped", f"{kname}_f{f.format_id}_d{_DTYPE_IDS[input_dtype]}" + ("" if ext else "_plain"))
-    U = (2 if (ext or input_dtype == "float32") else 4) if rows_only else 1
+    U = rows_unit(f, ext, input_dtype) if rows_only else 1
     grid = _persistent_grid(-(-tiles_bound // U), qfn)
     # statistics pass: NVFP4 amaxes (unless supplied) and dbias, one read of the input
     mode = 0

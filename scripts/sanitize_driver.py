@@ -56,7 +56,24 @@ for fmt, f in fp4kit.FORMATS.items():
         fp4kit.group_dequantize(g, operand="columnwise")
         gd = fp4kit.group_quantize(xg, fmt, first_dims=cp.asarray(np.array(first, np.int64)), axis="both", **kw)
         gd.check()
-        n += 2
+        # rowwise only (group_quantize_rows), host and device dims
+        gr = fp4kit.group_quantize(xg, fmt, first_dims=first, axis="rowwise", **kw)
+        fp4kit.group_dequantize(gr)
+        fp4kit.group_quantize(xg, fmt, first_dims=cp.asarray(np.array(first, np.int64)), axis="rowwise", **kw).check()
+        n += 4
+# NVFP4 computed amax over many small members (amax chunks straddling member boundaries), bfloat16
+many = [int(v) for v in rng.integers(0, 40, 70)]
+many[0] = many[-1] = 0
+xm = bf16(rng.standard_normal((sum(many), 64)).astype(np.float32))
+for axis in ("rowwise", "both"):
+    fp4kit.group_quantize(xm, "nvfp4", first_dims=cp.asarray(np.array(many, np.int64)), axis=axis,
+                          scale_layout="swizzled").check()
+# device dims that exceed the buffer: flagged, nothing written out of bounds
+try:
+    fp4kit.group_quantize(xg, "mxfp8_e4m3", first_dims=cp.asarray(np.array([100, 10**6], np.int64)),
+                          axis="both").check()
+except ValueError as e:
+    print(f"sanitize driver: bad device dims flagged: {str(e)[:80]}")
 for (r, c) in [(1, 1), (3, 5), (129, 7), (0, 4)]:
     s = fp4kit.swizzle_scales(cp.asarray(rng.integers(0, 255, (r, c)).astype(np.uint8)))
     fp4kit.unswizzle_scales(s, (r, c))
