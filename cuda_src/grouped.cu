@@ -332,13 +332,15 @@ __device__ __forceinline__ void group_quantize_rows(const void* x, i64 G, const 
         const float* am = amax_row ? amax_row + arow[g] : amax_row;
         const i64 tiles_k = (K + QT_K - 1) / QT_K;
         uint4 raw[U][NV];
-        const i64 lt0 = t - tiles[g];
+        i64 gms[U], gks[U];   // (recomputing these in the second loop measured 20% slower for NVFP4)
 #pragma unroll
         for (int u = 0; u < U; ++u) {
             if (t + u < te) {
-                const i64 lq = div_fast(lt0 + u, tiles_k);
-                load_seg_raw<DT>(xg, M, K, lq * QT_M + hi, (lt0 + u - lq * tiles_k) * QT_K + s * SEG,
-                                 fl & QFLAG_VEC_IN, raw[u]);
+                const i64 lt = t + u - tiles[g];
+                const i64 lq = div_fast(lt, tiles_k);
+                gms[u] = lq * QT_M + hi;
+                gks[u] = (lt - lq * tiles_k) * QT_K + s * SEG;
+                load_seg_raw<DT>(xg, M, K, gms[u], gks[u], fl & QFLAG_VEC_IN, raw[u]);
             }
         }
         if constexpr (!F::mx) {
@@ -356,10 +358,8 @@ __device__ __forceinline__ void group_quantize_rows(const void* x, i64 G, const 
                 constexpr int V = In<DT>::vec;
 #pragma unroll
                 for (int j = 0; j < NV; ++j) In<DT>::unpack(raw[u][j], v + j * V);
-                const i64 lq = div_fast(lt0 + u, tiles_k);   // recomputed: fewer live registers
-                row_segment<FMT>(v, M, K, lq * QT_M + hi, (lt0 + u - lq * tiles_k) * QT_K + s * SEG, s,
-                                 row_data + doff, row_scales + srow[g], am, fl, seed, -1.0f, 1.0f, 1.0f,
-                                 use_tab ? rtab : nullptr);
+                row_segment<FMT>(v, M, K, gms[u], gks[u], s, row_data + doff, row_scales + srow[g], am, fl, seed,
+                                 -1.0f, 1.0f, 1.0f, use_tab ? rtab : nullptr);
             }
         }
         t = te < tend ? te : (t / U) * U + (i64)gridDim.x * U;   // rest of this iteration, or the next
