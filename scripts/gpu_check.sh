@@ -3,8 +3,10 @@
 # the image's Python (CuPy, pytest, numpy, ml_dtypes there; nothing is installed, no network).
 #   bash scripts/gpu_check.sh            # logs go to $OUT when it is set, else a temporary folder
 # Steps: nvidia-smi -L; the GPU tests (pytest -m gpu); python3 -m fp4kit check --quick --require-gpu;
-# scripts/bench.py --quick when it exists. A summary (pass/fail per step) is printed last; the
-# exit status is non-zero when any step failed.
+# with FP4KIT_SANITIZE=1, scripts/sanitize.sh (compute-sanitizer memcheck, racecheck, initcheck,
+# synccheck); scripts/bench.py with $BENCH_ARGS (default --quick; "" runs the full benchmark,
+# "none" skips it).
+# A summary (pass/fail per step) is printed last; the exit status is non-zero when any step failed.
 set -uo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -35,8 +37,15 @@ run_step() {
 run_step "nvidia-smi" nvidia_smi.log nvidia-smi -L
 run_step "gpu tests" gpu_tests.log python3 -m pytest tests -q -m gpu -p no:cacheprovider
 run_step "fp4kit check --quick" check_quick.log python3 -m fp4kit check --quick --require-gpu
-if [ -f scripts/bench.py ]; then
-    run_step "bench --quick" bench_quick.log python3 scripts/bench.py --quick
+if [ "${FP4KIT_SANITIZE:-0}" = "1" ]; then
+    run_step "compute-sanitizer" sanitize.log bash scripts/sanitize.sh
+fi
+if [ "${BENCH_ARGS-}" = "none" ]; then
+    names+=("bench")
+    results+=("skipped (BENCH_ARGS=none)")
+elif [ -f scripts/bench.py ]; then
+    # shellcheck disable=SC2086
+    run_step "bench ${BENCH_ARGS---quick}" bench.log python3 scripts/bench.py ${BENCH_ARGS---quick}
 else
     names+=("bench --quick")
     results+=("skipped (scripts/bench.py not present)")
