@@ -301,9 +301,10 @@ __device__ __forceinline__ void group_stats(const void* x, i64 G, const i64* met
 }
 
 // Rowwise only, no 2D tiles: U consecutive tiles of the list per CTA iteration. A run of them in
-// one member (the common case) shares one member lookup and setup, and all its segments' loads are
-// issued before any is quantized (as quantize.cu's _rows kernels do); thread mapping and arithmetic
-// are quantize_tile's rowwise part (row_segment), so the bytes are the same.
+// one member and one 64-row band (the common case: neighbouring tiles along K) shares one member
+// lookup and setup, and all its segments' loads are issued before any is quantized (as
+// quantize.cu's _rows kernels do); thread mapping and arithmetic are quantize_tile's rowwise part
+// (row_segment), so the bytes are the same.
 template <int FMT, int DT, bool EXT, int U>
 __device__ __forceinline__ void group_quantize_rows(const void* x, i64 G, const i64* meta, const i64* first,
                                                     const i64* last, u8* row_data, u8* row_scales,
@@ -323,25 +324,24 @@ __device__ __forceinline__ void group_quantize_rows(const void* x, i64 G, const 
     for (i64 t = (i64)blockIdx.x * U; t < total;) {
         const i64 tend = ((t / U) * U + U < total ? (t / U) * U + U : total);   // this iteration's tiles
         const i64 g = find_member(tiles, G, t);
-        const i64 te = tend < tiles[g + 1] ? tend : tiles[g + 1];               // the run in member g
         const i64 M = first[g], K = last[g];
+        const i64 tiles_k = (K + QT_K - 1) / QT_K;
+        const i64 lt = t - tiles[g];
+        const i64 lq = div_fast(lt, tiles_k);                                   // 64-row band of the run
+        const i64 band_end = tiles[g] + (lq + 1) * tiles_k;
+        i64 te = tend < tiles[g + 1] ? tend : tiles[g + 1];                     // the run: member g,
+        te = te < band_end ? te : band_end;                                     // one band of 64 rows
+        const i64 gm = lq * QT_M + hi;
+        const i64 gk0 = (lt - lq * tiles_k) * QT_K + s * SEG;                   // tile u: gk0 + 64 u
         const char* xg = reinterpret_cast<const char*>(x) + off[g] * input_itemsize(DT);
         int fl = flags & ~QFLAG_VEC_IN;
         if (((reinterpret_cast<u64>(xg) & 15) == 0) && ((K * input_itemsize(DT)) % 16 == 0)) fl |= QFLAG_VEC_IN;
         const i64 doff = F::packed ? off[g] / 2 : off[g];
         const float* am = amax_row ? amax_row + arow[g] : amax_row;
-        const i64 tiles_k = (K + QT_K - 1) / QT_K;
         uint4 raw[U][NV];
-        i64 gms[U], gks[U];   // (recomputing these in the second loop measured 20% slower for NVFP4)
 #pragma unroll
         for (int u = 0; u < U; ++u) {
-            if (t + u < te) {
-                const i64 lt = t + u - tiles[g];
-                const i64 lq = div_fast(lt, tiles_k);
-                gms[u] = lq * QT_M + hi;
-                gks[u] = (lt - lq * tiles_k) * QT_K + s * SEG;
-                load_seg_raw<DT>(xg, M, K, gms[u], gks[u], fl & QFLAG_VEC_IN, raw[u]);
-            }
+            if (t + u < te) load_seg_raw<DT>(xg, M, K, gm, gk0 + (i64)u * QT_K, fl & QFLAG_VEC_IN, raw[u]);
         }
         if constexpr (!F::mx) {
             if (use_tab && g != tab_g) {   // uniform: refill once per member change
@@ -358,8 +358,8 @@ __device__ __forceinline__ void group_quantize_rows(const void* x, i64 G, const 
                 constexpr int V = In<DT>::vec;
 #pragma unroll
                 for (int j = 0; j < NV; ++j) In<DT>::unpack(raw[u][j], v + j * V);
-                row_segment<FMT>(v, M, K, gms[u], gks[u], s, row_data + doff, row_scales + srow[g], am, fl, seed,
-                                 -1.0f, 1.0f, 1.0f, use_tab ? rtab : nullptr);
+                row_segment<FMT>(v, M, K, gm, gk0 + (i64)u * QT_K, s, row_data + doff, row_scales + srow[g], am, fl,
+                                 seed, -1.0f, 1.0f, 1.0f, use_tab ? rtab : nullptr);
             }
         }
         t = te < tend ? te : (t / U) * U + (i64)gridDim.x * U;   // rest of this iteration, or the next

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Quick per-variant timings (median of CUDA-event-timed runs, rotated inputs) for kernel work.
 
-Usage: PYTHONPATH=. python3 scripts/perf_probe.py [--once NAME]   (--once: one call of NAME, for ncu)
+Usage: PYTHONPATH=. python3 scripts/perf_probe.py [--once NAME | --only PREFIX]
+(--once: one call of NAME, for ncu; --only: the variants whose name starts with PREFIX)
 """
 import statistics
 import sys
@@ -72,7 +73,10 @@ def main():
     COPY = torch.empty_like(xs[0])
     AM = xs[0].float().abs().amax().reshape(1)
     once = sys.argv[2] if len(sys.argv) > 2 and sys.argv[1] == "--once" else None
+    only = sys.argv[2] if len(sys.argv) > 2 and sys.argv[1] == "--only" else None   # name prefix
     for name, fn in variants():
+        if only is not None and not name.startswith(only):
+            continue
         if once is not None:
             if name == once:
                 fn(xs[0]); fn(xs[1]); torch.cuda.synchronize()
