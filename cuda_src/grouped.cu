@@ -56,6 +56,23 @@ __device__ __forceinline__ i64 find_member(const i64* prefix, i64 G, i64 t) {
 
 __device__ __forceinline__ int input_itemsize(int dt) { return dt == DTYPE_FLOAT32 ? 4 : 2; }
 
+// CTA-wide max of the non-negative float bits `b` (every thread calls it; red: 8 shared words);
+// thread 0 folds a non-zero result into row[i] and, when col is given, col[i] with atomicMax.
+__device__ __forceinline__ void cta_max_atomic(u32 b, u32* red, u32* row, u32* col, i64 i) {
+    for (int o = 16; o; o >>= 1) { const u32 v = __shfl_xor_sync(0xFFFFFFFFu, b, o); b = v > b ? v : b; }
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = b;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        u32 m = 0;
+        for (int w = 0; w < QT_THREADS / 32; ++w) m = red[w] > m ? red[w] : m;
+        if (m) {
+            if (row) atomicMax(row + i, m);
+            if (col) atomicMax(col + i, m);
+        }
+    }
+    __syncthreads();   // red is reused by the next call
+}
+
 // This thread's 16-element input segment of tile t (member g) as raw words (quantize_tile's layout).
 template <int DT>
 __device__ __forceinline__ void load_tile_segment(const void* x, const i64* off, const i64* tiles, const i64* first,
@@ -179,19 +196,7 @@ __device__ __forceinline__ void group_stats(const void* x, i64 G, const i64* met
                 g = glo == ghi ? glo : -3;
             }
             if (g != cur) {   // uniform across the CTA: flush the running max of `cur`
-                if (cur >= 0) {
-                    u32 a = f2u(acc);
-                    for (int o = 16; o; o >>= 1) { const u32 v = __shfl_xor_sync(0xFFFFFFFFu, a, o); a = v > a ? v : a; }
-                    if ((tid & 31) == 0) red[tid >> 5] = a;
-                    __syncthreads();
-                    if (tid == 0) {
-                        u32 m = 0;
-                        for (int w = 0; w < QT_THREADS / 32; ++w) m = red[w] > m ? red[w] : m;
-                        if (amax_row) atomicMax(amax_row + cur, m);
-                        if ((mode & 16) && amax_col) atomicMax(amax_col + cur, m);
-                    }
-                    __syncthreads();
-                }
+                if (cur >= 0) cta_max_atomic(f2u(acc), red, amax_row, (mode & 16) ? amax_col : nullptr, cur);
                 cur = g;
                 acc = 0.0f;
             }
@@ -220,19 +225,7 @@ __device__ __forceinline__ void group_stats(const void* x, i64 G, const i64* met
                                 if (e + i >= lo && e + i < hi) a = fmaxf(a, fabsf(v[i]));
                         }
                     }
-                    u32 b = f2u(a);
-                    for (int o = 16; o; o >>= 1) { const u32 w = __shfl_xor_sync(0xFFFFFFFFu, b, o); b = w > b ? w : b; }
-                    if ((tid & 31) == 0) red[tid >> 5] = b;
-                    __syncthreads();
-                    if (tid == 0) {
-                        u32 mx = 0;
-                        for (int w = 0; w < QT_THREADS / 32; ++w) mx = red[w] > mx ? red[w] : mx;
-                        if (mx) {
-                            if (amax_row) atomicMax(amax_row + m, mx);
-                            if ((mode & 16) && amax_col) atomicMax(amax_col + m, mx);
-                        }
-                    }
-                    __syncthreads();
+                    cta_max_atomic(f2u(a), red, amax_row, (mode & 16) ? amax_col : nullptr, m);
                 }
             }
         }
@@ -252,15 +245,7 @@ __device__ __forceinline__ void group_stats(const void* x, i64 G, const i64* met
         if (mode & 1) {
             u32 acc = 0;
             for (int i = tid; i < QT_M * QT_K; i += QT_THREADS) acc = absmax_bits(acc, tile[i / QT_K][i % QT_K]);
-            for (int o = 16; o; o >>= 1) { const u32 v = __shfl_xor_sync(0xFFFFFFFFu, acc, o); acc = v > acc ? v : acc; }
-            if ((tid & 31) == 0) red[tid >> 5] = acc;
-            __syncthreads();
-            if (tid == 0) {
-                u32 m = 0;
-                for (int w = 0; w < QT_THREADS / 32; ++w) m = red[w] > m ? red[w] : m;
-                if (amax_row) atomicMax(amax_row + g, m);
-                if ((mode & 16) && amax_col) atomicMax(amax_col + g, m);
-            }
+            cta_max_atomic(acc, red, amax_row, (mode & 16) ? amax_col : nullptr, g);
         }
         if (mode & 2) {
             if (amax_row && tid < QT_M && m0 + tid < M) {
