@@ -73,20 +73,6 @@ __device__ __forceinline__ void cta_max_atomic(u32 b, u32* red, u32* row, u32* c
     __syncthreads();   // red is reused by the next call
 }
 
-// This thread's 16-element input segment of tile t (member g) as raw words (quantize_tile's layout).
-template <int DT>
-__device__ __forceinline__ void load_tile_segment(const void* x, const i64* off, const i64* tiles, const i64* first,
-                                                  const i64* last, i64 g, i64 t, uint4* raw) {
-    const i64 M = first[g], K = last[g];
-    const char* xg = reinterpret_cast<const char*>(x) + off[g] * input_itemsize(DT);
-    const bool vec_ok = ((reinterpret_cast<u64>(xg) & 15) == 0) && ((K * input_itemsize(DT)) % 16 == 0);
-    const i64 lt = t - tiles[g];
-    const i64 tiles_k = (K + QT_K - 1) / QT_K;
-    const i64 lq = div_fast(lt, tiles_k);
-    const int tid = threadIdx.x;
-    load_seg_raw<DT>(xg, M, K, lq * QT_M + (tid >> 2), (lt - lq * tiles_k) * QT_K + (tid & 3) * SEG, vec_ok, raw);
-}
-
 }  // namespace fp4kit
 
 using namespace fp4kit;
@@ -364,22 +350,9 @@ __device__ __forceinline__ void group_quantize(const void* x, i64 G, const i64* 
     const i64* arow = meta + (i64)META_AROW * (G + 1);
     const i64* acol = meta + (i64)META_ACOL * (G + 1);
     const i64 total = tiles[G];
-    // Software pipeline: the input segment of the CTA's next tile is loaded into registers before
-    // the current tile is quantized, so each CTA keeps two tiles' loads in flight.
-    // Measured on the H200: this lost to one tile per iteration at 8 CTAs per SM (MXFP8 rowwise
-    // 624 vs 524 us at 6 CTAs/SM), so it is compiled out; kept for the next round of tuning.
-    constexpr bool PIPE = false;
-    constexpr int NV = SEG / In<DT>::vec;
-    uint4 raw[NV];
-    i64 t = blockIdx.x;
-    i64 g = t < total ? find_member(tiles, G, t) : -1;
-    if (PIPE && g >= 0) load_tile_segment<DT>(x, off, tiles, first, last, g, t, raw);
     i64 prev = -1;   // member of this CTA's previous tile: its NVFP4 multiplier tables are still valid
-    for (; t < total; t += gridDim.x) {
-        const i64 tn = t + gridDim.x;
-        const i64 gn = tn < total ? find_member(tiles, G, tn) : -1;
-        uint4 nxt[NV];
-        if (PIPE && gn >= 0) load_tile_segment<DT>(x, off, tiles, first, last, gn, tn, nxt);
+    for (i64 t = blockIdx.x; t < total; t += gridDim.x) {
+        const i64 g = find_member(tiles, G, t);
         const i64 M = first[g], K = last[g];
         const char* xg = reinterpret_cast<const char*>(x) + off[g] * input_itemsize(DT);
         const i64 doff = F::packed ? off[g] / 2 : off[g];
@@ -388,13 +361,8 @@ __device__ __forceinline__ void group_quantize(const void* x, i64 G, const i64* 
         quantize_tile<FMT, DT, EXT>(xg, M, K, row_data ? row_data + doff : row_data, row_scales ? row_scales + srow[g] : row_scales,
                                col_data ? col_data + doff : col_data, col_scales ? col_scales + scol[g] : col_scales,
                                amax_row ? amax_row + arow[g] : amax_row, amax_col ? amax_col + acol[g] : amax_col,
-                               fl, seed, rht_mask, t - tiles[g], g == prev, PIPE ? raw : nullptr);
+                               fl, seed, rht_mask, t - tiles[g], g == prev);
         prev = g;
-        g = gn;
-        if constexpr (PIPE) {
-#pragma unroll
-            for (int j = 0; j < NV; ++j) raw[j] = nxt[j];
-        }
         __syncthreads();   // the tile buffer is reused by the next iteration
     }
 }

@@ -303,7 +303,7 @@ template <int FMT, int DT, bool EXT = true>
 __device__ __forceinline__ void quantize_tile(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales,
                                               u8* col_data, u8* col_scales, const float* amax_row,
                                               const float* amax_col, int flags, u64 seed, u32 rht_mask, i64 tile_idx,
-                                              bool tab_ready = false, const uint4* raw_pre = nullptr) {
+                                              bool tab_ready = false) {
     typedef Fmt<FMT> F;
     typedef RawTile<DT> RT;
     constexpr int V = In<DT>::vec;
@@ -335,12 +335,7 @@ __device__ __forceinline__ void quantize_tile(const void* x, i64 M, i64 K, u8* r
     float v[SEG];
     {
         uint4 raw[SEG / V];
-        if (raw_pre != nullptr) {   // loaded ahead by the caller (grouped: one tile ahead)
-#pragma unroll
-            for (int j = 0; j < SEG / V; ++j) raw[j] = raw_pre[j];
-        } else {
-            load_seg_raw<DT>(x, M, K, gm, gk, flags & QFLAG_VEC_IN, raw);
-        }
+        load_seg_raw<DT>(x, M, K, gm, gk, flags & QFLAG_VEC_IN, raw);
         if (colwise) {
 #pragma unroll
             for (int j = 0; j < SEG / V; ++j) *reinterpret_cast<uint4*>(tile + RT::chunk_word(hi, s * RT::ch + j)) = raw[j];
