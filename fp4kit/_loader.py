@@ -63,7 +63,11 @@ def module_names() -> list[str]:
 
 
 def options_for(arch: str) -> list[str]:
-    return [*_BASE_OPTIONS, f"-arch={arch}", f"-I{cuda_src_dir()}"]
+    """NVRTC options for `arch`. FP4KIT_NATIVE_CVT=0 in the environment adds -DFP4KIT_NO_NATIVE_CVT:
+    Blackwell targets then use the software FP4/FP6/E8M0 conversions too (the options are part of
+    the disk cache key, so the two builds never mix)."""
+    extra = ["-DFP4KIT_NO_NATIVE_CVT"] if os.environ.get("FP4KIT_NATIVE_CVT", "").strip() == "0" else []
+    return [*_BASE_OPTIONS, *extra, f"-arch={arch}", f"-I{cuda_src_dir()}"]
 
 
 def arch_for_capability(major: int, minor: int, supported: list[int] | None = None) -> str:

@@ -49,7 +49,9 @@ template <> struct Fmt<FORMAT_NVFP4> { typedef E2M1 E; static constexpr int bloc
 // Hopper, sm_90a = family 900, plain sm_100, families from 1300 on, unchecked) the software forms
 // below are compiled; both give the same bytes (tests/gpu: encode_exhaustive_e*, e8m0_rceil_exhaustive
 // over every fp32 input). What the instructions do and why each equals SPEC: docs/design.md.
-#if defined(__CUDA_ARCH__) && \
+// FP4KIT_NO_NATIVE_CVT (the loader defines it when FP4KIT_NATIVE_CVT=0 is in the environment)
+// forces the software forms everywhere: the way back should a Blackwell part disagree.
+#if defined(__CUDA_ARCH__) && !defined(FP4KIT_NO_NATIVE_CVT) && \
     ((defined(__CUDA_ARCH_FAMILY_SPECIFIC__) && __CUDA_ARCH_FAMILY_SPECIFIC__ >= 1000 && \
       __CUDA_ARCH_FAMILY_SPECIFIC__ < 1300) || \
      defined(__CUDA_ARCH_FEAT_SM100_ALL) || defined(__CUDA_ARCH_FEAT_SM101_ALL) || \

@@ -69,6 +69,25 @@ def test_native_conversions_only_on_blackwell_targets(arch, native):
         assert (ins in text) == native, f"{arch}: {ins} {'missing from' if native else 'found in'} the PTX"
 
 
+def test_native_conversions_can_be_switched_off(monkeypatch):
+    """FP4KIT_NATIVE_CVT=0: sm_100a compiles the software forms (no native cvt in its PTX)."""
+    nvrtc = _nvrtc_or_skip()
+    from fp4kit import _loader
+
+    if nvrtc.supported_archs() and 100 not in nvrtc.supported_archs():
+        pytest.skip(f"NVRTC {nvrtc.version()} cannot target sm_100a")
+    monkeypatch.setenv("FP4KIT_NATIVE_CVT", "0")
+    opts = _loader.options_for("sm_100a")
+    assert "-DFP4KIT_NO_NATIVE_CVT" in opts
+    sources = _loader._read_sources()
+    headers = {k: v for k, v in sources.items() if not k.endswith(".cu")}
+    ptx, _ = nvrtc.compile_program(sources["selftest.cu"], "selftest.cu", opts, headers=headers, output="ptx")
+    text = ptx.decode()
+    assert not any(ins in text for ins in _NATIVE_CVT)
+    monkeypatch.delenv("FP4KIT_NATIVE_CVT")
+    assert "-DFP4KIT_NO_NATIVE_CVT" not in _loader.options_for("sm_100a")
+
+
 def test_disk_cache_detects_corruption(tmp_path, monkeypatch):
     _nvrtc_or_skip()
     from fp4kit import _loader
