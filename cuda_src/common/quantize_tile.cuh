@@ -405,9 +405,7 @@ __device__ __forceinline__ void quantize_tile(const void* x, i64 M, i64 K, u8* r
             bamax = seg_amax(v);
             if constexpr (F::block == 32) bamax = fmaxf(bamax, __shfl_xor_sync(0xFFFFFFFFu, bamax, 1));
         }
-        const bool ok = gkc < K && gmc < M;
-        u32 w[4] = {0u, 0u, 0u, 0u};
-        if (ok) {
+        if (gkc < K && gmc < M) {
             float mul;
             u32 sc;
             if constexpr (!F::mx) {
@@ -420,47 +418,15 @@ __device__ __forceinline__ void quantize_tile(const void* x, i64 M, i64 K, u8* r
             } else {
                 sc = block_scale<FMT>(bamax, floor_rule, amax_col, 0, mul);
             }
+            u32 w[4];
             encode_seg<FMT>(v, mul, stochastic, seed, 1u, gkc * M + gmc, w);
+            const int n = (int)((M - gmc) < SEG ? (M - gmc) : SEG);
+            if constexpr (F::packed) store_bytes(col_data + gkc * (M / 2) + gmc / 2, w, n / 2, SEG / 2);
+            else store_bytes(col_data + gkc * M + gmc, w, n, SEG);
             if (F::block == 16 || (sc_seg & 1) == 0) {
                 const i64 nb = (M + F::block - 1) / F::block;
                 col_scales[scale_offset(gkc, gmc / F::block, nb, swz)] = (u8)sc;
             }
-        }
-        // Codes. The G lanes of a column hold one contiguous run of 32 bytes of output row gkc. When
-        // that run starts off a 4-byte boundary (output rows of M bytes, M % 4 != 0: grouped members,
-        // odd shapes), the lanes write 4-byte words shifted into place with a funnel shift (the word
-        // that crosses into the next lane takes that lane's first word by shuffle) and the run's 1-3
-        // head and tail bytes singly, instead of 2-byte or single-byte stores.
-        constexpr int OB = F::packed ? SEG / 2 : SEG;   // code bytes per lane
-        constexpr int NW = OB / 4;
-        const int j = tid & (G - 1);                    // lane within the column's group
-        const u32 nxt = __shfl_down_sync(0xFFFFFFFFu, w[0], 1);
-        const i64 gm_run = gmc - (i64)j * SEG;          // first row of the group's run
-        const bool full_run = gkc < K && gm_run + (i64)G * SEG <= M;
-        u8* base = nullptr;
-        u32 a = 0u;
-        if (full_run) {
-            base = (F::packed ? col_data + gkc * (M / 2) + gm_run / 2 : col_data + gkc * M + gm_run) + j * OB;
-            a = (u32)(reinterpret_cast<u64>(base) & 3u);   // same for every lane of the run (OB % 4 == 0)
-        }
-        if (full_run && a != 0u) {
-            const u32 sft = 4u - a;                     // first 4-byte boundary, bytes into the lane
-#pragma unroll
-            for (int k = 0; k < NW; ++k) {
-                if (j == G - 1 && k == NW - 1) break;    // would pass the end of the run
-                const u32 hi = (k + 1 < NW) ? w[k + 1] : nxt;
-                *reinterpret_cast<u32*>(base + sft + 4 * k) = __funnelshift_r(w[k], hi, 8u * sft);
-            }
-            if (j == 0) {
-                for (u32 b = 0; b < sft; ++b) base[b] = (u8)(w[0] >> (8u * b));
-            }
-            if (j == G - 1) {
-                for (u32 b = sft; b < 4u; ++b) base[OB - 4 + b] = (u8)(w[NW - 1] >> (8u * b));
-            }
-        } else if (ok) {
-            const int n = (int)((M - gmc) < SEG ? (M - gmc) : SEG);
-            if constexpr (F::packed) store_bytes(col_data + gkc * (M / 2) + gmc / 2, w, n / 2, SEG / 2);
-            else store_bytes(col_data + gkc * M + gmc, w, n, SEG);
         }
     }
 }
