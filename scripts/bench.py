@@ -232,6 +232,61 @@ def _baseline(fmt, sample, amax_t, nxt, reps):
         return None, f"torch.compile n/a ({type(e).__name__})"
 
 
+def torchao_mxfp8():
+    """torchao's MX cast (E4M3, blocks of 32, RCEIL when the installed version has it) as
+    (callable x -> (scales, codes) uint8 tensors, label), or (None, why) when torchao is absent."""
+    try:
+        from torchao.prototype.mx_formats import mx_tensor
+        from torchao.prototype.mx_formats.config import ScaleCalculationMode
+    except Exception as e:  # not installed, or an incompatible version
+        return None, f"torchao not importable ({type(e).__name__}: {str(e)[:60]})"
+    torch = _torch()
+    mode = getattr(ScaleCalculationMode, "RCEIL", None)
+    kw = {"scaling_mode": mode} if mode is not None else {}
+
+    def call(x):
+        out = mx_tensor.to_mx(x, torch.float8_e4m3fn, 32, **kw)
+        if not isinstance(out, tuple):            # versions returning an MXTensor
+            out = (getattr(out, "scale", None) if hasattr(out, "scale") else getattr(out, "_scale_e8m0"),
+                   getattr(out, "qdata", None) if hasattr(out, "qdata") else getattr(out, "_data"))
+        scale, data = out
+        return scale.view(torch.uint8), data.view(torch.uint8)
+    return call, "torchao to_mx" + (" (RCEIL)" if mode is not None else " (its default rule)")
+
+
+def bench_torchao(rows, shapes, reps):
+    """torchao's MXFP8 E4M3 cast (torch.compile'd, as torchao uses it) against fp4kit, rowwise."""
+    import fp4kit
+    import ml_dtypes
+    torch = _torch()
+    call, label = torchao_mxfp8()
+    if call is None:
+        print(f"| (torchao baseline skipped: {label}) |", flush=True)
+        return
+    for (M, K) in shapes:
+        nxt = rotating(lambda i: (torch.randn(M, K, device="cuda") * (1 + i)).to(torch.bfloat16), M * K * 2)
+        sample = nxt()
+        try:
+            f = torch.compile(call, dynamic=False)
+            scale, data = f(sample)
+            xs = sample.view(torch.int16).cpu().numpy().view(ml_dtypes.bfloat16)
+            ref = fp4kit.reference.quantize(xs, "mxfp8_e4m3")
+            exact = bool(np.array_equal(data.reshape(M, K).cpu().numpy(), ref.rowwise.data) and
+                         np.array_equal(scale.reshape(ref.rowwise.scales.shape).cpu().numpy(), ref.rowwise.scales))
+            base = time_fn(lambda: f(nxt()), reps=reps)
+        except Exception as e:
+            print(f"| (torchao baseline failed at {M}x{K}: {type(e).__name__}: {str(e)[:80]}) |", flush=True)
+            continue
+        us = time_fn(lambda: fp4kit.quantize(nxt(), "mxfp8_e4m3"), reps=reps)
+        nbytes = M * K * 2 + _bytes_out("mxfp8_e4m3", M, K, "rowwise")
+        cu = copy_us(nbytes, reps)
+        rows.append(dict(op="quantize", format="mxfp8_e4m3", axis="rowwise", layout="compact", variant="vs torchao",
+                         shape=f"{M}x{K}", us=us, bytes=nbytes, gbs=nbytes / us / 1e3, copy_pct=100 * cu / us,
+                         baseline_us=base, speedup=base / us,
+                         baseline_exact=f"{label}, torch.compile (bytes exact vs reference: {'yes' if exact else 'NO'})"))
+        _emit(rows)
+
+
 def bench_dequantize(rows, shapes, formats, reps):
     import fp4kit
     torch = _torch()
@@ -421,8 +476,10 @@ def main(argv=None):
     print(f"# fp4kit benchmarks on {dev}\n\n{HEADER}", flush=True)
     global _PROGRESS
     from fp4kit.cli import Progress
-    with Progress(total=expected_rows(shapes, formats, axes), label="bench") as _PROGRESS:
+    n_rows = expected_rows(shapes, formats, axes) + (len(shapes) if torchao_mxfp8()[0] is not None else 0)
+    with Progress(total=n_rows, label="bench") as _PROGRESS:
         bench_quantize(rows, shapes, formats, axes, reps)
+        bench_torchao(rows, shapes, reps)
         bench_dequantize(rows, shapes, formats, reps)
         bench_swizzle(rows, shapes, reps)
         bench_recipes(rows, reps)

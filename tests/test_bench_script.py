@@ -1,0 +1,44 @@
+"""scripts/bench.py's host-side helpers (no GPU): MoE member sizes, the expected row count, the
+optional torchao baseline."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("fp4kit_bench_script", ROOT / "scripts" / "bench.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("G,multiple", [(8, 2), (8, 128), (64, 2), (64, 128)])
+def test_skewed_dims(bench, G, multiple):
+    d = bench._skewed_dims(G, 65536, seed=G, multiple=multiple)
+    assert len(d) == G and sum(d) == 65536
+    assert all(v % multiple == 0 and v >= 0 for v in d)
+    assert any(v == 0 for v in d)                       # some experts get no tokens
+    assert max(d) > 3 * (65536 // G)                    # skewed, not uniform
+
+
+def test_expected_rows_matches_the_loops(bench):
+    # quick: one shape, three formats (one NVFP4: two variants), rowwise + both (both: 2 layouts)
+    n = bench.expected_rows([(8192, 8192)], ("mxfp8_e4m3", "mxfp4_e2m1", "nvfp4"), ("rowwise", "both"))
+    quant = 3 + 3 + 6                                   # mxfp8, mxfp4: 1 + 2 rows; nvfp4: 2 x (1 + 2)
+    assert n == quant + 3 * 2 + 1 + 3 + 4 * 2 * 2       # + dequantize, swizzle, recipes, grouped
+
+
+def test_torchao_baseline_is_optional(bench):
+    call, label = bench.torchao_mxfp8()
+    if importlib.util.find_spec("torchao") is None:
+        assert call is None and "torchao not importable" in label
+    else:
+        assert callable(call) or "torchao not importable" in label
