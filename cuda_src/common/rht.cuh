@@ -4,14 +4,8 @@
 
 namespace fp4kit {
 
-// v: 16 fp32 values (bfloat16 inputs); on return v holds u_j = bf16_RN(fp32_RN(0.25 * w_j)), +0 for zero.
-__device__ __forceinline__ void rht16_inplace(float* v, u32 sign_mask) {
-    double w[16];
-#pragma unroll
-    for (int k = 0; k < 16; ++k) {
-        const double d = (double)v[k];
-        w[k] = ((sign_mask >> k) & 1u) ? -d : d;
-    }
+// w <- H16 w in float64, the butterfly exactly as SPEC writes it (RN additions and subtractions).
+__device__ __forceinline__ void hadamard16_f64(double* w) {
 #pragma unroll
     for (int h = 1; h < 16; h <<= 1) {
 #pragma unroll
@@ -23,6 +17,17 @@ __device__ __forceinline__ void rht16_inplace(float* v, u32 sign_mask) {
             }
         }
     }
+}
+
+// v: 16 fp32 values (bfloat16 inputs); on return v holds u_j = bf16_RN(fp32_RN(0.25 * w_j)), +0 for zero.
+__device__ __forceinline__ void rht16_inplace(float* v, u32 sign_mask) {
+    double w[16];
+#pragma unroll
+    for (int k = 0; k < 16; ++k) {
+        const double d = (double)v[k];
+        w[k] = ((sign_mask >> k) & 1u) ? -d : d;
+    }
+    hadamard16_f64(w);
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
         const float f = __double2float_rn(__dmul_rn(0.25, w[j]));
@@ -39,17 +44,7 @@ __device__ __forceinline__ u32 rht16_absmax_bits(const float* v, u32 sign_mask) 
     double w[16];
 #pragma unroll
     for (int k = 0; k < 16; ++k) w[k] = (double)u2f(f2u(v[k]) ^ ((sign_mask << (31 - k)) & 0x80000000u));
-#pragma unroll
-    for (int h = 1; h < 16; h <<= 1) {
-#pragma unroll
-        for (int k = 0; k < 16; ++k) {
-            if ((k & h) == 0) {
-                const double a = w[k], b = w[k + h];
-                w[k] = __dadd_rn(a, b);
-                w[k + h] = __dsub_rn(a, b);
-            }
-        }
-    }
+    hadamard16_f64(w);
     double m = 0.0;
 #pragma unroll
     for (int j = 0; j < 16; ++j) m = fmax(m, fabs(w[j]));
