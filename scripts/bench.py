@@ -246,10 +246,13 @@ def torchao_mxfp8():
 
     def call(x):
         out = mx_tensor.to_mx(x, torch.float8_e4m3fn, 32, **kw)
-        if not isinstance(out, tuple):            # versions returning an MXTensor
-            out = (getattr(out, "scale", None) if hasattr(out, "scale") else getattr(out, "_scale_e8m0"),
-                   getattr(out, "qdata", None) if hasattr(out, "qdata") else getattr(out, "_data"))
-        scale, data = out
+        if isinstance(out, tuple):
+            scale, data = out
+        else:                                     # versions returning an MXTensor
+            scale = getattr(out, "scale", None)
+            scale = out._scale_e8m0 if scale is None else scale
+            data = getattr(out, "qdata", None)
+            data = out._data if data is None else data
         return scale.view(torch.uint8), data.view(torch.uint8)
     return call, "torchao to_mx" + (" (RCEIL)" if mode is not None else " (its default rule)")
 
