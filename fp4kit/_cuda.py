@@ -87,6 +87,24 @@ def _grid_stride_blocks(n_items: int, per_sm: int = 16) -> int:
     return max(1, min(-(-n_items // _THREADS), _sm_count() * per_sm))
 
 
+_DQ_SEGS = 4   # cuda_src/common/dequantize_op.cuh DQ_SEGS
+_RESIDENT: dict = {}
+
+
+def _resident_grid(fn, ctas_needed: int) -> int:
+    """min(ctas_needed, CTAs of 256 threads of `fn` resident on the device at once): a grid-stride
+    kernel then runs in one wave (occupancy API; 4 per SM if it is unavailable)."""
+    key = (id(fn), _cp().cuda.runtime.getDevice())
+    per_sm = _RESIDENT.get(key)
+    if per_sm is None:
+        try:
+            per_sm = int(_cp().cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(fn.ptr, _THREADS, 0))
+        except Exception:
+            per_sm = 4
+        per_sm = _RESIDENT[key] = max(1, per_sm)
+    return max(1, min(int(ctas_needed), _sm_count() * per_sm))
+
+
 def _scales_buffer(rows: int, cols: int, fmt, layout: str):
     nb = fmt.num_blocks(cols)
     shape = swizzled_shape(rows, nb) if layout == "swizzled" else (rows, nb)
@@ -97,8 +115,8 @@ def _zero_swizzle_padding(buf, rows: int, nb: int) -> None:
     rp, cpd = buf.shape
     if rp * cpd == 0 or (rp == rows and cpd == nb):
         return
-    _fn("swizzle", "swizzle_zero_padding")(
-        (_grid_stride_blocks(rp * cpd),), (_THREADS,),
+    _fn("swizzle", "swizzle_zero_padding")(   # one thread per 16-byte chunk (swizzle.cu)
+        (_grid_stride_blocks(rp * cpd // 16),), (_THREADS,),
         (buf, np.int64(rows), np.int64(nb), np.int64(rp), np.int64(cpd)))
 
 
@@ -289,8 +307,9 @@ def dequantize(data, scales, amax, fmt_name: str, rows: int, cols: int, scale_la
         amax = cp.ascontiguousarray(amax, dtype=np.float32).reshape(-1)
         row_scaled = int(amax.size > 1)   # (rows,) per-row amax; (1,) global
     total = rows * -(-cols // 16)
-    _fn("dequantize", f"dequantize_f{fmt.format_id}_o{_DTYPE_IDS[out_dtype]}")(
-        (_grid_stride_blocks(total),), (_THREADS,),
+    fn = _fn("dequantize", f"dequantize_f{fmt.format_id}_o{_DTYPE_IDS[out_dtype]}")
+    # each thread takes _DQ_SEGS segments per iteration (dequantize_op.cuh); one wave of resident CTAs
+    fn((_resident_grid(fn, -(-total // (_THREADS * _DQ_SEGS))),), (_THREADS,),
         (data, scales, amax if fmt.is_nvfp4 else _NULL, np.int64(rows), np.int64(cols),
          np.int32(scale_layout == "swizzled"), np.int32(row_scaled), out))
     return out
@@ -304,7 +323,7 @@ def swizzle_scales(compact):
     out = _empty((rp, cpd), np.uint8)
     if rp * cpd:
         compact = cp.ascontiguousarray(compact)
-        _fn("swizzle", "swizzle_scales")((_grid_stride_blocks(rp * cpd),), (_THREADS,),
+        _fn("swizzle", "swizzle_scales")((_grid_stride_blocks(rp * cpd // 16),), (_THREADS,),
                                          (compact, np.int64(R), np.int64(C), out, np.int64(rp), np.int64(cpd)))
     return out
 
@@ -317,6 +336,6 @@ def unswizzle_scales(swizzled, shape):
     if R * C:
         swizzled = cp.ascontiguousarray(swizzled)
         cpd = int(swizzled.shape[1])
-        _fn("swizzle", "unswizzle_scales")((_grid_stride_blocks(R * C),), (_THREADS,),
+        _fn("swizzle", "unswizzle_scales")((_grid_stride_blocks(int(swizzled.size) // 16),), (_THREADS,),
                                            (swizzled, np.int64(R), np.int64(C), np.int64(cpd), out))
     return out

@@ -29,6 +29,12 @@ def variants():
     yield "nvfp4 row SR", lambda x: fp4kit.quantize(x, "nvfp4", axis="rowwise", amax=AM, rounding="stochastic", seed=7)
     yield "nvfp4 both SR", lambda x: fp4kit.quantize(x, "nvfp4", axis="both", amax=AM, rounding="stochastic", seed=7)
     yield "nvfp4 rht both swz", lambda x: fp4kit.quantize(x, "nvfp4", axis="both", rht=True, scale_layout="swizzled")
+    yield "dq mxfp8 bf16", lambda x: fp4kit.dequantize(QD["mxfp8_e4m3"], dtype="bfloat16")
+    yield "dq mxfp8 f32", lambda x: fp4kit.dequantize(QD["mxfp8_e4m3"], dtype="float32")
+    yield "dq nvfp4 bf16", lambda x: fp4kit.dequantize(QD["nvfp4"], dtype="bfloat16")
+    yield "dq mxfp4 bf16", lambda x: fp4kit.dequantize(QD["mxfp4_e2m1"], dtype="bfloat16")
+    yield "dq e5m2 f16", lambda x: fp4kit.dequantize(QD["mxfp8_e5m2"], dtype="float16")
+    yield "swizzle 8192x512", lambda x: fp4kit.swizzle_scales(SC)
     yield "amax global", lambda x: fp4kit._cuda.compute_amax(_cp(x), "bfloat16")
     yield "amax rht", lambda x: fp4kit._cuda.compute_amax(_cp(x), "bfloat16", "rht")
     yield "copy 2x128MB", lambda x: COPY.copy_(x)
@@ -56,6 +62,8 @@ COPY = None
 XF = None
 GX = GCOPY = None
 GDIMS = {}
+QD = {}
+SC = None
 
 
 def main():
@@ -71,6 +79,10 @@ def main():
         GDIMS[G] = torch.tensor(_skewed_dims(G, 65536, seed=G), dtype=torch.int64, device="cuda")
     GDIMS["8a"] = torch.tensor(_skewed_dims(8, 65536, seed=8, multiple=128), dtype=torch.int64, device="cuda")
     COPY = torch.empty_like(xs[0])
+    global SC
+    for fmt in ("mxfp8_e4m3", "mxfp8_e5m2", "nvfp4", "mxfp4_e2m1"):
+        QD[fmt] = fp4kit.quantize(xs[0], fmt, axis="rowwise")
+    SC = torch.randint(0, 255, (M, K // 16), device="cuda", dtype=torch.uint8)
     AM = xs[0].float().abs().amax().reshape(1)
     once = sys.argv[2] if len(sys.argv) > 2 and sys.argv[1] == "--once" else None
     only = sys.argv[2] if len(sys.argv) > 2 and sys.argv[1] == "--only" else None   # name prefix

@@ -1,4 +1,16 @@
-// fp4kit: operand dequantizer shared by dequantize.cu and grouped.cu (moved out of dequantize.cu so grouped.cu can reuse it).
+// fp4kit: operand dequantizer shared by dequantize.cu and grouped.cu.
+//
+// Work unit: one segment = 16 consecutive elements of one row (one scale). Each thread loads
+// DQ_SEGS segments (codes, scale byte, NVFP4 amax) before it converts any of them, so that every
+// thread keeps several independent loads in flight (the kernel is otherwise latency-bound).
+//
+// Conversion: a segment whose outputs cannot be NaN (finite multiplier; no E4M3 NaN code, no E5M2
+// inf/NaN code) takes the fast path: exact element decode through the sm_89+ cvt.rn.f16x2.e4m3x2
+// (E2M1 codes are first mapped to the E4M3 byte of the same value by two byte permutes), one
+// fp32 RN multiply per element, and the packed RNE conversions cvt.rn.{bf16x2,f16x2}.f32, which
+// equal f32_to_bf16_bits / cvt.rn.f16.f32 on every non-NaN value (subnormals kept: the module is
+// compiled with -ftz=false). Any other segment takes the element-by-element path, which writes
+// the canonical quiet NaN (SPEC, reference) wherever the product is NaN.
 #pragma once
 #include "common/codecs.cuh"
 #include "common/layout.cuh"
@@ -7,7 +19,107 @@
 namespace fp4kit {
 
 constexpr int DQ_THREADS = 256;
+constexpr int DQ_SEGS = 4;
 
+__device__ __forceinline__ u32 prmt(u32 a, u32 b, u32 sel) {
+    u32 d;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+    return d;
+}
+
+// Four E4M3 bytes of q (byte i = element i) -> exact fp32 (E4M3 NaN codes give a NaN).
+__device__ __forceinline__ void e4m3x4_to_f32(u32 q, float* d) {
+    asm("{ .reg .b16 p0, p1, a0, a1, b0, b1; .reg .b32 h0, h1;\n\t"
+        "mov.b32 {p0, p1}, %4;\n\t"
+        "cvt.rn.f16x2.e4m3x2 h0, p0;\n\t"
+        "cvt.rn.f16x2.e4m3x2 h1, p1;\n\t"
+        "mov.b32 {a0, a1}, h0;\n\t"
+        "mov.b32 {b0, b1}, h1;\n\t"
+        "cvt.f32.f16 %0, a0;\n\t"
+        "cvt.f32.f16 %1, a1;\n\t"
+        "cvt.f32.f16 %2, b0;\n\t"
+        "cvt.f32.f16 %3, b1; }"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]) : "r"(q));
+}
+
+// Two E4M3 bytes (low 16 bits of q, low byte first) -> exact fp32.
+__device__ __forceinline__ void e4m3x2_to_f32(u32 q, float& lo, float& hi) {
+    asm("{ .reg .b16 p0, p1, a0, a1; .reg .b32 h0;\n\t"
+        "mov.b32 {p0, p1}, %2;\n\t"
+        "cvt.rn.f16x2.e4m3x2 h0, p0;\n\t"
+        "mov.b32 {a0, a1}, h0;\n\t"
+        "cvt.f32.f16 %0, a0;\n\t"
+        "cvt.f32.f16 %1, a1; }"
+        : "=f"(lo), "=f"(hi) : "r"(q));
+}
+
+// Two float16 bit patterns packed in h (low half first) -> exact fp32 (subnormals kept).
+__device__ __forceinline__ void f16x2_to_f32(u32 h, float& lo, float& hi) {
+    asm("{ .reg .b16 a0, a1; mov.b32 {a0, a1}, %2; cvt.f32.f16 %0, a0; cvt.f32.f16 %1, a1; }"
+        : "=f"(lo), "=f"(hi) : "r"(h));
+}
+
+// E4M3 bytes of the E2M1 magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6 (a byte-permute table).
+#define FP4KIT_E2M1_AS_E4M3_LO 0x3C383000u
+#define FP4KIT_E2M1_AS_E4M3_HI 0x4C484440u
+
+// Eight E2M1 codes of w (nibble i = element i) -> two words of four E4M3 bytes of the same values.
+__device__ __forceinline__ void e2m1x8_to_e4m3(u32 w, u32& q0, u32& q1) {
+    const u32 mags = w & 0x77777777u;
+    const u32 w4 = w << 4;   // byte msb of w4 = sign of nibbles 0, 2, 4, 6; of w = nibbles 1, 3, 5, 7
+    // selector nibble 8|k: the byte is 0xFF when byte k of {w4, w} has its msb set, else 0x00
+    const u32 s0 = prmt(w4, w, 0xD9C8u), s1 = prmt(w4, w, 0xFBEAu);
+    q0 = prmt(FP4KIT_E2M1_AS_E4M3_LO, FP4KIT_E2M1_AS_E4M3_HI, mags) | (s0 & 0x80808080u);
+    q1 = prmt(FP4KIT_E2M1_AS_E4M3_LO, FP4KIT_E2M1_AS_E4M3_HI, mags >> 16) | (s1 & 0x80808080u);
+}
+
+// Loaded state of one segment.
+struct DqSeg {
+    u32 w[4];   // codes, little-endian (FP4: w[0..1])
+    u32 sc;     // scale byte
+    float A;    // NVFP4 amax of the segment's row (global or per-row); unused for MX
+    i64 o;      // output element index of the segment's first element
+    int n;      // elements in the segment (16 except at the end of a row)
+};
+
+// Codes of a segment at the end of a row or off an 8/16-byte boundary (out of line: rare).
+__device__ __noinline__ uint4 dq_load_bytes(const u8* src, int nbytes) {
+    u32 w[4] = {0u, 0u, 0u, 0u};
+#pragma unroll
+    for (int b = 0; b < 16; ++b)
+        if (b < nbytes) w[b >> 2] |= (u32)src[b] << (8 * (b & 3));
+    return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+template <int FMT>
+__device__ __forceinline__ void dq_load(const u8* data, const u8* scales, const float* amax, i64 rows, i64 cols,
+                                        int swizzled, int row_scaled, i64 t, DqSeg& s) {
+    typedef Fmt<FMT> F;
+    const i64 nseg = (cols + 15) / 16;
+    const i64 nb = (cols + F::block - 1) / F::block;
+    const i64 r = div_fast(t, nseg);
+    const i64 c0 = (t - r * nseg) * 16;
+    const int n = (int)((cols - c0) < 16 ? (cols - c0) : 16);
+    s.w[0] = s.w[1] = s.w[2] = s.w[3] = 0u;
+    const u8* src = F::packed ? data + r * (cols / 2) + c0 / 2 : data + r * cols + c0;
+    const int nbytes = F::packed ? n / 2 : n;
+    if (F::packed && nbytes == 8 && aligned8(src)) {
+        const uint2 q = __ldcs(reinterpret_cast<const uint2*>(src));
+        s.w[0] = q.x; s.w[1] = q.y;
+    } else if (!F::packed && nbytes == 16 && aligned16(src)) {
+        const uint4 q = __ldcs(reinterpret_cast<const uint4*>(src));
+        s.w[0] = q.x; s.w[1] = q.y; s.w[2] = q.z; s.w[3] = q.w;
+    } else {
+        const uint4 q = dq_load_bytes(src, nbytes);
+        s.w[0] = q.x; s.w[1] = q.y; s.w[2] = q.z; s.w[3] = q.w;
+    }
+    s.sc = scales[scale_offset(r, c0 / F::block, nb, swizzled != 0)];
+    s.A = F::mx ? 0.0f : amax[row_scaled ? r : 0];
+    s.o = r * cols + c0;
+    s.n = n;
+}
+
+// Element-by-element path (any input, NaN outputs canonical).
 template <int OT>
 __device__ __forceinline__ void store_out(void* outv, i64 idx, const float* y, int n) {
     if constexpr (OT == DTYPE_FLOAT32) {
@@ -42,54 +154,130 @@ __device__ __forceinline__ void store_out(void* outv, i64 idx, const float* y, i
     }
 }
 
-// Dequantize segment t (16 consecutive elements of one row) of a (rows, cols) operand.
+// Element-by-element conversion of any segment (NaN outputs canonical, any length and alignment);
+// out of line: NaN or inf multipliers and codes, row ends and misaligned outputs are rare.
 template <int FMT, int OT>
-__device__ __forceinline__ void dequantize_seg(const u8* data, const u8* scales, const float* amax, i64 rows,
-                                               i64 cols, int swizzled, int row_scaled, void* out, i64 t) {
+__device__ __noinline__ void dq_store_general(u32 w0, u32 w1, u32 w2, u32 w3, float mult, i64 o, int n, void* out) {
     typedef Fmt<FMT> F;
     typedef typename F::E E;
-    const i64 nseg = (cols + 15) / 16;
-    const i64 nb = (cols + F::block - 1) / F::block;
-    const i64 r = div_fast(t, nseg);
-    const i64 c0 = (t - r * nseg) * 16;
-    const int n = (int)((cols - c0) < 16 ? (cols - c0) : 16);
-    u32 w[4] = {0u, 0u, 0u, 0u};
-    const u8* src = F::packed ? data + r * (cols / 2) + c0 / 2 : data + r * cols + c0;
-    const int nbytes = F::packed ? n / 2 : n;
-    if (F::packed && nbytes == 8 && aligned8(src)) {
-        const uint2 q = *reinterpret_cast<const uint2*>(src);
-        w[0] = q.x; w[1] = q.y;
-    } else if (!F::packed && nbytes == 16 && aligned16(src)) {
-        const uint4 q = *reinterpret_cast<const uint4*>(src);
-        w[0] = q.x; w[1] = q.y; w[2] = q.z; w[3] = q.w;
-    } else {
-#pragma unroll
-        for (int b = 0; b < 16; ++b)
-            if (b < nbytes) w[b >> 2] |= (u32)src[b] << (8 * (b & 3));
-    }
-    const u32 sc = scales[scale_offset(r, c0 / F::block, nb, swizzled != 0)];
-    float mult;
-    if constexpr (F::mx) mult = e8m0_decode(sc);
-    else mult = nvfp4_dequant_mult(sc, amax[row_scaled ? r : 0]);
+    const u32 w[4] = {w0, w1, w2, w3};
     float y[16];
 #pragma unroll
     for (int i = 0; i < 16; ++i) {
         const u32 code = F::packed ? (w[i >> 3] >> (4 * (i & 7))) & 0xFu : (w[i >> 2] >> (8 * (i & 3))) & 0xFFu;
-        const float d = decode<E>(code);
-        const float v = mul_rn(mult, d);
+        const float v = mul_rn(mult, decode<E>(code));
         y[i] = is_nan(v) ? u2f(0x7FC00000u) : v;   // every NaN output is the canonical quiet NaN
     }
-    store_out<OT>(out, r * cols + c0, y, n);
+    store_out<OT>(out, o, y, n);
 }
 
+// Convert and store one loaded segment.
+template <int FMT, int OT>
+__device__ __forceinline__ void dq_store(const DqSeg& s, void* out) {
+    typedef Fmt<FMT> F;
+    typedef typename F::E E;
+    float mult;
+    if constexpr (F::mx) {
+        mult = e8m0_decode(s.sc);
+    } else {
+        // nvfp4_dequant_mult with the scale byte decoded by the cvt (a NaN code gives a NaN either way)
+        float sf, unused;
+        e4m3x2_to_f32(s.sc, sf, unused);
+        mult = mul_rn(mul_rn(sf, s.A), u2f(FP4KIT_RECIP2688_BITS));
+    }
+    constexpr int osize = OT == DTYPE_FLOAT32 ? 4 : 2;
+    bool fast = (f2u(mult) & 0x7FFFFFFFu) < FP4KIT_INF_BITS && s.n == 16 &&
+                ((reinterpret_cast<u64>(out) + (u64)s.o * osize) & 15u) == 0;
+    if constexpr (E::is_e4m3) {
+        u32 bad = 0u;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) bad |= ((s.w[j] & 0x7F7F7F7Fu) + 0x01010101u) & 0x80808080u;
+        fast = fast && bad == 0u;
+    } else if constexpr (E::is_e5m2) {
+        u32 bad = 0u;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) bad |= ((s.w[j] & 0x7C7C7C7Cu) + 0x04040404u) & 0x80808080u;
+        fast = fast && bad == 0u;
+    }
+    if (!fast) {
+        dq_store_general<FMT, OT>(s.w[0], s.w[1], s.w[2], s.w[3], mult, s.o, s.n, out);
+        return;
+    }
+    float d[16];
+    if constexpr (E::is_e4m3) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) e4m3x4_to_f32(s.w[j], d + 4 * j);
+    } else if constexpr (E::is_e5m2) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            f16x2_to_f32(prmt(s.w[j], 0u, 0x1404u), d[4 * j], d[4 * j + 1]);
+            f16x2_to_f32(prmt(s.w[j], 0u, 0x3424u), d[4 * j + 2], d[4 * j + 3]);
+        }
+    } else if constexpr (F::packed) {
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+            u32 q0, q1;
+            e2m1x8_to_e4m3(s.w[j], q0, q1);
+            e4m3x4_to_f32(q0, d + 8 * j);
+            e4m3x4_to_f32(q1, d + 8 * j + 4);
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < 16; ++i) d[i] = decode<E>((s.w[i >> 2] >> (8 * (i & 3))) & 0xFFu);
+    }
+    float v[16];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) v[i] = mul_rn(mult, d[i]);   // never NaN here
+    if constexpr (OT == DTYPE_FLOAT32) {
+        uint4* o4 = reinterpret_cast<uint4*>(reinterpret_cast<float*>(out) + s.o);
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+            o4[q] = make_uint4(f2u(v[4 * q]), f2u(v[4 * q + 1]), f2u(v[4 * q + 2]), f2u(v[4 * q + 3]));
+    } else {
+        u32 p[8];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            if constexpr (OT == DTYPE_BFLOAT16)
+                asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(p[j]) : "f"(v[2 * j + 1]), "f"(v[2 * j]));
+            else
+                asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(p[j]) : "f"(v[2 * j + 1]), "f"(v[2 * j]));
+        }
+        uint4* o4 = reinterpret_cast<uint4*>(reinterpret_cast<u16*>(out) + s.o);
+        o4[0] = make_uint4(p[0], p[1], p[2], p[3]);
+        o4[1] = make_uint4(p[4], p[5], p[6], p[7]);
+    }
+}
+
+// Dequantize segment t (16 consecutive elements of one row) of a (rows, cols) operand.
+template <int FMT, int OT>
+__device__ __forceinline__ void dequantize_seg(const u8* data, const u8* scales, const float* amax, i64 rows,
+                                               i64 cols, int swizzled, int row_scaled, void* out, i64 t) {
+    DqSeg s;
+    dq_load<FMT>(data, scales, amax, rows, cols, swizzled, row_scaled, t, s);
+    dq_store<FMT, OT>(s, out);
+}
+
+// Whole operand: each thread takes DQ_SEGS segments DQ_THREADS apart per iteration (coalesced),
+// loads all of them, then converts them; grid-stride over iterations.
 template <int FMT, int OT>
 __device__ __forceinline__ void dequantize_op(const u8* data, const u8* scales, const float* amax, i64 rows,
                                               i64 cols, int swizzled, int row_scaled, void* out) {
     const i64 total = rows * ((cols + 15) / 16);
-    const i64 stride = (i64)gridDim.x * DQ_THREADS;
-    for (i64 t = (i64)blockIdx.x * DQ_THREADS + threadIdx.x; t < total; t += stride)
-        dequantize_seg<FMT, OT>(data, scales, amax, rows, cols, swizzled, row_scaled, out, t);
+    const i64 per_cta = (i64)DQ_THREADS * DQ_SEGS;
+    const i64 step = (i64)gridDim.x * per_cta;
+    for (i64 base = (i64)blockIdx.x * per_cta + threadIdx.x; base < total; base += step) {
+        DqSeg s[DQ_SEGS];
+#pragma unroll
+        for (int k = 0; k < DQ_SEGS; ++k) {
+            const i64 t = base + (i64)k * DQ_THREADS;
+            if (t < total) dq_load<FMT>(data, scales, amax, rows, cols, swizzled, row_scaled, t, s[k]);
+        }
+#pragma unroll
+        for (int k = 0; k < DQ_SEGS; ++k) {
+            const i64 t = base + (i64)k * DQ_THREADS;
+            if (t < total) dq_store<FMT, OT>(s[k], out);
+        }
+    }
 }
 
 }  // namespace fp4kit
-

@@ -361,6 +361,52 @@ def test_dequantize_every_code(gpu):
             assert_float_bits_equal(got, want, f"dequantize every code {fmt} -> {out}")
 
 
+@pytest.mark.parametrize("fmt", FMTS)
+def test_dequantize_special_scales_and_views(gpu, fmt):
+    """The kernel's fast path (finite multiplier, no NaN/inf code, full aligned segment) against its
+    element path: NVFP4 amax 0 / subnormal-producing / huge / inf / NaN, global and per row; E8M0
+    scales 0, 1, 254, 255 next to ordinary ones; codes and outputs off their vector alignment."""
+    from fp4kit import _cuda
+    from fp4kit.tensor import Operand
+
+    cp = gpu
+    f = FORMATS[fmt]
+    rng = np.random.default_rng(11)
+    rows, cols = 64, 96
+    ncodes = 1 << f.elem.bits
+    codes = rng.integers(0, ncodes, size=(rows, cols)).astype(np.uint8)
+    data = (codes[:, 0::2] | (codes[:, 1::2] << 4)).astype(np.uint8) if f.packed else codes
+    nb = f.num_blocks(cols)
+    if f.is_nvfp4:
+        scales = rng.integers(0, 0x7F, size=(rows, nb)).astype(np.uint8)
+        scales[::7, 1] = 0x7F   # NaN scale code
+        specials = [0.0, 1e-42, 1e-30, 3.0e38, np.inf, np.nan, 448.0 * 6]
+        amaxes = [np.array([a], np.float32) for a in specials]
+        amaxes.append(np.array([specials[i % len(specials)] for i in range(rows)], np.float32))
+    else:
+        scales = rng.integers(100, 150, size=(rows, nb)).astype(np.uint8)
+        scales[0::5, 0] = 0
+        scales[1::5, 0] = 1
+        scales[2::5, 1] = 254
+        scales[3::5, -1] = 255
+        amaxes = [None]
+    # views whose data pointer is 1 or 8 bytes past an aligned allocation
+    for amax in amaxes:
+        op = Operand(data=data, scales=scales, scale_layout="compact", amax=amax, rows=rows, cols=cols, format=fmt)
+        for out in ("float32", "bfloat16", "float16"):
+            with np.errstate(all="ignore"):
+                want = ref_api.dequantize_operand(op, out)
+            for off in (0, 1, 8):
+                buf = cp.zeros(data.size + off, cp.uint8)
+                dview = buf[off:].reshape(data.shape)
+                dview[...] = cp.asarray(data)
+                got = cp.asnumpy(_cuda.dequantize(dview, cp.asarray(scales), None if amax is None else cp.asarray(amax),
+                                                  fmt, rows, cols, "compact", out))
+                if out == "bfloat16":
+                    got = got.view(ml_dtypes.bfloat16)
+                assert_float_bits_equal(got, want, f"dequantize {fmt} -> {out} amax={amax if amax is None else amax[:3]} off={off}")
+
+
 def test_dequantize_empty(gpu):
     from fp4kit import _cuda
 
@@ -388,6 +434,18 @@ def test_swizzle_roundtrip(gpu):
         garbage[pad] = 0xEE
         back = cp.asnumpy(_cuda.unswizzle_scales(cp.asarray(garbage), shape))
         assert_bytes_equal(back, c, f"unswizzle {shape}")
+        # views at odd byte offsets (compact and swizzled): the kernels fall back to byte access
+        for off in (1, 3, 4):
+            buf = cp.zeros(c.size + off + 16, cp.uint8)
+            view = buf[off:off + c.size].reshape(shape)
+            view[...] = cp.asarray(c)
+            got = cp.asnumpy(_cuda.swizzle_scales(view))
+            assert_bytes_equal(got, want, f"swizzle {shape} at offset {off}")
+            sbuf = cp.zeros(garbage.size + off + 16, cp.uint8)
+            sview = sbuf[off:off + garbage.size].reshape(garbage.shape)
+            sview[...] = cp.asarray(garbage)
+            back = cp.asnumpy(_cuda.unswizzle_scales(sview, shape))
+            assert_bytes_equal(back, c, f"unswizzle {shape} at offset {off}")
 
 
 def test_quantize_swizzled_equals_swizzle_of_compact(gpu):
