@@ -1,5 +1,5 @@
 // fp4kit: dequantization of one operand (rows, cols) from compact or swizzled scales
-// (SPEC sections 3 and 4). Thread per 16 consecutive elements of a row; only real scale
+// (SPEC sections 3 and 4). Work unit: 16 consecutive elements of a row (common/dequantize_op.cuh); only real scale
 // positions are read.
 #include "common/dequantize_op.cuh"
 
@@ -7,7 +7,7 @@ using namespace fp4kit;
 
 // Kernel names: dequantize_f<format_id>_o<output dtype id>; grid-stride, 256 threads.
 #define FP4KIT_DEQUANTIZE_KERNEL(F, O)                                                               \
-    extern "C" __global__ void __launch_bounds__(DQ_THREADS, 4)                                     \
+    extern "C" __global__ void __launch_bounds__(DQ_THREADS, 3)                                      \
     dequantize_f##F##_o##O(const u8* data, const u8* scales, const float* amax, i64 rows, i64 cols, \
                            int swizzled, int row_scaled, void* out) {                               \
         dequantize_op<F, O>(data, scales, amax, rows, cols, swizzled, row_scaled, out);             \

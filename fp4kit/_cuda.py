@@ -87,6 +87,11 @@ def _grid_stride_blocks(n_items: int, per_sm: int = 16) -> int:
     return max(1, min(-(-n_items // _THREADS), _sm_count() * per_sm))
 
 
+def _kernel_ptr(fn) -> int:
+    """CUfunction handle of a cupy.RawKernel (its .kernel is the loaded cupy.cuda.Function)."""
+    return int(getattr(fn, "kernel", fn).ptr)
+
+
 _DQ_SEGS = 4   # cuda_src/common/dequantize_op.cuh DQ_SEGS
 _RESIDENT: dict = {}
 
@@ -98,7 +103,7 @@ def _resident_grid(fn, ctas_needed: int) -> int:
     per_sm = _RESIDENT.get(key)
     if per_sm is None:
         try:
-            per_sm = int(_cp().cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(fn.ptr, _THREADS, 0))
+            per_sm = int(_cp().cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(_kernel_ptr(fn), _THREADS, 0))
         except Exception:
             per_sm = 4
         per_sm = _RESIDENT[key] = max(1, per_sm)

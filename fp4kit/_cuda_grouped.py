@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._cuda import _DTYPE_IDS, _NULL, _THREADS, _empty, _fn, _sm_count, needs_ext, quantize_flags
+from ._cuda import _DTYPE_IDS, _NULL, _THREADS, _empty, _fn, _kernel_ptr, _sm_count, needs_ext, quantize_flags
 from .formats import FORMATS
 
 __all__ = ["group_quantize", "group_dequantize"]
@@ -34,7 +34,7 @@ def _resident_ctas(fn) -> int:
     if n is None:
         try:
             import cupy
-            n = int(cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(fn.ptr, _THREADS, 0))
+            n = int(cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(_kernel_ptr(fn), _THREADS, 0))
         except Exception:
             n = _CTAS_PER_SM
         n = _RESIDENT[key] = max(1, min(n, _CTAS_PER_SM))

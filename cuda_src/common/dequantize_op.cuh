@@ -19,7 +19,7 @@
 namespace fp4kit {
 
 constexpr int DQ_THREADS = 256;
-constexpr int DQ_SEGS = 4;
+constexpr int DQ_SEGS = 4;   // fp4kit/_cuda.py _DQ_SEGS (grid size)
 
 __device__ __forceinline__ u32 prmt(u32 a, u32 b, u32 sel) {
     u32 d;
@@ -171,23 +171,30 @@ __device__ __noinline__ void dq_store_general(u32 w0, u32 w1, u32 w2, u32 w3, fl
     store_out<OT>(out, o, y, n);
 }
 
-// Convert and store one loaded segment.
-template <int FMT, int OT>
-__device__ __forceinline__ void dq_store(const DqSeg& s, void* out) {
-    typedef Fmt<FMT> F;
-    typedef typename F::E E;
-    float mult;
-    if constexpr (F::mx) {
-        mult = e8m0_decode(s.sc);
+// Multiplier of a loaded segment (MX: the E8M0 value; NVFP4: nvfp4_dequant_mult with the scale byte
+// decoded by the cvt, a NaN code giving a NaN either way).
+template <int FMT>
+__device__ __forceinline__ float dq_mult(const DqSeg& s) {
+    if constexpr (Fmt<FMT>::mx) {
+        return e8m0_decode(s.sc);
     } else {
-        // nvfp4_dequant_mult with the scale byte decoded by the cvt (a NaN code gives a NaN either way)
         float sf, unused;
         e4m3x2_to_f32(s.sc, sf, unused);
-        mult = mul_rn(mul_rn(sf, s.A), u2f(FP4KIT_RECIP2688_BITS));
+        return mul_rn(mul_rn(sf, s.A), u2f(FP4KIT_RECIP2688_BITS));
     }
-    constexpr int osize = OT == DTYPE_FLOAT32 ? 4 : 2;
-    bool fast = (f2u(mult) & 0x7FFFFFFFu) < FP4KIT_INF_BITS && s.n == 16 &&
-                ((reinterpret_cast<u64>(out) + (u64)s.o * osize) & 15u) == 0;
+}
+
+// Output words per segment: 16 elements of 2 or 4 bytes.
+template <int OT> struct DqOut { static constexpr int words = OT == DTYPE_FLOAT32 ? 16 : 8; };
+
+// Fast path: false when the segment's outputs could be NaN (non-finite multiplier, an E4M3 NaN
+// code, an E5M2 inf/NaN code) or it is shorter than 16 elements; otherwise the 16 outputs as
+// little-endian words p[0 .. DqOut<OT>::words).
+template <int FMT, int OT>
+__device__ __forceinline__ bool dq_fast_words(const DqSeg& s, float mult, u32* p) {
+    typedef Fmt<FMT> F;
+    typedef typename F::E E;
+    bool fast = (f2u(mult) & 0x7FFFFFFFu) < FP4KIT_INF_BITS && s.n == 16;
     if constexpr (E::is_e4m3) {
         u32 bad = 0u;
 #pragma unroll
@@ -199,10 +206,7 @@ __device__ __forceinline__ void dq_store(const DqSeg& s, void* out) {
         for (int j = 0; j < 4; ++j) bad |= ((s.w[j] & 0x7C7C7C7Cu) + 0x04040404u) & 0x80808080u;
         fast = fast && bad == 0u;
     }
-    if (!fast) {
-        dq_store_general<FMT, OT>(s.w[0], s.w[1], s.w[2], s.w[3], mult, s.o, s.n, out);
-        return;
-    }
+    if (!fast) return false;
     float d[16];
     if constexpr (E::is_e4m3) {
 #pragma unroll
@@ -229,12 +233,9 @@ __device__ __forceinline__ void dq_store(const DqSeg& s, void* out) {
 #pragma unroll
     for (int i = 0; i < 16; ++i) v[i] = mul_rn(mult, d[i]);   // never NaN here
     if constexpr (OT == DTYPE_FLOAT32) {
-        uint4* o4 = reinterpret_cast<uint4*>(reinterpret_cast<float*>(out) + s.o);
 #pragma unroll
-        for (int q = 0; q < 4; ++q)
-            o4[q] = make_uint4(f2u(v[4 * q]), f2u(v[4 * q + 1]), f2u(v[4 * q + 2]), f2u(v[4 * q + 3]));
+        for (int i = 0; i < 16; ++i) p[i] = f2u(v[i]);
     } else {
-        u32 p[8];
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
             if constexpr (OT == DTYPE_BFLOAT16)
@@ -242,9 +243,22 @@ __device__ __forceinline__ void dq_store(const DqSeg& s, void* out) {
             else
                 asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(p[j]) : "f"(v[2 * j + 1]), "f"(v[2 * j]));
         }
-        uint4* o4 = reinterpret_cast<uint4*>(reinterpret_cast<u16*>(out) + s.o);
-        o4[0] = make_uint4(p[0], p[1], p[2], p[3]);
-        o4[1] = make_uint4(p[4], p[5], p[6], p[7]);
+    }
+    return true;
+}
+
+// Store one segment from its own thread: the words when `fast` (16-byte stores when aligned),
+// else the element path.
+template <int FMT, int OT>
+__device__ __forceinline__ void dq_store_direct(const DqSeg& s, float mult, bool fast, const u32* p, void* out) {
+    constexpr int osize = OT == DTYPE_FLOAT32 ? 4 : 2;
+    char* dst = reinterpret_cast<char*>(out) + s.o * osize;
+    if (fast && (reinterpret_cast<u64>(dst) & 15u) == 0) {
+#pragma unroll
+        for (int q = 0; q < DqOut<OT>::words / 4; ++q)
+            reinterpret_cast<uint4*>(dst)[q] = make_uint4(p[4 * q], p[4 * q + 1], p[4 * q + 2], p[4 * q + 3]);
+    } else {
+        dq_store_general<FMT, OT>(s.w[0], s.w[1], s.w[2], s.w[3], mult, s.o, s.n, out);
     }
 }
 
@@ -254,28 +268,81 @@ __device__ __forceinline__ void dequantize_seg(const u8* data, const u8* scales,
                                                i64 cols, int swizzled, int row_scaled, void* out, i64 t) {
     DqSeg s;
     dq_load<FMT>(data, scales, amax, rows, cols, swizzled, row_scaled, t, s);
-    dq_store<FMT, OT>(s, out);
+    const float mult = dq_mult<FMT>(s);
+    u32 p[DqOut<OT>::words];
+    const bool fast = dq_fast_words<FMT, OT>(s, mult, p);
+    dq_store_direct<FMT, OT>(s, mult, fast, p, out);
 }
 
-// Whole operand: each thread takes DQ_SEGS segments DQ_THREADS apart per iteration (coalesced),
-// loads all of them, then converts them; grid-stride over iterations.
+// Whole operand. Each warp takes 32 consecutive segments per step k (k < DQ_SEGS, DQ_THREADS
+// segments apart), loads all of them, then converts them. When cols % 16 == 0 the 32 segments are
+// one contiguous run of the output; if all 32 take the fast path they go through shared memory so
+// that each 16-byte store instruction of the warp writes 512 consecutive bytes (a thread's own
+// 32 or 64 bytes would be 2 or 4 stores spread over 1 or 2 KiB). Chunk c of the warp's run sits at
+// slot c ^ ((c >> 3) & (NC - 1)): conflict-free for the writes (chunk NC * lane + q) and the reads
+// (chunk 32 q + lane).
+template <int FMT, int OT>
+__device__ __forceinline__ void dq_store_ustep(const DqSeg& s, i64 t0, i64 total, bool runs, uint4* st, void* out) {
+    constexpr int NC = DqOut<OT>::words / 4;   // 16-byte chunks per segment
+    constexpr int osize = OT == DTYPE_FLOAT32 ? 4 : 2;
+    const int lane = threadIdx.x & 31;
+    const bool valid = t0 + lane < total;
+    float mult = 0.0f;
+    u32 p[DqOut<OT>::words];
+    bool fast = false;
+    if (valid) {
+        mult = dq_mult<FMT>(s);
+        fast = dq_fast_words<FMT, OT>(s, mult, p);
+    }
+    if (runs && __all_sync(0xFFFFFFFFu, fast)) {
+#pragma unroll
+        for (int q = 0; q < NC; ++q) {
+            const int c = NC * lane + q;
+            st[c ^ ((c >> 3) & (NC - 1))] = make_uint4(p[4 * q], p[4 * q + 1], p[4 * q + 2], p[4 * q + 3]);
+        }
+        __syncwarp();
+        uint4* dst = reinterpret_cast<uint4*>(reinterpret_cast<char*>(out) + t0 * 16 * osize);
+#pragma unroll
+        for (int q = 0; q < NC; ++q) {
+            const int c = 32 * q + lane;
+            dst[c] = st[c ^ ((c >> 3) & (NC - 1))];
+        }
+        __syncwarp();
+    } else if (valid) {
+        dq_store_direct<FMT, OT>(s, mult, fast, p, out);
+    }
+}
+
+// Whole operand. Each warp takes 32 consecutive segments per step k (k < DQ_SEGS, DQ_THREADS
+// segments apart), loads all of them, then converts them. When cols % 16 == 0 the 32 segments are
+// one contiguous run of the output; if all 32 take the fast path they go through shared memory so
+// that each 16-byte store instruction of the warp writes 512 consecutive bytes (a thread's own
+// 32 or 64 bytes would be 2 or 4 stores spread over 1 or 2 KiB). Chunk c of the warp's run sits at
+// slot c ^ ((c >> 3) & (NC - 1)): conflict-free for the writes (chunk NC * lane + q) and the reads
+// (chunk 32 q + lane).
 template <int FMT, int OT>
 __device__ __forceinline__ void dequantize_op(const u8* data, const u8* scales, const float* amax, i64 rows,
                                               i64 cols, int swizzled, int row_scaled, void* out) {
+    constexpr int NC = DqOut<OT>::words / 4;
+    __shared__ uint4 stage[DQ_THREADS / 32][32 * NC];
+    const int lane = threadIdx.x & 31;
+    uint4* st = stage[threadIdx.x >> 5];
     const i64 total = rows * ((cols + 15) / 16);
+    const bool runs = (cols & 15) == 0 && (reinterpret_cast<u64>(out) & 15u) == 0;
     const i64 per_cta = (i64)DQ_THREADS * DQ_SEGS;
     const i64 step = (i64)gridDim.x * per_cta;
-    for (i64 base = (i64)blockIdx.x * per_cta + threadIdx.x; base < total; base += step) {
+    for (i64 wbase = (i64)blockIdx.x * per_cta + (threadIdx.x - lane); wbase < total; wbase += step) {
         DqSeg s[DQ_SEGS];
 #pragma unroll
         for (int k = 0; k < DQ_SEGS; ++k) {
-            const i64 t = base + (i64)k * DQ_THREADS;
+            const i64 t = wbase + lane + (i64)k * DQ_THREADS;
             if (t < total) dq_load<FMT>(data, scales, amax, rows, cols, swizzled, row_scaled, t, s[k]);
         }
 #pragma unroll
         for (int k = 0; k < DQ_SEGS; ++k) {
-            const i64 t = base + (i64)k * DQ_THREADS;
-            if (t < total) dq_store<FMT, OT>(s[k], out);
+            const i64 t0 = wbase + (i64)k * DQ_THREADS;   // the warp's first segment of this step
+            if (t0 >= total) break;                       // warp-uniform
+            dq_store_ustep<FMT, OT>(s[k], t0, total, runs, st, out);
         }
     }
 }
