@@ -292,6 +292,66 @@ struct RawTile {
     }
 };
 
+// Columnwise codes of one tile staged in shared memory: run c (c < QT_K) holds the RUNB bytes of
+// output row k0 + c, rows m0 .. m0 + 63. Used when those rows do not start on a 16-byte (FP8/FP6)
+// or 8-byte (FP4) boundary (M not a multiple of 16 / of 16 codes, or a grouped member's odd offset):
+// the per-thread stores would then be 2- or 4-byte pieces strewn over 16 output rows per
+// instruction. Instead each run is written by LPR lanes together: aligned 4-byte words in the middle,
+// single bytes at the two ends, so that one store instruction covers 64 (or 32) consecutive bytes.
+// FP8/FP6 runs of 64 bytes keep their 16-byte chunks at chunk ^ (2 * ((c >> 1) & 1)) (conflict-free
+// 16-byte stores from the lane layout of quantize_tile); 16 bytes of padding let the last run's
+// funnel-shift read one word past its end.
+template <int FMT>
+struct ColStage {
+    static constexpr int RUNB = Fmt<FMT>::packed ? QT_M / 2 : QT_M;   // bytes per run
+    static constexpr int LPR = RUNB / 4;                              // lanes per run (one word each)
+    static constexpr int WORDS = QT_K * RUNB / 4 + 4;
+    static __device__ __forceinline__ int byte_at(int c, int b) {
+        if constexpr (Fmt<FMT>::packed) return c * RUNB + b;
+        else return c * RUNB + ((((b >> 4) ^ (((c >> 1) & 1) << 1))) << 4) + (b & 15);
+    }
+    static __device__ __forceinline__ bool needed(const u8* col_data, i64 M) {
+        const u64 rowbytes = Fmt<FMT>::packed ? (u64)(M / 2) : (u64)M;
+        return ((reinterpret_cast<u64>(col_data) | rowbytes) & (Fmt<FMT>::packed ? 7u : 15u)) != 0;
+    }
+    // the thread's SEG codes (w: 16 bytes FP8/FP6, 8 bytes FP4) of column c, row segment sc_seg
+    static __device__ __forceinline__ void put(u32* buf, int c, int sc_seg, const u32* w) {
+        if constexpr (Fmt<FMT>::packed)
+            *reinterpret_cast<uint2*>(reinterpret_cast<u8*>(buf) + byte_at(c, sc_seg * 8)) = make_uint2(w[0], w[1]);
+        else
+            *reinterpret_cast<uint4*>(reinterpret_cast<u8*>(buf) + byte_at(c, sc_seg * 16)) = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+    static __device__ __forceinline__ u32 word(const u32* buf, int c, int b) {   // b % 4 == 0
+        return buf[byte_at(c, b) >> 2];
+    }
+    // All threads of the CTA, after a barrier that follows every put().
+    static __device__ __forceinline__ void write(const u32* buf, u8* col_data, i64 M, i64 K, i64 m0, i64 k0) {
+        const u8* bb = reinterpret_cast<const u8*>(buf);
+        const int lane = threadIdx.x & 31, h = lane % LPR;
+        const i64 rowbytes = Fmt<FMT>::packed ? M / 2 : M;
+        const i64 mb0 = Fmt<FMT>::packed ? m0 / 2 : m0;
+        const int L = (int)((rowbytes - mb0) < RUNB ? (rowbytes - mb0) : RUNB);   // bytes of each run
+        for (int c = (threadIdx.x >> 5) * (32 / LPR) + lane / LPR; c < QT_K; c += (QT_THREADS / 32) * (32 / LPR)) {
+            if (k0 + c >= K) break;                       // runs ascend with c
+            u8* dst = col_data + (k0 + c) * rowbytes + mb0;
+            const u64 sa = reinterpret_cast<u64>(dst);
+            const int head = (int)((4u - (u32)(sa & 3u)) & 3u) < L ? (int)((4u - (u32)(sa & 3u)) & 3u) : L;
+            const int nw = (L - head) >> 2;               // whole aligned words
+            const int tail = L - head - 4 * nw;
+            if (h < nw) {
+                const int off = head + 4 * h;              // byte offset of this word within the run
+                const int sh = 8 * (off & 3);
+                const int ob = off & ~3;
+                const u32 lo = word(buf, c, ob);
+                const u32 hi = ob + 4 < RUNB ? word(buf, c, ob + 4) : 0u;
+                *reinterpret_cast<u32*>(dst + off) = sh ? __funnelshift_r(lo, hi, sh) : lo;
+            }
+            if (h < head) dst[h] = bb[byte_at(c, h)];
+            if (h < tail) dst[head + 4 * nw + h] = bb[byte_at(c, head + 4 * nw + h)];
+        }
+    }
+};
+
 // EXT = false compiles out the NVFP4 variants and stochastic rounding (fewer registers, more
 // CTAs per SM) for the plain recipes; the flags of those variants are then ignored.
 //
@@ -311,6 +371,7 @@ __device__ __forceinline__ void quantize_tile(const void* x, i64 M, i64 K, u8* r
     __shared__ float seg_am[QT_M][QT_K / SEG];
     __shared__ float tile_am[QT_M / 16][QT_K / 16];
     __shared__ float enc_tab[2][F::mx ? 1 : NV_TAB + 1];   // NVFP4: rowwise / columnwise tables
+    __shared__ __align__(16) u32 col_stage[ColStage<FMT>::WORDS];
 
     const i64 tiles_k = (K + QT_K - 1) / QT_K;
     const i64 tq = div_fast(tile_idx, tiles_k);
@@ -382,6 +443,7 @@ __device__ __forceinline__ void quantize_tile(const void* x, i64 M, i64 K, u8* r
         // sectors of the output row in one store instruction (no partial-sector L2 writes), and the
         // two halves of an MX block of 32 are neighbouring lanes (one shuffle, no barrier).
         constexpr int G = F::packed ? 4 : 2;
+        const bool stage = ColStage<FMT>::needed(col_data, M);
         const int c = (tid / G) & (QT_K - 1);
         const int sc_seg = (tid / (G * QT_K)) * G + (tid & (G - 1));
         const i64 gkc = k0 + c, gmc = m0 + sc_seg * SEG;
@@ -421,12 +483,17 @@ __device__ __forceinline__ void quantize_tile(const void* x, i64 M, i64 K, u8* r
             u32 w[4];
             encode_seg<FMT>(v, mul, stochastic, seed, 1u, gkc * M + gmc, w);
             const int n = (int)((M - gmc) < SEG ? (M - gmc) : SEG);
-            if constexpr (F::packed) store_bytes(col_data + gkc * (M / 2) + gmc / 2, w, n / 2, SEG / 2);
+            if (stage) ColStage<FMT>::put(col_stage, c, sc_seg, w);
+            else if constexpr (F::packed) store_bytes(col_data + gkc * (M / 2) + gmc / 2, w, n / 2, SEG / 2);
             else store_bytes(col_data + gkc * M + gmc, w, n, SEG);
             if (F::block == 16 || (sc_seg & 1) == 0) {
                 const i64 nb = (M + F::block - 1) / F::block;
                 col_scales[scale_offset(gkc, gmc / F::block, nb, swz)] = (u8)sc;
             }
+        }
+        if (stage) {   // CTA-uniform
+            __syncthreads();
+            ColStage<FMT>::write(col_stage, col_data, M, K, m0, k0);
         }
     }
 }
