@@ -5,9 +5,8 @@
 //                   do nothing and nothing is written out of bounds.
 // group_stats_d*    persistent: per-member NVFP4 amax (plain, per row / per column, post-RHT) and
 //                   dbias column sums (float64 atomics), one pass over the input.
-// group_quantize_*  persistent, statically scheduled: CTA b takes one contiguous range of the
-//                   concatenated 64x64 tile list (column-major within a member) and finds each
-//                   tile's member by binary search (group_quantize_rows: runs of U row tiles).
+// group_quantize_*  persistent, statically scheduled: CTA b takes tiles b, b + grid, ... of the
+//                   concatenated 64x64 tile list and finds each tile's member by binary search.
 // group_dequantize_* grid-stride over 16-element segments of every member.
 #include "common/quantize_tile.cuh"
 #include "common/dequantize_op.cuh"
@@ -352,19 +351,9 @@ __device__ __forceinline__ void group_quantize(const void* x, i64 G, const i64* 
     const i64* acol = meta + (i64)META_ACOL * (G + 1);
     const i64 total = tiles[G];
     i64 prev = -1;   // member of this CTA's previous tile: its NVFP4 multiplier tables are still valid
-    // Each CTA takes one contiguous range of the tile list; within a member the tiles are numbered
-    // column-major, so consecutive tiles of a CTA are vertically adjacent and the staged columnwise
-    // runs (ColStage) carry their partial sectors from one tile to the next.
-    const i64 per = (total + gridDim.x - 1) / gridDim.x;
-    const i64 t_begin = (i64)blockIdx.x * per;
-    const i64 t_end = t_begin + per < total ? t_begin + per : total;
-    for (i64 t = t_begin; t < t_end; ++t) {
+    for (i64 t = blockIdx.x; t < total; t += gridDim.x) {
         const i64 g = find_member(tiles, G, t);
         const i64 M = first[g], K = last[g];
-        const i64 tiles_m = (M + QT_M - 1) / QT_M;
-        const i64 lt = t - tiles[g];
-        const i64 tq = lt - div_fast(lt, tiles_m) * tiles_m;
-        const int carry = (t > t_begin && tq != 0 ? CARRY_IN : 0) | (t + 1 < t_end && tq + 1 != tiles_m ? CARRY_OUT : 0);
         const char* xg = reinterpret_cast<const char*>(x) + off[g] * input_itemsize(DT);
         const i64 doff = F::packed ? off[g] / 2 : off[g];
         int fl = flags & ~QFLAG_VEC_IN;
@@ -372,7 +361,7 @@ __device__ __forceinline__ void group_quantize(const void* x, i64 G, const i64* 
         quantize_tile<FMT, DT, EXT>(xg, M, K, row_data ? row_data + doff : row_data, row_scales ? row_scales + srow[g] : row_scales,
                                col_data ? col_data + doff : col_data, col_scales ? col_scales + scol[g] : col_scales,
                                amax_row ? amax_row + arow[g] : amax_row, amax_col ? amax_col + acol[g] : amax_col,
-                               fl, seed, rht_mask, lt, g == prev, true, carry);
+                               fl, seed, rht_mask, t - tiles[g], g == prev);
         prev = g;
         __syncthreads();   // the tile buffer is reused by the next iteration
     }

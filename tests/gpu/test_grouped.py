@@ -61,11 +61,10 @@ def test_varying_first_matches_reference(cp, fmt, G):
 
 @pytest.mark.parametrize("fmt", ["mxfp8_e4m3", "mxfp6_e3m2", "mxfp4_e2m1", "nvfp4"])
 def test_large_members_several_tiles_per_cta(cp, fmt):
-    """Members large enough that every CTA of the persistent grid quantizes a range of several
-    vertically adjacent tiles: FP8/FP6 columnwise rows off a 16-byte boundary then carry their last
-    partial sector from one tile to the next (ColStage). Odd and even sizes, empty members, both
-    layouts; each member's bytes equal a single-tensor quantize of that member (itself checked
-    against the reference by test_kernels)."""
+    """Members large enough that every CTA of the persistent grid quantizes several tiles, with
+    FP8/FP6 columnwise rows off a 16-byte boundary (staged through shared memory, ColStage). Odd and
+    even sizes, empty members, both layouts; each member's bytes equal a single-tensor quantize of
+    that member (itself checked against the reference by test_kernels)."""
     f = fp4kit.FORMATS[fmt]
     K = 1536
     first = [0, 2046, 3002, 0, 1538, 130, 4096, 62] if f.packed else [0, 2047, 3001, 0, 1539, 130, 4096, 61]
