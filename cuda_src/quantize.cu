@@ -12,24 +12,6 @@
 
 using namespace fp4kit;
 
-namespace fp4kit {
-
-// CTA b -> row-major tile index. CTAs run roughly in blockIdx order, so consecutive CTAs take 16
-// vertically adjacent tiles of one 64-column band, then the next band: the 16 tiles that share a
-// 32-byte sector of compact columnwise scales (32 MX blocks = 1024 rows) are then in flight together
-// (in row-major order they would be 16 bands apart) and the sector is completed in L2.
-__device__ __forceinline__ i64 tile_of_cta(i64 b, i64 M, i64 K) {
-    constexpr i64 GM = 16;
-    const i64 tiles_m = (M + QT_M - 1) / QT_M, tiles_k = (K + QT_K - 1) / QT_K;
-    const i64 sb = div_fast(b, GM * tiles_k);                 // group of GM 64-row bands
-    const i64 r = b - sb * GM * tiles_k;
-    const i64 gm = tiles_m - sb * GM < GM ? tiles_m - sb * GM : GM;   // bands in this group
-    const i64 kq = div_fast(r, gm);
-    return (sb * GM + (r - kq * gm)) * tiles_k + kq;
-}
-
-}  // namespace fp4kit
-
 // Kernel names: quantize_f<format_id>_d<input dtype id> (enums.cuh). Grid: 1-D, one CTA per
 // 64x64 tile, ceil(M/64) * ceil(K/64) CTAs of 256 threads. Unused pointers may be null.
 #define FP4KIT_QUANTIZE_KERNEL(F, D, EXT, SUFFIX)                                                      \
@@ -38,7 +20,7 @@ __device__ __forceinline__ i64 tile_of_cta(i64 b, i64 M, i64 K) {
                                  u8* col_data, u8* col_scales, const float* amax_row,                  \
                                  const float* amax_col, int flags, u64 seed, u32 rht_mask) {          \
         quantize_tile<F, D, EXT>(x, M, K, row_data, row_scales, col_data, col_scales, amax_row,       \
-                                 amax_col, flags, seed, rht_mask, tile_of_cta(blockIdx.x, M, K));     \
+                                 amax_col, flags, seed, rht_mask, (i64)blockIdx.x);                   \
     }
 
 // quantize_f<F>_d<D>_rows (plain; R = 2 for float32 input, 4 for 16-bit input) and _rowsx (every
