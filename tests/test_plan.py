@@ -8,6 +8,7 @@ cuLaunchKernel that decodes the packed kernel-parameter array through ctypes.
 from __future__ import annotations
 
 import ctypes
+import re
 import threading
 import types
 
@@ -457,3 +458,59 @@ def test_torch_executor_threads_do_not_share_argument_slots(monkeypatch):
         if kernel == "quantize_f5_d2_plain":
             by_seed.setdefault(values[10], set()).add(values[0])
     assert by_seed == {k: {inputs[k].data_ptr()} for k in range(4)}
+
+
+# ---------------------------------------------------------------------------------------------
+# every planned launch matches its kernel's C signature in cuda_src/
+
+_SIG = re.compile(r'extern "C" __global__ void(?:\s+__launch_bounds__\([^)]*\))?\s*([\w#]+)\s*\(([^)]*)\)')
+_MACRO_PARAMS = {"F": r"\d+", "D": r"\d+", "SUFFIX": r"(?:_\w+)?"}
+# C type of a kernel parameter -> the Arg kinds that may fill it (pointers: 8 bytes)
+_KINDS = {"i64": {"i64"}, "int": {"i32"}, "u32": {"u32"}, "u64": {"u64", "seed"}}
+
+
+def _signatures():
+    from fp4kit._loader import cuda_src_dir
+
+    sigs = []
+    for module in ("quantize", "amax", "swizzle"):
+        text = (cuda_src_dir() / f"{module}.cu").read_text()
+        text = re.sub(r"//[^\n]*?(\\?)\n", r"\1\n", text).replace("\\\n", " ")   # comments, continuations
+        for name, params in _SIG.findall(text):
+            pieces = name.split("##")
+            pattern = re.escape(pieces[0]) + "".join(_MACRO_PARAMS.get(p, re.escape(p)) for p in pieces[1:])
+            types_ = [" ".join(p.split()[:-1]) for p in params.split(",")]
+            sigs.append((module, re.compile(pattern + "$"), types_))
+    return sigs
+
+
+def _fits(ctype: str, kind: str) -> bool:
+    if ctype.endswith("*"):
+        return kind in ("x", "buf", "null")
+    return kind in _KINDS[ctype]
+
+
+def test_planned_arguments_match_the_kernel_signatures():
+    sigs = _signatures()
+    assert len(sigs) >= 6
+    seen = set()
+    fmts = ["mxfp8_e4m3", "mxfp6_e2m3", "mxfp4_e2m1", "nvfp4"]
+    variants = [{}, {"axis": "both"}, {"axis": "columnwise"}, {"axis": "both", "scale_layout": "swizzled"},
+                {"rounding": "stochastic"}, {"axis": "both", "rht": True}, {"axis": "both", "row_scaled": True},
+                {"tile_2d": True}, {"axis": "both", "amax_shape": (1,)}]
+    for fmt in fmts:
+        for kw in variants:
+            for dtype in ("float32", "bfloat16"):
+                for align in (16, 4, 1):
+                    try:
+                        p = plan_of((32, 96), dtype, fmt, align=align, **kw)
+                    except (TypeError, ValueError):
+                        continue
+                    for s in p.launches():
+                        kinds = [a.kind for a in s.args]
+                        match = [t for m, rx, t in sigs if m == s.module and rx.match(s.kernel) and len(t) == len(kinds)]
+                        assert len(match) == 1, (s.kernel, kinds, match)
+                        assert all(_fits(c, k) for c, k in zip(match[0], kinds)), (s.kernel, list(zip(match[0], kinds)))
+                        seen.add(s.kernel.split("_f")[0] if s.module == "quantize" else s.kernel)
+    assert {"quantize", "amax_global_d0", "amax_global_d1", "amax_rows_cols_d1", "amax_rht_bf16",
+            "amax_plain_rht_bf16", "swizzle_zero_padding"} <= seen
