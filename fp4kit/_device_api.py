@@ -78,8 +78,8 @@ _torch_mod = None
 def _torch_fast_device(x, amax) -> int | None:
     """x's device index when quantize can take the PyTorch fast path, else None.
 
-    The fast path needs: x a torch.Tensor (or nn.Parameter; other subclasses take the general
-    path) on a CUDA device, C-contiguous, float32 / bfloat16 / float16, on the device that is
+    The fast path needs: x a dense (strided) torch.Tensor (or nn.Parameter; other subclasses take
+    the general path) on a CUDA device, C-contiguous, float32 / bfloat16 / float16, on the device that is
     current for both PyTorch and CuPy (kernels are loaded per CuPy device, launched in the current
     context); amax None or a float32 CUDA torch.Tensor on the same device. Whatever fails these
     takes the general path, which validates, copies and converts exactly as before.
@@ -93,11 +93,12 @@ def _torch_fast_device(x, amax) -> int | None:
         _torch_mod = torch
     if type(x) is not torch.Tensor and type(x) is not torch.nn.Parameter:
         return None
-    if not x.is_cuda or _interop.dtype_name(x) not in _FAST_DTYPES or not x.is_contiguous():
+    if (not x.is_cuda or x.layout is not torch.strided or _interop.dtype_name(x) not in _FAST_DTYPES
+            or not x.is_contiguous()):
         return None
     dev = x.get_device()
-    if amax is not None and (type(amax) is not torch.Tensor or not amax.is_cuda or amax.dtype != torch.float32
-                             or amax.get_device() != dev):
+    if amax is not None and (type(amax) is not torch.Tensor or not amax.is_cuda or amax.layout is not torch.strided
+                             or amax.dtype != torch.float32 or amax.get_device() != dev):
         return None
     import cupy
     if dev != torch.cuda.current_device() or dev != cupy.cuda.runtime.getDevice():

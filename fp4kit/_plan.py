@@ -231,7 +231,8 @@ def _amax_steps(b: _Builder, M: int, K: int, input_dtype: str, mode: str, rht_si
         both = mode == "global+rht"
         out = b.buffer((2,) if both else (1,), "float32", ZEROS)
         if both:
-            plain, rht = b.buffer((1,), "float32", VIEW, src=out, start=0), b.buffer((1,), "float32", VIEW, src=out, start=1)
+            plain = b.buffer((1,), "float32", VIEW, src=out, start=0)
+            rht = b.buffer((1,), "float32", VIEW, src=out, start=1)
         else:
             plain, rht = None, out
         n = (M // 16) * K
