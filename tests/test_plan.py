@@ -514,3 +514,127 @@ def test_planned_arguments_match_the_kernel_signatures():
                         seen.add(s.kernel.split("_f")[0] if s.module == "quantize" else s.kernel)
     assert {"quantize", "amax_global_d0", "amax_global_d1", "amax_rows_cols_d1", "amax_rht_bf16",
             "amax_plain_rht_bf16", "swizzle_zero_padding"} <= seen
+
+
+# ---------------------------------------------------------------------------------------------
+# the whole fast path (eligibility, validation, plan, executor, result objects) with a fake torch
+
+class _FakeDtype:
+    def __init__(self, name, np_dtype):
+        self.name, self.np = name, np.dtype(np_dtype)
+
+    def __str__(self):
+        return f"torch.{self.name}"
+
+
+def _fake_torch_module(device=0):
+    mod = types.ModuleType("torch")
+    strided = object()
+    dtypes = {n: _FakeDtype(n, d) for n, d in (("float32", np.float32), ("float16", np.float16),
+                                                ("bfloat16", np.uint16), ("uint8", np.uint8), ("float64", np.float64))}
+
+    class Tensor(_FakeTensor):
+        """A fake CUDA tensor of module "torch" (numpy bytes; dtype a _FakeDtype)."""
+
+        is_cuda = True
+        layout = strided
+
+        def __init__(self, arr, dtype, dev=device):
+            super().__init__(arr)
+            self.dtype, self.dev = dtype, dev
+
+        def is_contiguous(self):
+            return self.arr.flags.c_contiguous
+
+        def get_device(self):
+            return self.dev
+
+        def view(self, dtype):
+            return Tensor(self.arr.view(dtype.np), dtype, self.dev)
+
+        def clone(self):
+            return Tensor(self.arr.copy(), self.dtype, self.dev)
+
+        def reshape(self, *shape):
+            return Tensor(self.arr.reshape(*shape), self.dtype, self.dev)
+
+        def __getitem__(self, sl):
+            return Tensor(self.arr[sl], self.dtype, self.dev)
+
+    Tensor.__module__ = "torch"
+
+    class Parameter(Tensor):
+        pass
+
+    class Other(Tensor):
+        pass
+
+    Parameter.__module__, Other.__module__ = "torch.nn.parameter", "torch.other"
+
+    mod.Tensor, mod.strided, mod.Other = Tensor, strided, Other
+    mod.nn = types.SimpleNamespace(Parameter=Parameter)
+    for n, d in dtypes.items():
+        setattr(mod, n, d)
+    mod.empty = lambda shape, dtype, device: Tensor(np.empty(shape, dtype.np), dtype)
+    mod.zeros = lambda shape, dtype, device: Tensor(np.zeros(shape, dtype.np), dtype)
+    mod.cuda = types.SimpleNamespace(current_device=lambda: device)
+    return mod
+
+
+def test_fast_path_end_to_end_with_fake_torch(monkeypatch):
+    import sys
+
+    import fp4kit
+    from fp4kit import _device_api
+
+    torch = _fake_torch_module()
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(
+        cuda=types.SimpleNamespace(runtime=types.SimpleNamespace(getDevice=lambda: 0))))
+    monkeypatch.setattr(_device_api, "_torch_mod", None)
+    monkeypatch.setattr(_device_api, "_sm_count_of", lambda dev: SM)
+    monkeypatch.setattr(_cuda, "_poison", True)
+    _plan.clear_plans()
+    x = torch.Tensor(np.arange(256 * 512, dtype=np.uint16).reshape(256, 512), torch.bfloat16)
+    plan = _plan.build_quantize_plan(256, 512, "bfloat16",
+                                     quantize_options((256, 512), "bfloat16", "nvfp4", axis="both", rht=True,
+                                                      scale_layout="swizzled", seed=9), None, 16, SM)
+    calls = _fake_torch(monkeypatch, plan)
+    monkeypatch.setattr(_torch_exec, "_torch", lambda: torch)
+
+    q = fp4kit.quantize(x, "nvfp4", axis="both", rht=True, scale_layout="swizzled", seed=9)
+    assert q.shape == (256, 512) and q.input_dtype == "bfloat16" and q.options.seed == 9
+    assert (q.rowwise.data.shape, q.rowwise.scales.shape, q.rowwise.amax.shape) == ((256, 256), (256, 32), (1,))
+    assert (q.columnwise.data.shape, q.columnwise.scales.shape, q.columnwise.amax.shape) == ((512, 128), (512, 16), (1,))
+    assert all(isinstance(t, torch.Tensor) for op in (q.rowwise, q.columnwise) for t in (op.data, op.scales, op.amax))
+    assert (q.rowwise.data.arr == 0xA5).all() and q.rowwise.data.dtype is torch.uint8       # poisoned, no kernel ran
+    assert q.rowwise.amax.dtype is torch.float32 and q.rowwise.amax.arr.tolist() == [0.0]
+    assert q.columnwise.amax.data_ptr() == q.rowwise.amax.data_ptr() + 4                     # views of one buffer
+    assert [c[0] for c in calls] == ["amax_plain_rht_bf16", "quantize_f5_d1"]
+    qv = calls[1][4]
+    assert qv[:3] == (x.data_ptr(), 256, 512)
+    assert qv[3:9] == (q.rowwise.data.data_ptr(), q.rowwise.scales.data_ptr(), q.columnwise.data.data_ptr(),
+                       q.columnwise.scales.data_ptr(), q.rowwise.amax.data_ptr(), q.columnwise.amax.data_ptr())
+    assert qv[9:] == (1 | 2 | 4 | 128 | 256, 9, 0xD7E8)
+
+    # validation still comes first and says the same
+    with pytest.raises(ValueError, match=r"axis: expected one of"):
+        fp4kit.quantize(x, "nvfp4", axis="diagonal")
+    with pytest.raises(ValueError, match=r"amax: expected shape \(1,\), got \(2,\)"):
+        fp4kit.quantize(x, "nvfp4", amax=torch.Tensor(np.ones(2, np.float32), torch.float32))
+    assert len(calls) == 2
+
+    # eligibility
+    elig = _device_api._torch_fast_device
+    amax = torch.Tensor(np.ones(1, np.float32), torch.float32)
+    assert elig(x, None) == 0 and elig(x, amax) == 0
+    assert elig(torch.nn.Parameter(x.arr, torch.bfloat16), None) == 0
+    assert elig(torch.Other(x.arr, torch.bfloat16), None) is None                           # other subclass
+    assert elig(torch.Tensor(x.arr.T, torch.bfloat16), None) is None                         # not contiguous
+    assert elig(torch.Tensor(x.arr.astype(np.float64), torch.float64), None) is None         # dtype
+    assert elig(torch.Tensor(x.arr, torch.bfloat16, dev=1), None) is None                    # not the current device
+    assert elig(x, torch.Tensor(np.ones(1, np.float16), torch.float16)) is None             # amax dtype
+    assert elig(x, torch.Tensor(np.ones(1, np.float32), torch.float32, dev=1)) is None       # amax device
+    assert elig(x, np.ones(1, np.float32)) is None                                           # NumPy amax
+    assert elig(np.ones((2, 2), np.float32), None) is None
+    _plan.clear_plans()
