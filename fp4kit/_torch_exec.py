@@ -1,9 +1,11 @@
 """Runs a launch plan (fp4kit._plan) with PyTorch tensors: the fast path of PyTorch callers.
 
-Buffers come from PyTorch's caching allocator on the input's device (``torch.empty`` /
-``torch.zeros``; 0xA5 in every byte of an EMPTY buffer when output poisoning is on, like
-``fp4kit._cuda._empty``), and every kernel is launched with ``cuLaunchKernel`` (CuPy's thin binding
-``cupy.cuda.driver.launchKernel``) on PyTorch's current stream with raw device pointers. No CuPy
+Buffers come from PyTorch's caching allocator on the input's device (``torch.empty``; 0xA5 in
+every byte of an EMPTY buffer when output poisoning is on, like ``fp4kit._cuda._empty``; ZEROS
+buffers cleared with ``cudaMemsetAsync`` on the launch stream, as ``cupy.zeros`` does on the general
+path: expected to cost less host time than ``torch.zeros``'s fill kernel, not yet measured; both
+rows are in scripts/host_overhead.py), and every kernel is launched with ``cuLaunchKernel`` (CuPy's thin binding ``cupy.cuda.driver.launchKernel``) on PyTorch's
+current stream with raw device pointers. No CuPy
 array, DLPack exchange or CuPy stream wrapper is created; the kernels themselves are the ones
 ``fp4kit._loader`` compiled and loaded (CUfunction handles of its cupy.RawKernel objects).
 
@@ -52,6 +54,12 @@ def _driver_launch():
     return driver.launchKernel
 
 
+def _memset_async():
+    """cudaMemsetAsync(ptr, value, nbytes, stream)."""
+    from cupy.cuda import runtime
+    return runtime.memsetAsync
+
+
 def _ensure_context() -> None:
     """Give the calling thread a current CUDA context if it has none (cuLaunchKernel needs one; the
     runtime API makes the current device's primary context current on a thread's first runtime call,
@@ -86,10 +94,11 @@ class _Prepared:
     static 8-byte argument values and the (slot, value source) pairs written per call; and, per
     thread, the packed argument arrays."""
 
-    __slots__ = ("launch", "launches", "tls")
+    __slots__ = ("launch", "memset", "launches", "tls")
 
     def __init__(self, plan):
         self.launch = _driver_launch()
+        self.memset = _memset_async()
         self.launches = []
         for step in plan.launches():
             statics = [0] * len(step.args)
@@ -161,7 +170,10 @@ def run(plan, x, amax, seed: int, device: int) -> list:
                 if poison and a.numel():
                     (a if step.dtype == "uint8" else a.view(torch.uint8)).fill_(0xA5)
             elif init == _plan.ZEROS:
-                a = torch.zeros(step.shape, dtype=_TORCH_DTYPES[step.dtype], device=where)
+                a = torch.empty(step.shape, dtype=_TORCH_DTYPES[step.dtype], device=where)
+                nbytes = a.numel() * a.element_size()
+                if nbytes:
+                    prep.memset(a.data_ptr(), 0, nbytes, stream)
             elif init == _plan.AMAX:
                 a = torch.empty(step.shape, dtype=torch.float32, device=where)
                 a.copy_(amax.detach().reshape(-1))

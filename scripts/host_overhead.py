@@ -81,13 +81,15 @@ rows = [
     ("  _plan.quantize_plan (memoised)", lambda: _plan.quantize_plan(
         dev, _cuda._sm_count_of, M, K, "bfloat16", opts, None, x.data_ptr())),
     ("  _torch_exec.run mxfp8 (2 torch.empty + 1 launch)", lambda: _torch_exec.run(plan_m, x, None, 0, dev)),
-    ("  _torch_exec.run nvfp4 (2 torch.empty + torch.zeros + 2 launches)",
+    ("  _torch_exec.run nvfp4 (3 torch.empty + 1 cudaMemsetAsync + 2 launches)",
      lambda: _torch_exec.run(plan_n, x, None, 0, dev)),
     ("  _torch_exec._stream_ptr", lambda: _torch_exec._stream_ptr(dev)),
     ("  cuLaunchKernel alone (driver.launchKernel, packed args)",
      lambda: prep.launch(fn_, grid_, 1, 1, block_, 1, 1, 0, stream_, params_, 0)),
     ("  torch.empty", lambda: torch.empty((M, K), dtype=torch.uint8, device=x.device)),
-    ("  torch.zeros(1)", lambda: torch.zeros((1,), dtype=torch.float32, device=x.device)),
+    ("  torch.zeros(1) (not used: a fill kernel)", lambda: torch.zeros((1,), dtype=torch.float32, device=x.device)),
+    ("  torch.empty(1) + cudaMemsetAsync (ZEROS buffers)", lambda: prep.memset(
+        torch.empty((1,), dtype=torch.float32, device=x.device).data_ptr(), 0, 4, stream_)),
     ("  Operand + QuantizedTensor", lambda: QuantizedTensor(
         format="mxfp8_e4m3", shape=(M, K), rowwise=Operand(
             data=q_m.rowwise.data, scales=q_m.rowwise.scales, scale_layout="compact", amax=None, rows=M, cols=K,

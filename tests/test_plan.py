@@ -326,6 +326,9 @@ class _FakeTensor:
     def numel(self):
         return self.arr.size
 
+    def element_size(self):
+        return self.arr.itemsize
+
     def view(self, dtype):
         return _FakeTensor(self.arr.view(dtype))
 
@@ -380,6 +383,13 @@ def _fake_torch(monkeypatch, plan):
     monkeypatch.setattr(_torch_exec, "_torch", lambda: torch)
     monkeypatch.setattr(_torch_exec, "_function_handle", handle)
     monkeypatch.setattr(_torch_exec, "_driver_launch", lambda: launch)
+
+    def memset(ptr, value, nbytes, stream):              # the fake tensors live in host memory
+        assert stream == 0xABC0 + 1 or stream == 0xABC0
+        ctypes.memset(ptr, value, nbytes)
+        calls.append(("memset", ptr, value, nbytes, stream))
+
+    monkeypatch.setattr(_torch_exec, "_memset_async", lambda: memset)
     monkeypatch.setattr(_torch_exec, "_ensure_context", lambda: None)
     monkeypatch.setattr(_torch_exec, "_stream_ptr", lambda dev: 0xABC0 + dev)
     monkeypatch.setattr(_torch_exec, "_TORCH_DTYPES", {})
@@ -416,8 +426,13 @@ def test_torch_executor_packs_every_argument(monkeypatch, case, poison):
     for trial in range(2):                        # the second call reuses the packed arrays
         calls.clear()
         bufs = _torch_exec.run(p, x, amax, seed + trial if seed < 2**64 - 1 else seed, 1)
-        want = [(s.kernel, s.grid, s.block, 0xABC1,
-                 _expected_values(s, x, bufs, seed + trial if seed < 2**64 - 1 else seed)) for s in p.launches()]
+        want = []
+        for s in p.steps:
+            if type(s) is Launch:
+                want.append((s.kernel, s.grid, s.block, 0xABC1,
+                             _expected_values(s, x, bufs, seed + trial if seed < 2**64 - 1 else seed)))
+            elif type(s) is Buffer and s.init == ZEROS:
+                want.append(("memset", bufs[s.slot].data_ptr(), 0, 4 * int(np.prod(s.shape)), 0xABC1))
         assert calls == want
     for s in p.steps:
         if type(s) is Buffer:
@@ -426,7 +441,7 @@ def test_torch_executor_packs_every_argument(monkeypatch, case, poison):
             if s.init == EMPTY and poison:
                 assert (a.view(np.uint8) == 0xA5).all()
             elif s.init == ZEROS:
-                assert (a == 0).all()
+                assert (a.view(np.uint32) == 0).all()
             elif s.init == AMAX:
                 assert a.tolist() == [3.5] and a.ctypes.data != amax.data_ptr()
             elif s.init == COPY:
@@ -451,7 +466,7 @@ def test_torch_executor_threads_do_not_share_argument_slots(monkeypatch):
         t.start()
     for t in threads:
         t.join()
-    assert len(calls) == 4 * 300 * 2
+    assert len(calls) == 4 * 300 * 3                 # memset of the amax, amax kernel, quantize kernel
     # every quantize launch's seed (this thread's k) comes with this thread's input pointer
     by_seed = {}
     for kernel, *_, values in calls:
@@ -610,8 +625,9 @@ def test_fast_path_end_to_end_with_fake_torch(monkeypatch):
     assert (q.rowwise.data.arr == 0xA5).all() and q.rowwise.data.dtype is torch.uint8       # poisoned, no kernel ran
     assert q.rowwise.amax.dtype is torch.float32 and q.rowwise.amax.arr.tolist() == [0.0]
     assert q.columnwise.amax.data_ptr() == q.rowwise.amax.data_ptr() + 4                     # views of one buffer
-    assert [c[0] for c in calls] == ["amax_plain_rht_bf16", "quantize_f5_d1"]
-    qv = calls[1][4]
+    assert [c[0] for c in calls] == ["memset", "amax_plain_rht_bf16", "quantize_f5_d1"]
+    assert calls[0][1:] == (q.rowwise.amax.data_ptr(), 0, 8, 0xABC0)                       # the (2,) amax buffer
+    qv = calls[2][4]
     assert qv[:3] == (x.data_ptr(), 256, 512)
     assert qv[3:9] == (q.rowwise.data.data_ptr(), q.rowwise.scales.data_ptr(), q.columnwise.data.data_ptr(),
                        q.columnwise.scales.data_ptr(), q.rowwise.amax.data_ptr(), q.columnwise.amax.data_ptr())
@@ -622,7 +638,7 @@ def test_fast_path_end_to_end_with_fake_torch(monkeypatch):
         fp4kit.quantize(x, "nvfp4", axis="diagonal")
     with pytest.raises(ValueError, match=r"amax: expected shape \(1,\), got \(2,\)"):
         fp4kit.quantize(x, "nvfp4", amax=torch.Tensor(np.ones(2, np.float32), torch.float32))
-    assert len(calls) == 2
+    assert len(calls) == 3
 
     # eligibility
     elig = _device_api._torch_fast_device
