@@ -21,7 +21,7 @@ from .tensor import swizzled_shape
 
 __all__ = ["Buffer", "Launch", "ZeroFill", "Arg", "OperandSlots", "Plan", "build_quantize_plan", "build_amax_plan",
            "quantize_plan", "amax_plan", "align_class", "grid_stride_blocks", "quantize_flags", "needs_ext",
-           "EMPTY", "ZEROS", "AMAX", "COPY", "VIEW", "AMAX_MODES"]
+           "clear_plans", "EMPTY", "ZEROS", "AMAX", "COPY", "VIEW"]
 
 DTYPE_IDS = {"float32": 0, "bfloat16": 1, "float16": 2}
 ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2}
@@ -47,8 +47,6 @@ ZEROS = "zeros"     # zero-filled
 AMAX = "amax"       # a copy of the caller's amax, flattened to 1-D float32
 COPY = "copy"       # a copy of buffer `src`
 VIEW = "view"       # elements [start, start + shape[0]) of the 1-D buffer `src` (no new memory)
-
-AMAX_MODES = ("global", "rows", "cols", "rht", "global+rht")
 
 
 class Buffer(NamedTuple):
