@@ -72,7 +72,8 @@ def _wrap(op: dict | None, rows: int, cols: int, fmt, layout: str, lib: str):
 
 
 _FAST_DTYPES = frozenset(("float32", "bfloat16", "float16"))
-_torch_mod = None
+_torch_mod = None           # torch and cupy.cuda.runtime, imported by the first torch input
+_cupy_runtime = None
 
 
 def _torch_fast_device(x, amax) -> int | None:
@@ -84,7 +85,7 @@ def _torch_fast_device(x, amax) -> int | None:
     context); amax None or a float32 CUDA torch.Tensor on the same device. Whatever fails these
     takes the general path, which validates, copies and converts exactly as before.
     """
-    global _torch_mod
+    global _torch_mod, _cupy_runtime
     if not type(x).__module__.startswith("torch"):
         return None
     torch = _torch_mod
@@ -100,8 +101,11 @@ def _torch_fast_device(x, amax) -> int | None:
     if amax is not None and (type(amax) is not torch.Tensor or not amax.is_cuda or amax.layout is not torch.strided
                              or amax.dtype != torch.float32 or amax.get_device() != dev):
         return None
-    import cupy
-    if dev != torch.cuda.current_device() or dev != cupy.cuda.runtime.getDevice():
+    rt = _cupy_runtime
+    if rt is None:
+        from cupy.cuda import runtime as rt
+        _cupy_runtime = rt
+    if dev != torch.cuda.current_device() or dev != rt.getDevice():
         return None
     return dev
 

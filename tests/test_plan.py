@@ -604,9 +604,8 @@ def test_fast_path_end_to_end_with_fake_torch(monkeypatch):
 
     torch = _fake_torch_module()
     monkeypatch.setitem(sys.modules, "torch", torch)
-    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(
-        cuda=types.SimpleNamespace(runtime=types.SimpleNamespace(getDevice=lambda: 0))))
     monkeypatch.setattr(_device_api, "_torch_mod", None)
+    monkeypatch.setattr(_device_api, "_cupy_runtime", types.SimpleNamespace(getDevice=lambda: 0))
     monkeypatch.setattr(_device_api, "_sm_count_of", lambda dev: SM)
     monkeypatch.setattr(_cuda, "_poison", True)
     _plan.clear_plans()
