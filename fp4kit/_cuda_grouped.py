@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._cuda import _DTYPE_IDS, _NULL, _THREADS, _empty, _fn, _kernel_ptr, _sm_count, needs_ext, quantize_flags
+from ._cuda import _DTYPE_IDS, _NULL, _THREADS, _empty, _fn, _kernel_ptr, _sm_count
+from ._plan import needs_ext, quantize_flags
 from .formats import FORMATS
 
 __all__ = ["group_quantize", "group_dequantize"]

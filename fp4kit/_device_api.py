@@ -2,12 +2,17 @@
 
 validate (fp4kit._validate, before any launch) -> view as CuPy (fp4kit._interop) -> launch on the
 caller's current stream and device (fp4kit._cuda) -> wrap the results back in the caller's library.
+
+quantize of a PyTorch CUDA tensor takes a fast path when it can (see _torch_fast_device): the
+same validation, the same launch plan (fp4kit._plan), run by fp4kit._torch_exec with PyTorch
+tensors and raw launches, without CuPy arrays or DLPack.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from . import _interop
+from . import _interop, _plan, _torch_exec
+from ._cuda import _sm_count_of
 from ._validate import check_choice, quantize_options, flat_2d
 from .formats import DTYPES, FORMATS
 from .tensor import Operand, QuantizedTensor
@@ -66,9 +71,80 @@ def _wrap(op: dict | None, rows: int, cols: int, fmt, layout: str, lib: str):
                    rows=rows, cols=cols, format=fmt.name)
 
 
+_FAST_DTYPES = frozenset(("float32", "bfloat16", "float16"))
+_torch_mod = None           # torch and cupy.cuda.runtime, imported by the first torch input
+_cupy_runtime = None
+
+
+def _torch_fast_device(x, amax) -> int | None:
+    """x's device index when quantize can take the PyTorch fast path, else None.
+
+    The fast path needs: x a dense (strided) torch.Tensor (or nn.Parameter; other subclasses take
+    the general path) on a CUDA device, C-contiguous, float32 / bfloat16 / float16, on the device that is
+    current for both PyTorch and CuPy (kernels are loaded per CuPy device, launched in the current
+    context); amax None or a float32 CUDA torch.Tensor on the same device. Whatever fails these
+    takes the general path, which validates, copies and converts exactly as before.
+    """
+    global _torch_mod, _cupy_runtime
+    if not type(x).__module__.startswith("torch"):
+        return None
+    torch = _torch_mod
+    if torch is None:
+        import torch
+        _torch_mod = torch
+    if type(x) is not torch.Tensor and type(x) is not torch.nn.Parameter:
+        return None
+    if (not x.is_cuda or x.layout is not torch.strided or _interop.dtype_name(x) not in _FAST_DTYPES
+            or not x.is_contiguous()):
+        return None
+    dev = x.get_device()
+    if amax is not None and (type(amax) is not torch.Tensor or not amax.is_cuda or amax.layout is not torch.strided
+                             or amax.dtype != torch.float32 or amax.get_device() != dev):
+        return None
+    rt = _cupy_runtime
+    if rt is None:
+        from cupy.cuda import runtime as rt
+        _cupy_runtime = rt
+    if dev != torch.cuda.current_device() or dev != rt.getDevice():
+        return None
+    return dev
+
+
+def _torch_operand(slots, bufs: list, rows: int, cols: int, fmt, layout: str):
+    if slots is None:
+        return None
+    return Operand(data=bufs[slots.data], scales=bufs[slots.scales], scale_layout=layout,
+                   amax=None if slots.amax is None else bufs[slots.amax], rows=rows, cols=cols, format=fmt.name)
+
+
+def _quantize_torch(x, dev: int, fmt, amax, kw: dict) -> QuantizedTensor:
+    """quantize's fast path (x, amax: see _torch_fast_device): the general path's validation and
+    launch plan, run by fp4kit._torch_exec; results are torch tensors of the general path's shapes,
+    dtypes and bytes, queued on PyTorch's current stream."""
+    dn = _interop.dtype_name(x)
+    shape = tuple(x.shape)
+    opts = quantize_options(shape, dn, fmt, **kw, amax_shape=None if amax is None else tuple(amax.shape),
+                            amax_dtype=None if amax is None else "float32")
+    M, K = flat_2d(shape)
+    plan = _plan.quantize_plan(dev, _sm_count_of, M, K, dn, opts, None if amax is None else amax.numel(),
+                               x.data_ptr())
+    bufs = _torch_exec.run(plan, x, amax, opts.seed, dev)
+    f = opts.fmt
+    row, col = plan.outputs
+    return QuantizedTensor(format=f.name, shape=shape,
+                           rowwise=_torch_operand(row, bufs, M, K, f, opts.scale_layout),
+                           columnwise=_torch_operand(col, bufs, K, M, f, opts.scale_layout), options=opts,
+                           input_dtype=dn)
+
+
 def quantize(x, fmt, axis="rowwise", scale_layout="compact", scale_rule="rceil", amax=None,
              tile_2d=False, row_scaled=False, rht=False, rht_sign_mask=0xD7E8,
              rounding="nearest", seed=0) -> QuantizedTensor:
+    dev = _torch_fast_device(x, amax)
+    if dev is not None:
+        return _quantize_torch(x, dev, fmt, amax, dict(
+            axis=axis, scale_layout=scale_layout, scale_rule=scale_rule, tile_2d=tile_2d, row_scaled=row_scaled,
+            rht=rht, rht_sign_mask=rht_sign_mask, rounding=rounding, seed=seed))
     da = device_input(x)
     amax_cp, amax_shape, amax_dtype = _amax_input(amax, da.device)
     opts = quantize_options(da.shape, da.dtype, fmt, axis=axis, scale_layout=scale_layout, scale_rule=scale_rule,

@@ -67,8 +67,11 @@ def quantize_options(shape, dtype: str, fmt, **kw) -> QuantizeOptions:
     unhashable arguments fall through to the checks, which then name them.
     """
     try:
-        # the value's type is part of the key: True == 1 must not let tile_2d=1 skip its TypeError
-        key = tuple(sorted((k, type(v), v) for k, v in kw.items()))
+        # names, values, then the values' types: True == 1 must not let tile_2d=1 skip its
+        # TypeError. Flat and unsorted (~0.6 us instead of ~1.8 us sorted pairs): the length fixes
+        # where each part starts, and the same options in another keyword order only miss the cache.
+        values = kw.values()
+        key = (*kw, *values, *map(type, values))
         return _quantize_options_cached(tuple(shape), dtype, (type(fmt), fmt), key)
     except TypeError as e:
         if "unhashable" not in str(e):
@@ -77,8 +80,9 @@ def quantize_options(shape, dtype: str, fmt, **kw) -> QuantizeOptions:
 
 
 @functools.lru_cache(maxsize=4096)
-def _quantize_options_cached(shape, dtype, fmt_key, kw_items):
-    return _quantize_options(shape, dtype, fmt_key[1], **{k: v for k, _, v in kw_items})
+def _quantize_options_cached(shape, dtype, fmt_key, kw_key):
+    n = len(kw_key) // 3
+    return _quantize_options(shape, dtype, fmt_key[1], **dict(zip(kw_key[:n], kw_key[n:2 * n])))
 
 
 def _quantize_options(shape, dtype: str, fmt, axis="rowwise", scale_layout="compact", scale_rule="rceil",

@@ -1,6 +1,10 @@
 #!/usr/bin/env python3
 """Where the host time of one small fp4kit call goes (M x 4096 bf16, warm): each layer timed alone
-with perf_counter over many calls. Used for docs/performance.md."""
+with perf_counter over many calls. Used for docs/performance.md.
+
+Two paths for a PyTorch input: the fast path (fp4kit._torch_exec: torch allocations, raw
+cuLaunchKernel, no CuPy arrays, no DLPack) and the general path (CuPy views, CuPy launches, DLPack
+hand-back), forced here by disabling the fast path's eligibility check."""
 import os
 import sys
 import time
@@ -11,7 +15,8 @@ import torch  # noqa: E402
 import cupy as cp  # noqa: E402
 
 import fp4kit  # noqa: E402
-from fp4kit import _cuda, _interop, _validate  # noqa: E402
+from fp4kit import _cuda, _device_api, _interop, _plan, _torch_exec, _validate  # noqa: E402
+from fp4kit.tensor import Operand, QuantizedTensor  # noqa: E402
 
 
 def t(fn, n=2000):
@@ -26,34 +31,87 @@ def t(fn, n=2000):
     return (e - s) / n * 1e6
 
 
-x = torch.randn(16, 4096, device="cuda").to(torch.bfloat16)
-xc = cp.asarray(np.random.default_rng(0).standard_normal((16, 4096)).astype(np.float32))
+def general(fn):
+    """fn() with the fast path switched off (the general path, as before the fast path existed)."""
+    def run():
+        keep = _device_api._torch_fast_device
+        _device_api._torch_fast_device = lambda x, amax: None
+        try:
+            return fn()
+        finally:
+            _device_api._torch_fast_device = keep
+    return run
+
+
+M, K = 16, 4096
+x = torch.randn(M, K, device="cuda").to(torch.bfloat16)
+xc = cp.asarray(np.random.default_rng(0).standard_normal((M, K)).astype(np.float32))
 da = _interop.as_cupy(x)
 out = cp.empty(1000, cp.uint8)
+KW = dict(axis="rowwise", scale_layout="compact", scale_rule="rceil", tile_2d=False, row_scaled=False, rht=False,
+          rht_sign_mask=0xD7E8, rounding="nearest", seed=0)
 opts = _validate.quantize_options(da.shape, da.dtype, "mxfp8_e4m3")
 optsn = _validate.quantize_options(da.shape, da.dtype, "nvfp4")
+dev = x.get_device()
+plan_m = _plan.quantize_plan(dev, _cuda._sm_count_of, M, K, "bfloat16", opts, None, x.data_ptr())
+plan_n = _plan.quantize_plan(dev, _cuda._sm_count_of, M, K, "bfloat16", optsn, None, x.data_ptr())
+_torch_exec.run(plan_m, x, None, 0, dev)           # prepares the plans (kernel handles, packed arguments)
+_torch_exec.run(plan_n, x, None, 0, dev)
+prep = plan_m.exec_cache["torch"]
+# one launch alone, with its own packed arguments pointing at buffers kept alive here
+keep = _torch_exec.run(plan_m, x, None, 0, dev)
+fn_, grid_, block_, statics_, dyn_ = prep.launches[0]
+pack_ = _torch_exec._pack(statics_)
+vals_ = [x.data_ptr(), 0] + [b.data_ptr() for b in keep]
+for i_, j_ in dyn_:
+    pack_[0][i_] = vals_[j_]
+params_ = pack_[2]
+stream_ = _torch_exec._stream_ptr(dev)
+q_m = fp4kit.quantize(x, "mxfp8_e4m3")
 rows = [
-    ("fp4kit.quantize torch bf16 mxfp8_e4m3", lambda: fp4kit.quantize(x, "mxfp8_e4m3")),
-    ("fp4kit.quantize torch bf16 nvfp4", lambda: fp4kit.quantize(x, "nvfp4")),
+    ("fp4kit.quantize torch bf16 mxfp8_e4m3 (fast path)", lambda: fp4kit.quantize(x, "mxfp8_e4m3")),
+    ("fp4kit.quantize torch bf16 nvfp4 (fast path)", lambda: fp4kit.quantize(x, "nvfp4")),
+    ("fp4kit.quantize torch bf16 mxfp8_e4m3 (general path)", general(lambda: fp4kit.quantize(x, "mxfp8_e4m3"))),
+    ("fp4kit.quantize torch bf16 nvfp4 (general path)", general(lambda: fp4kit.quantize(x, "nvfp4"))),
     ("fp4kit.quantize cupy f32 mxfp8_e4m3", lambda: fp4kit.quantize(xc, "mxfp8_e4m3")),
+    ("fast path:", None),
+    ("  _device_api._torch_fast_device (eligibility)", lambda: _device_api._torch_fast_device(x, None)),
+    ("  _validate.quantize_options (memoised)", lambda: _validate.quantize_options(
+        tuple(x.shape), "bfloat16", "mxfp8_e4m3", **KW, amax_shape=None, amax_dtype=None)),
+    ("  _plan.quantize_plan (memoised)", lambda: _plan.quantize_plan(
+        dev, _cuda._sm_count_of, M, K, "bfloat16", opts, None, x.data_ptr())),
+    ("  _torch_exec.run mxfp8 (2 torch.empty + 1 launch)", lambda: _torch_exec.run(plan_m, x, None, 0, dev)),
+    ("  _torch_exec.run nvfp4 (3 torch.empty + 1 cudaMemsetAsync + 2 launches)",
+     lambda: _torch_exec.run(plan_n, x, None, 0, dev)),
+    ("  _torch_exec._stream_ptr", lambda: _torch_exec._stream_ptr(dev)),
+    ("  cuLaunchKernel alone (driver.launchKernel, packed args)",
+     lambda: prep.launch(fn_, grid_, 1, 1, block_, 1, 1, 0, stream_, params_, 0)),
+    ("  torch.empty", lambda: torch.empty((M, K), dtype=torch.uint8, device=x.device)),
+    ("  torch.zeros(1) (not used: a fill kernel)", lambda: torch.zeros((1,), dtype=torch.float32, device=x.device)),
+    ("  torch.empty(1) + cudaMemsetAsync (ZEROS buffers)", lambda: prep.memset(
+        torch.empty((1,), dtype=torch.float32, device=x.device).data_ptr(), 0, 4, stream_)),
+    ("  Operand + QuantizedTensor", lambda: QuantizedTensor(
+        format="mxfp8_e4m3", shape=(M, K), rowwise=Operand(
+            data=q_m.rowwise.data, scales=q_m.rowwise.scales, scale_layout="compact", amax=None, rows=M, cols=K,
+            format="mxfp8_e4m3"), columnwise=None, options=opts, input_dtype="bfloat16")),
+    ("general path:", None),
     ("  _interop.as_cupy(torch)", lambda: _interop.as_cupy(x)),
     ("  _interop.current_stream(torch)", lambda: _interop.current_stream(x)),
-    ("  _validate.quantize_options", lambda: _validate.quantize_options(da.shape, da.dtype, "mxfp8_e4m3")),
     ("  _cuda.quantize mxfp8 (allocs + launches)", lambda: _cuda.quantize(da.array, opts, input_dtype="bfloat16")),
     ("  _cuda.quantize nvfp4 (allocs + launches)", lambda: _cuda.quantize(da.array, optsn, input_dtype="bfloat16")),
     ("  _interop.to_library(cupy -> torch)", lambda: _interop.to_library(out, "torch")),
     ("  cupy.empty", lambda: cp.empty(4096, cp.uint8)),
-    ("  torch.empty", lambda: torch.empty(4096, dtype=torch.uint8, device="cuda")),
 ]
+print(f"device: {torch.cuda.get_device_name(dev)}; torch {torch.__version__}, cupy {cp.__version__}")
 print("| what | host us/call |\n|---|---|")
 for name, fn in rows:
-    print(f"| {name} | {t(fn):.1f} |")
+    print(f"| {name} | {'' if fn is None else f'{t(fn):.1f}'} |")
 
 import cProfile  # noqa: E402
 import pstats  # noqa: E402
 pr = cProfile.Profile()
 pr.enable()
 for _ in range(2000):
-    fp4kit.quantize(xc, "mxfp8_e4m3")
+    fp4kit.quantize(x, "nvfp4")
 pr.disable()
-pstats.Stats(pr).sort_stats("cumtime").print_stats(30)
+pstats.Stats(pr).sort_stats("tottime").print_stats(25)

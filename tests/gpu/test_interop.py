@@ -118,13 +118,23 @@ def _torch_bytes(a):
     ("nvfp4", dict(axis="both", rht=True, scale_layout="swizzled")),
     ("mxfp4_e2m1", dict(axis="rowwise", rounding="stochastic", seed=5)),
 ])
-def test_torch_cuda_graph_capture_and_replay(fmt, kw):
+@pytest.mark.parametrize("path", ["fast", "general"])
+def test_torch_cuda_graph_capture_and_replay(fmt, kw, path, monkeypatch):
     """fp4kit.quantize captured inside torch.cuda.graph: replays after new data is copied into the
-    captured input give the reference's bytes (results are handed back on the capturing stream)."""
+    captured input give the reference's bytes. "fast": the PyTorch fast path (torch allocations,
+    raw launches on the capturing stream); "general": the CuPy path (results handed back on the
+    capturing stream through DLPack)."""
     torch = _torch()
     import ml_dtypes
 
     import fp4kit
+    from fp4kit import _device_api, _torch_exec
+
+    fast_runs = []
+    run = _torch_exec.run
+    monkeypatch.setattr(_torch_exec, "run", lambda *a, **k: fast_runs.append(1) or run(*a, **k))
+    if path == "general":
+        monkeypatch.setattr(_device_api, "_torch_fast_device", lambda x, amax: None)
 
     x = torch.empty(256, 512, device="cuda", dtype=torch.bfloat16)
     s = torch.cuda.Stream()
@@ -136,8 +146,10 @@ def test_torch_cuda_graph_capture_and_replay(fmt, kw):
     torch.cuda.current_stream().wait_stream(s)
     torch.cuda.synchronize()
     g = torch.cuda.CUDAGraph()
+    fast_runs.clear()
     with torch.cuda.graph(g, stream=s):
         q = fp4kit.quantize(x, fmt, **kw)
+    assert len(fast_runs) == (1 if path == "fast" else 0)
     for trial in range(3):
         x.copy_(torch.randn(256, 512, device="cuda") * (10.0 ** trial))
         g.replay()

@@ -1,0 +1,401 @@
+"""Launch plans of quantize and compute_amax: which buffers, which kernels, in which order.
+
+A plan holds the *decisions* of one op for one key: the buffers to create (shape, dtype, initial
+contents), the kernels to launch (module, name, grid, block, arguments in the kernel's parameter
+order) and which buffers are the results. Building one is pure Python and knows no array library;
+plans are memoised per key (device, shape, input dtype, the options except the seed, the size of a
+caller's amax, the input pointer's alignment class), so a repeated call pays one dict lookup.
+
+Two executors run plans, step by step in plan order on the caller's stream:
+``fp4kit._cuda.run_plan`` (CuPy arrays and RawKernel launches: the general path) and
+``fp4kit._torch_exec.run`` (PyTorch tensors and cuLaunchKernel with raw pointers: the fast path
+for PyTorch CUDA tensors). Grids that depend on the GPU take its SM count, which the caller of the
+memoised functions supplies (queried once per device).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from .formats import FORMATS
+from .tensor import swizzled_shape
+
+__all__ = ["Buffer", "Launch", "ZeroFill", "Arg", "OperandSlots", "Plan", "build_quantize_plan", "build_amax_plan",
+           "quantize_plan", "amax_plan", "align_class", "grid_stride_blocks", "quantize_flags", "needs_ext",
+           "clear_plans", "EMPTY", "ZEROS", "AMAX", "COPY", "VIEW"]
+
+DTYPE_IDS = {"float32": 0, "bfloat16": 1, "float16": 2}
+ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+# Mirrors cuda_src/common/enums.cuh (QuantizeFlag).
+QFLAG_ROWWISE = 1 << 0
+QFLAG_COLUMNWISE = 1 << 1
+QFLAG_SWIZZLED = 1 << 2
+QFLAG_RULE_FLOOR = 1 << 3
+QFLAG_STOCHASTIC = 1 << 4
+QFLAG_TILE_2D = 1 << 5
+QFLAG_ROW_SCALED = 1 << 6
+QFLAG_RHT = 1 << 7
+QFLAG_VEC_IN = 1 << 8
+
+QT_M = 64           # quantize tile (cuda_src/quantize.cu)
+QT_K = 64
+THREADS = 256
+
+# Buffer.init values
+EMPTY = "empty"     # uninitialised (0xA5 in every byte when output poisoning is on)
+ZEROS = "zeros"     # zero-filled
+AMAX = "amax"       # a copy of the caller's amax, flattened to 1-D float32
+COPY = "copy"       # a copy of buffer `src`
+VIEW = "view"       # elements [start, start + shape[0]) of the 1-D buffer `src` (no new memory)
+
+
+class Buffer(NamedTuple):
+    """Step: create buffer number `slot`: `shape`, `dtype` ("uint8" or "float32"), contents `init`."""
+
+    slot: int
+    shape: tuple
+    dtype: str
+    init: str
+    src: int = -1       # COPY / VIEW: the source buffer
+    start: int = 0      # VIEW: first element
+
+
+class Arg(NamedTuple):
+    """One kernel argument. `kind`: "x" (the input's pointer), "buf" (pointer to buffer `value`),
+    "null" (a pointer the kernel does not use: 0), "seed" (the call's seed as u64), or the C type of a
+    scalar holding `value`: "i64" (long long), "i32" (int), "u32" (unsigned int), "u64" (unsigned
+    long long). Pointers are 8 bytes."""
+
+    kind: str
+    value: int = 0
+
+
+class Launch(NamedTuple):
+    """Step: launch extern "C" `kernel` of cuda_src/<module>.cu, grid (grid, 1, 1), block (block, 1, 1)."""
+
+    module: str
+    kernel: str
+    grid: int
+    block: int
+    args: tuple         # of Arg, in the kernel's parameter order
+
+
+class ZeroFill(NamedTuple):
+    """Step: set every byte of buffer `slot` to zero (swizzled scales of an empty input)."""
+
+    slot: int
+
+
+class OperandSlots(NamedTuple):
+    """Buffers of one quantized operand (amax None for MX formats)."""
+
+    data: int
+    scales: int
+    amax: int | None
+
+
+class Plan:
+    """Steps (Buffer / Launch / ZeroFill, run in order), the result buffers and the buffer count.
+
+    `outputs`: quantize -> (rowwise, columnwise), each an OperandSlots or None; compute_amax -> a
+    tuple of buffer numbers. `exec_cache` is for executors: per-plan state they derive once
+    (resolved kernel handles, packed arguments); the planner never reads it.
+    """
+
+    __slots__ = ("steps", "outputs", "n_buffers", "exec_cache")
+
+    def __init__(self, steps, outputs, n_buffers: int):
+        self.steps = tuple(steps)
+        self.outputs = outputs
+        self.n_buffers = n_buffers
+        self.exec_cache: dict = {}
+
+    def launches(self) -> list[Launch]:
+        return [s for s in self.steps if type(s) is Launch]
+
+    def __repr__(self) -> str:
+        lines = [f"Plan({self.n_buffers} buffers, outputs={self.outputs})"]
+        lines += [f"  {s}" for s in self.steps]
+        return "\n".join(lines)
+
+
+_X = Arg("x")
+_NULL = Arg("null")
+_SEED = Arg("seed")
+
+
+def _buf(slot: int) -> Arg:
+    return Arg("buf", slot)
+
+
+def _ptr(slot: int | None) -> Arg:
+    return _NULL if slot is None else Arg("buf", slot)
+
+
+def _i64(v: int) -> Arg:
+    return Arg("i64", int(v))
+
+
+def _i32(v: int) -> Arg:
+    return Arg("i32", int(v))
+
+
+def _u32(v: int) -> Arg:
+    return Arg("u32", int(v))
+
+
+class _Builder:
+    def __init__(self):
+        self.steps: list = []
+        self.n = 0
+
+    def buffer(self, shape, dtype: str, init: str, src: int = -1, start: int = 0) -> int:
+        slot = self.n
+        self.n += 1
+        self.steps.append(Buffer(slot, tuple(int(s) for s in shape), dtype, init, src, start))
+        return slot
+
+    def launch(self, module: str, kernel: str, grid: int, args: tuple) -> None:
+        self.steps.append(Launch(module, kernel, int(grid), THREADS, tuple(args)))
+
+    def zero_fill(self, slot: int) -> None:
+        self.steps.append(ZeroFill(slot))
+
+    def plan(self, outputs) -> Plan:
+        return Plan(self.steps, outputs, self.n)
+
+
+def grid_stride_blocks(n_items: int, per_sm: int, sm_count: int) -> int:
+    """CTAs of a grid-stride kernel: one per 256 items, at most `per_sm` per SM."""
+    return max(1, min(-(-n_items // THREADS), sm_count * per_sm))
+
+
+def align_class(ptr: int) -> int:
+    """The input pointer's alignment as the plans use it: 16 (16-byte vector loads: QFLAG_VEC_IN,
+    amax vec_ok), 4 (the 4-byte loads of amax_plain_rht_bf16) or 1."""
+    return 16 if ptr % 16 == 0 else (4 if ptr % 4 == 0 else 1)
+
+
+def quantize_flags(opts) -> int:
+    """The QuantizeFlag bits (cuda_src/common/enums.cuh) of one call's options, QFLAG_VEC_IN aside
+    (that one depends on the input's alignment). Shared by the single-tensor and grouped launchers."""
+    flags = (QFLAG_ROWWISE if opts.want_rowwise else 0) | (QFLAG_COLUMNWISE if opts.want_columnwise else 0)
+    if opts.scale_layout == "swizzled":
+        flags |= QFLAG_SWIZZLED
+    if opts.scale_rule == "floor":
+        flags |= QFLAG_RULE_FLOOR
+    if opts.rounding == "stochastic":
+        flags |= QFLAG_STOCHASTIC
+    if FORMATS[opts.format].is_nvfp4:
+        flags |= (QFLAG_TILE_2D if opts.tile_2d else 0) | (QFLAG_ROW_SCALED if opts.row_scaled else 0)
+        flags |= QFLAG_RHT if opts.rht else 0
+    return flags
+
+
+def needs_ext(opts) -> bool:
+    """True when the options need the full kernels (stochastic rounding, NVFP4 tile_2d / row_scaled /
+    rht); the plain ones (_plain, _rows) compile those paths out and use fewer registers."""
+    return opts.rounding == "stochastic" or (FORMATS[opts.format].is_nvfp4 and
+                                             (opts.tile_2d or opts.row_scaled or opts.rht))
+
+
+# ---------------------------------------------------------------------------------------------
+# compute_amax
+
+def _amax_steps(b: _Builder, M: int, K: int, input_dtype: str, mode: str, rht_sign_mask: int, align: int,
+                sm: int) -> tuple:
+    """Append the NVFP4 amax steps of `mode` (see fp4kit._cuda.compute_amax); returns the result
+    buffers: (out,) or, for "global+rht", (global, rht) (two (1,) views of one (2,) buffer)."""
+    dt = DTYPE_IDS[input_dtype]
+    if mode == "global":
+        out = b.buffer((1,), "float32", ZEROS)
+        n = M * K
+        if n:
+            V = 16 // ITEMSIZE[input_dtype]
+            b.launch("amax", f"amax_global_d{dt}", grid_stride_blocks(-(-n // V), 8, sm),
+                     (_X, _i64(n), _i32(align >= 16), _buf(out)))
+        return (out,)
+    if mode in ("rows", "cols"):
+        out = b.buffer((M,) if mode == "rows" else (K,), "float32", ZEROS)
+        if M * K:
+            tiles = -(-M // 16) * -(-K // THREADS)
+            b.launch("amax", f"amax_rows_cols_d{dt}", tiles,
+                     (_X, _i64(M), _i64(K), _ptr(out if mode == "rows" else None),
+                      _ptr(out if mode == "cols" else None)))
+        return (out,)
+    if mode in ("rht", "global+rht"):
+        if input_dtype != "bfloat16":
+            raise ValueError(f"rht: expected bfloat16 input, got {input_dtype}")
+        both = mode == "global+rht"
+        out = b.buffer((2,) if both else (1,), "float32", ZEROS)
+        if both:
+            plain = b.buffer((1,), "float32", VIEW, src=out, start=0)
+            rht = b.buffer((1,), "float32", VIEW, src=out, start=1)
+        else:
+            plain, rht = None, out
+        n = (M // 16) * K
+        if n and K % 2 == 0 and align >= 4:
+            # one pass: thread per 16 rows x 2 columns (4-byte loads); plain amax on the way
+            b.launch("amax", "amax_plain_rht_bf16", grid_stride_blocks(n // 2, 4, sm),
+                     (_X, _i64(M), _i64(K), _u32(rht_sign_mask), _ptr(plain), _buf(rht)))
+        else:
+            if n:
+                b.launch("amax", "amax_rht_bf16", grid_stride_blocks(n, 8, sm),
+                         (_X, _i64(M), _i64(K), _u32(rht_sign_mask), _buf(rht)))
+            if both and M * K:
+                # the plain amax in a second pass (the global launch above, into the zeroed view)
+                b.launch("amax", "amax_global_d1", grid_stride_blocks(-(-(M * K) // 8), 8, sm),
+                         (_X, _i64(M * K), _i32(align >= 16), _buf(plain)))
+        return (plain, rht) if both else (out,)
+    raise ValueError(f"mode: expected 'global', 'rows', 'cols', 'rht' or 'global+rht', got {mode!r}")
+
+
+def build_amax_plan(M: int, K: int, input_dtype: str, mode: str, rht_sign_mask: int, align: int, sm: int) -> Plan:
+    """The plan of compute_amax(x (M, K), input_dtype, mode, rht_sign_mask); outputs: buffer numbers."""
+    b = _Builder()
+    outs = _amax_steps(b, int(M), int(K), input_dtype, mode, int(rht_sign_mask), align, sm)
+    return b.plan(outs)
+
+
+# ---------------------------------------------------------------------------------------------
+# quantize
+
+def build_quantize_plan(M: int, K: int, input_dtype: str, opts, amax_size: int | None, align: int,
+                        sm: int) -> Plan:
+    """The plan of quantizing a C-contiguous (M, K) input with validated options `opts`.
+
+    amax_size: None, or the number of elements of the caller's amax (NVFP4). align: align_class of
+    the input pointer. sm: SMs of the device. Outputs: (rowwise, columnwise) OperandSlots or None.
+    The seed is not part of the plan: the quantize kernels take it as a "seed" argument.
+    """
+    M, K = int(M), int(K)
+    fmt = FORMATS[opts.format]
+    layout = opts.scale_layout
+    b = _Builder()
+
+    ops = {}   # name -> [data, scales, amax, rows, nb, scales shape]
+    for name, want, rows, cols in (("rowwise", opts.want_rowwise, M, K), ("columnwise", opts.want_columnwise, K, M)):
+        if want:
+            data = b.buffer((rows, fmt.packed_len(cols)), "uint8", EMPTY)
+            nb = fmt.num_blocks(cols)
+            sshape = swizzled_shape(rows, nb) if layout == "swizzled" else (rows, nb)
+            ops[name] = [data, b.buffer(sshape, "uint8", EMPTY), None, rows, nb, sshape]
+
+    # NVFP4 amax: rowwise uses the caller's or the computed plain amax; columnwise the same except
+    # that rht / row_scaled give it its own, always computed.
+    if fmt.is_nvfp4:
+        given = amax_size is not None
+
+        def computed(mode):
+            return _amax_steps(b, M, K, input_dtype, mode, opts.rht_sign_mask, align, sm)
+
+        plain = None
+        rht_amax = None
+        if "rowwise" in ops and "columnwise" in ops and opts.rht and not given and not opts.row_scaled:
+            plain, rht_amax = computed("global+rht")                       # one pass
+            ops["rowwise"][2] = plain
+        elif "rowwise" in ops:
+            if given:
+                ops["rowwise"][2] = b.buffer((amax_size,), "float32", AMAX)
+            elif opts.row_scaled:
+                ops["rowwise"][2], = computed("rows")
+            else:
+                plain, = computed("global")
+                ops["rowwise"][2] = plain
+        if "columnwise" in ops:
+            if opts.row_scaled:
+                a, = computed("cols")
+            elif rht_amax is not None:
+                a = rht_amax
+            elif opts.rht:
+                a, = computed("rht")
+            elif given:
+                a = b.buffer((amax_size,), "float32", AMAX)
+            elif plain is not None:
+                a = b.buffer((1,), "float32", COPY, src=plain)
+            else:
+                a, = computed("global")
+            ops["columnwise"][2] = a
+
+    r, c = ops.get("rowwise"), ops.get("columnwise")
+    if M and K:
+        flags = quantize_flags(opts)          # "rowwise"/"columnwise" in ops <=> opts.want_*
+        if align >= 16 and (K * ITEMSIZE[input_dtype]) % 16 == 0:
+            flags |= QFLAG_VEC_IN
+        ext = needs_ext(opts)
+        name = f"quantize_f{fmt.format_id}_d{DTYPE_IDS[input_dtype]}"
+        if c is None and not (fmt.is_nvfp4 and opts.tile_2d):
+            # rowwise alone: R tiles of 64 rows per CTA, loads issued up front (quantize.cu)
+            R = 2 if (ext or input_dtype == "float32") else 4
+            tiles = -(-M // (QT_M * R)) * -(-K // QT_K)
+            b.launch("quantize", name + ("_rowsx" if ext else "_rows"), tiles,
+                     (_X, _i64(M), _i64(K), _buf(r[0]), _buf(r[1]), _ptr(r[2]), _i32(flags), _SEED))
+        else:
+            tiles = -(-M // QT_M) * -(-K // QT_K)
+            rd, rs, ra = r[:3] if r else (None, None, None)
+            cd, cs, ca = c[:3] if c else (None, None, None)
+            b.launch("quantize", name + ("" if ext else "_plain"), tiles,
+                     (_X, _i64(M), _i64(K), _ptr(rd), _ptr(rs), _ptr(cd), _ptr(cs), _ptr(ra), _ptr(ca),
+                      _i32(flags), _SEED, _u32(opts.rht_sign_mask)))
+        if layout == "swizzled":
+            for data, scales, _, rows, nb, (rp, cpd) in ops.values():
+                if rp * cpd == 0 or (rp == rows and cpd == nb):
+                    continue
+                # one thread per 16-byte chunk (swizzle.cu)
+                b.launch("swizzle", "swizzle_zero_padding", grid_stride_blocks(rp * cpd // 16, 16, sm),
+                         (_buf(scales), _i64(rows), _i64(nb), _i64(rp), _i64(cpd)))
+    elif layout == "swizzled":
+        for data, scales, _, rows, nb, (rp, cpd) in ops.values():
+            if rp * cpd:
+                b.zero_fill(scales)
+
+    def slots(op):
+        return None if op is None else OperandSlots(op[0], op[1], op[2])
+
+    return b.plan((slots(r), slots(c)))
+
+
+# ---------------------------------------------------------------------------------------------
+# memoised plans
+
+_MAX_PLANS = 4096
+_QUANTIZE_PLANS: dict = {}
+_AMAX_PLANS: dict = {}
+
+
+def quantize_plan(device: int, sm_count, M: int, K: int, input_dtype: str, opts, amax_size: int | None,
+                  x_ptr: int) -> Plan:
+    """The memoised build_quantize_plan for `device` (sm_count(device) is asked only on a miss).
+
+    The key holds every option but the seed (a per-call kernel argument), so a seed that changes
+    from call to call reuses one plan.
+    """
+    key = (device, M, K, input_dtype, opts.format, opts.axis, opts.scale_layout, opts.scale_rule, opts.tile_2d,
+           opts.row_scaled, opts.rht, opts.rht_sign_mask, opts.rounding, amax_size,
+           16 if x_ptr % 16 == 0 else (4 if x_ptr % 4 == 0 else 1))
+    plan = _QUANTIZE_PLANS.get(key)
+    if plan is None:
+        plan = build_quantize_plan(M, K, input_dtype, opts, amax_size, key[-1], sm_count(device))
+        if len(_QUANTIZE_PLANS) >= _MAX_PLANS:      # many shapes: start over
+            _QUANTIZE_PLANS.clear()
+        _QUANTIZE_PLANS[key] = plan
+    return plan
+
+
+def amax_plan(device: int, sm_count, M: int, K: int, input_dtype: str, mode: str, rht_sign_mask: int,
+              x_ptr: int) -> Plan:
+    """The memoised build_amax_plan for `device` (invalid modes raise ValueError, never memoised)."""
+    key = (device, M, K, input_dtype, mode, rht_sign_mask, align_class(x_ptr))
+    plan = _AMAX_PLANS.get(key)
+    if plan is None:
+        plan = build_amax_plan(M, K, input_dtype, mode, rht_sign_mask, key[-1], sm_count(device))
+        if len(_AMAX_PLANS) >= _MAX_PLANS:
+            _AMAX_PLANS.clear()
+        _AMAX_PLANS[key] = plan
+    return plan
+
+
+def clear_plans() -> None:
+    """Forget every memoised plan (tests)."""
+    _QUANTIZE_PLANS.clear()
+    _AMAX_PLANS.clear()

@@ -1,0 +1,324 @@
+"""The PyTorch fast path of fp4kit.quantize (fp4kit._torch_exec): byte-identical to the reference
+and to the general (CuPy + DLPack) path, same result types, taken when it should be, thread safe
+and CUDA-graph capturable. Outputs are poisoned (the `gpu` fixture), so an unwritten byte fails."""
+from __future__ import annotations
+
+import contextlib
+import threading
+
+import numpy as np
+import pytest
+
+from gpu_helpers import assert_bytes_equal, require_gpu
+
+pytestmark = pytest.mark.gpu
+
+FMTS = ["mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2", "mxfp4_e2m1", "nvfp4"]
+
+
+@pytest.fixture
+def torch(gpu):
+    require_gpu()
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch without CUDA")
+    return torch
+
+
+@pytest.fixture
+def spy(monkeypatch):
+    """Counts fast-path executions (fp4kit._torch_exec.run) and general-path conversions (as_cupy)."""
+    from fp4kit import _interop, _torch_exec
+
+    counts = {"fast": 0, "as_cupy": 0}
+    lock = threading.Lock()
+    run, as_cupy = _torch_exec.run, _interop.as_cupy
+
+    def run_spy(*a, **k):
+        with lock:
+            counts["fast"] += 1
+        return run(*a, **k)
+
+    def as_cupy_spy(*a, **k):
+        with lock:
+            counts["as_cupy"] += 1
+        return as_cupy(*a, **k)
+
+    monkeypatch.setattr(_torch_exec, "run", run_spy)
+    monkeypatch.setattr(_interop, "as_cupy", as_cupy_spy)
+    return counts
+
+
+@contextlib.contextmanager
+def _general():
+    """Within: quantize takes the general (CuPy + DLPack) path for every input."""
+    from fp4kit import _device_api
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_device_api, "_torch_fast_device", lambda x, amax: None)
+        yield
+
+
+def _np(t):
+    import torch
+
+    t = t.detach()
+    if t.dtype == torch.bfloat16:
+        import ml_dtypes
+
+        return t.view(torch.int16).cpu().numpy().view(ml_dtypes.bfloat16)
+    return t.cpu().numpy()
+
+
+def _u8(t):
+    """A result tensor's bytes (uint8 view, C order)."""
+    return np.ascontiguousarray(t.detach().cpu().numpy()).reshape(-1).view(np.uint8)
+
+
+def _compare(q_fast, q_ref, what, q_general=None):
+    for name in ("rowwise", "columnwise"):
+        got, want = getattr(q_fast, name), getattr(q_ref, name)
+        assert (got is None) == (want is None), f"{what}: {name}"
+        if want is None:
+            continue
+        tag = f"{what} {name}"
+        assert_bytes_equal(_u8(got.data), want.data.reshape(-1).view(np.uint8), f"{tag}: data")
+        assert_bytes_equal(_u8(got.scales), np.ascontiguousarray(want.scales).reshape(-1).view(np.uint8),
+                           f"{tag}: scales")
+        assert tuple(got.data.shape) == want.data.shape and tuple(got.scales.shape) == want.scales.shape, tag
+        if want.amax is None:
+            assert got.amax is None, tag
+        else:
+            assert_bytes_equal(_u8(got.amax), np.asarray(want.amax, np.float32).reshape(-1).view(np.uint8),
+                               f"{tag}: amax")
+        if q_general is not None:
+            gen = getattr(q_general, name)
+            for field in ("data", "scales", "amax"):
+                a, b = getattr(got, field), getattr(gen, field)
+                if b is None:
+                    assert a is None, (tag, field)
+                    continue
+                assert (type(a), a.dtype, tuple(a.shape), a.device, a.is_contiguous()) == \
+                       (type(b), b.dtype, tuple(b.shape), b.device, b.is_contiguous()), (tag, field)
+                assert_bytes_equal(_u8(a), _u8(b), f"{tag}: {field} vs the general path")
+    assert q_fast.shape == q_ref.shape and q_fast.format == q_ref.format
+    if q_general is not None:
+        assert (q_fast.shape, q_fast.options, q_fast.input_dtype) == \
+               (q_general.shape, q_general.options, q_general.input_dtype)
+
+
+def check(torch, spy, x, fmt, amax=None, **kw):
+    """Fast path vs reference vs general path for one input (a torch CUDA tensor)."""
+    import fp4kit
+
+    before = dict(spy)
+    q = fp4kit.quantize(x, fmt, amax=amax, **kw)
+    assert spy["fast"] == before["fast"] + 1 and spy["as_cupy"] == before["as_cupy"], "fast path not taken"
+    with _general():
+        g = fp4kit.quantize(x, fmt, amax=amax, **kw)
+    assert spy["fast"] == before["fast"] + 1
+    torch.cuda.synchronize()
+    ref = fp4kit.reference.quantize(_np(x), fmt, amax=None if amax is None else _np(amax), **kw)
+    _compare(q, ref, f"{fmt} {tuple(x.shape)} {x.dtype} ptr%16={x.data_ptr() % 16} {kw}", g)
+    return q
+
+
+def _input(torch, shape, dtype, seed=0, scale=3.0):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    return (torch.randn(shape, device="cuda", generator=g) * scale).to(getattr(torch, dtype))
+
+
+SHAPES = [("bfloat16", (64, 192)), ("float32", (48, 80)), ("float16", (130, 200)), ("bfloat16", (2, 34))]
+
+
+@pytest.mark.parametrize("layout", ["compact", "swizzled"])
+@pytest.mark.parametrize("axis", ["rowwise", "columnwise", "both"])
+@pytest.mark.parametrize("fmt", FMTS)
+def test_fast_path_matches_reference_and_general_path(torch, spy, fmt, axis, layout):
+    for i, (dtype, shape) in enumerate(SHAPES):
+        check(torch, spy, _input(torch, shape, dtype, seed=i), fmt, axis=axis, scale_layout=layout)
+
+
+@pytest.mark.parametrize("fmt", [f for f in FMTS if f != "nvfp4"])
+def test_fast_path_floor_rule(torch, spy, fmt):
+    check(torch, spy, _input(torch, (64, 96), "bfloat16"), fmt, axis="both", scale_rule="floor")
+
+
+NVFP4_CASES = [
+    dict(axis="both", amax="global"),
+    dict(axis="rowwise", amax="global", scale_layout="swizzled"),
+    dict(axis="columnwise", amax="global"),
+    dict(axis="both", row_scaled=True),
+    dict(axis="both", row_scaled=True, amax="rows"),
+    dict(axis="rowwise", row_scaled=True, amax="rows", scale_layout="swizzled"),
+    dict(axis="both", rht=True),
+    dict(axis="both", rht=True, scale_layout="swizzled", rht_sign_mask=0x1234),
+    dict(axis="columnwise", rht=True),
+    dict(axis="both", rht=True, amax="global"),
+    dict(axis="both", tile_2d=True),
+    dict(axis="rowwise", tile_2d=True, amax="global"),
+    dict(axis="both", rounding="stochastic", seed=123),
+    dict(axis="rowwise", rounding="stochastic", seed=2**64 - 1, scale_layout="swizzled"),
+]
+
+
+@pytest.mark.parametrize("case", NVFP4_CASES, ids=lambda c: "-".join(f"{k}={v}" for k, v in c.items()))
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_fast_path_nvfp4_variants(torch, spy, case, dtype):
+    kw = dict(case)
+    if kw.get("rht") and dtype != "bfloat16":
+        pytest.skip("rht takes bfloat16 input")
+    x = _input(torch, (96, 160), dtype, seed=7)
+    amax = kw.pop("amax", None)
+    if amax == "global":
+        amax = x.float().abs().amax().reshape(1) * 1.5            # a caller's (larger) amax
+    elif amax == "rows":
+        amax = x.float().abs().amax(dim=1) * 1.25
+    check(torch, spy, x, "nvfp4", amax=amax, **kw)
+
+
+def test_fast_path_stochastic_mxfp4_and_seeds(torch, spy):
+    x = _input(torch, (64, 128), "bfloat16")
+    a = check(torch, spy, x, "mxfp4_e2m1", axis="both", rounding="stochastic", seed=1)
+    b = check(torch, spy, x, "mxfp4_e2m1", axis="both", rounding="stochastic", seed=2)
+    assert not torch.equal(a.rowwise.data, b.rowwise.data)      # the seed really is a per-call argument
+
+
+@pytest.mark.parametrize("fmt", ["mxfp8_e4m3", "mxfp6_e3m2", "mxfp4_e2m1", "nvfp4"])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
+def test_fast_path_odd_shapes_and_misaligned_views(torch, spy, fmt, dtype):
+    packed = fmt in ("mxfp4_e2m1", "nvfp4")
+    # M = 1 (columnwise packs along M: rowwise only for FP4), K not a multiple of 64 or of the block
+    for shape in [(1, 64), (1, 100), (5, 34), (33, 1000), (3, 3000)]:
+        axis = "rowwise" if packed and shape[0] % 2 else "both"
+        if packed and shape[1] % 2:
+            continue
+        check(torch, spy, _input(torch, shape, dtype, seed=shape[1]), fmt, axis=axis,
+              scale_layout="swizzled")
+    M, K = 32, 96
+    big = _input(torch, (M, K + 1), dtype, seed=11)
+    fresh = big[:, 1:].contiguous()                              # a copy: aligned
+    flat = _input(torch, (M * K + 16,), dtype, seed=12)
+    off1 = flat[1:1 + M * K].view(M, K)                          # 2 (4 for float32) bytes past 16
+    off8 = flat[8:8 + M * K].view(M, K)                          # 16 (32) bytes: aligned again
+    assert fresh.data_ptr() % 16 == 0 and off1.data_ptr() % 16 != 0 and off8.data_ptr() % 16 == 0
+    for x in (fresh, off1, off8):
+        check(torch, spy, x, fmt, axis="both")
+        if fmt == "nvfp4" and dtype == "bfloat16":
+            check(torch, spy, x, fmt, axis="both", rht=True)    # misaligned: two amax passes
+            check(torch, spy, x, fmt, axis="columnwise", rht=True)
+
+
+def test_fast_path_3d_and_empty_inputs(torch, spy):
+    import fp4kit
+
+    check(torch, spy, _input(torch, (4, 6, 64), "bfloat16"), "nvfp4", axis="both")
+    for shape in [(0, 64), (64, 0), (0, 0)]:
+        for layout in ("compact", "swizzled"):
+            x = torch.zeros(shape, device="cuda", dtype=torch.float32)
+            q = fp4kit.quantize(x, "nvfp4", axis="both", scale_layout=layout)
+            with _general():
+                g = fp4kit.quantize(x, "nvfp4", axis="both", scale_layout=layout)
+            for name in ("rowwise", "columnwise"):
+                a, b = getattr(q, name), getattr(g, name)
+                for field in ("data", "scales", "amax"):
+                    assert tuple(getattr(a, field).shape) == tuple(getattr(b, field).shape)
+                    assert getattr(a, field).dtype == getattr(b, field).dtype
+                assert _u8(a.amax).tolist() == _u8(b.amax).tolist()
+
+
+def test_general_path_for_other_inputs(torch, spy):
+    """Inputs the fast path does not take still work, through the general path."""
+    import fp4kit
+
+    x = _input(torch, (64, 128), "bfloat16")
+    amax = x.float().abs().amax().reshape(1)
+    cases = [
+        (x.t(), {}),                                             # not contiguous
+        (x, {"amax": amax.cpu().numpy()}),                       # NumPy amax
+        (x, {"amax": amax.reshape(1, 1)[:, 0]}),                 # a view, still a plain float32 tensor: fast
+    ]
+    for xi, kw in cases:
+        fast_before = spy["fast"]
+        q = fp4kit.quantize(xi, "nvfp4", axis="both", **kw)
+        torch.cuda.synchronize()
+        am = kw.get("amax")
+        ref = fp4kit.reference.quantize(_np(xi), "nvfp4", axis="both",
+                                        amax=None if am is None else (am if isinstance(am, np.ndarray) else _np(am)))
+        _compare(q, ref, f"{tuple(xi.shape)} {type(am).__name__}")
+        took_fast = spy["fast"] > fast_before
+        assert took_fast == (xi.is_contiguous() and not isinstance(am, np.ndarray))
+
+
+def test_fast_path_validation_is_unchanged(torch, spy):
+    import fp4kit
+
+    x = _input(torch, (16, 64), "bfloat16")
+    errors = [
+        (dict(axis="diagonal"), ValueError, r"axis: expected one of \['rowwise', 'columnwise', 'both'\], got 'diagonal'"),
+        (dict(tile_2d=1), TypeError, "tile_2d: expected True or False, got int 1"),
+        (dict(amax=torch.ones(2, device="cuda")), ValueError, r"amax: expected shape \(1,\), got \(2,\)"),
+        (dict(amax=torch.ones(1, device="cuda", dtype=torch.float16)), TypeError,
+         "amax: expected a float32 array, got dtype float16"),
+        (dict(amax=torch.ones(1)), TypeError, "amax: expected a float32 NumPy array or device array, got Tensor"),
+        (dict(rht=True, axis="rowwise"), ValueError, "rht: the Hadamard transform applies to the columnwise"),
+        (dict(seed=-1), ValueError, r"seed: expected an integer in \[0, 18446744073709551615\], got -1"),
+    ]
+    for kw, exc, msg in errors:
+        with pytest.raises(exc, match=msg):
+            fp4kit.quantize(x, "nvfp4", **kw)
+    with pytest.raises(ValueError, match="only NVFP4 takes a global amax"):
+        fp4kit.quantize(x, "mxfp8_e4m3", amax=torch.ones(1, device="cuda"))
+    with pytest.raises(TypeError, match="x: expected dtype float32, bfloat16 or float16, got float64"):
+        fp4kit.quantize(x.double(), "nvfp4")
+    with pytest.raises(ValueError, match="K must be even"):
+        fp4kit.quantize(_input(torch, (4, 33), "float32"), "nvfp4")
+    assert spy["fast"] == 0                                      # nothing was launched
+
+
+def test_fast_path_on_a_side_stream_and_parameter(torch, spy):
+    import fp4kit
+
+    x = torch.nn.Parameter(_input(torch, (64, 128), "float32"))
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        q = fp4kit.quantize(x, "nvfp4", axis="both")
+    side.synchronize()
+    assert spy["fast"] == 1
+    ref = fp4kit.reference.quantize(_np(x), "nvfp4", axis="both")
+    _compare(q, ref, "Parameter on a side stream")
+
+
+def test_fast_path_from_threads(torch, spy):
+    """Several threads quantizing with one plan at once (per-thread packed arguments)."""
+    import fp4kit
+
+    xs = [_input(torch, (64, 256), "bfloat16", seed=k) for k in range(4)]
+    with _general():
+        want = [fp4kit.quantize(x, "nvfp4", axis="both", scale_layout="swizzled") for x in xs]
+    results = [None] * 4
+    errors = []
+
+    def worker(k):
+        try:                                                     # a fresh thread: no set_device
+            for _ in range(50):
+                q = fp4kit.quantize(xs[k], "nvfp4", axis="both", scale_layout="swizzled")
+            torch.cuda.current_stream().synchronize()
+            results[k] = q
+        except Exception as e:  # reported in the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    torch.cuda.synchronize()
+    for k in range(4):
+        for name in ("rowwise", "columnwise"):
+            for field in ("data", "scales", "amax"):
+                assert torch.equal(getattr(getattr(results[k], name), field), getattr(getattr(want[k], name), field)), \
+                    (k, name, field)
+    assert spy["fast"] == 200

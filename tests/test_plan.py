@@ -1,0 +1,655 @@
+"""fp4kit._plan (launch plans of quantize / compute_amax) and its two executors, on the CPU.
+
+The plans are checked against hand-written expectations of what the launchers issued before the
+planner existed (kernel names, grids, argument kinds and values, buffers and their order); the CuPy
+executor against a recording fake CuPy; the torch executor against a fake torch and a fake
+cuLaunchKernel that decodes the packed kernel-parameter array through ctypes.
+"""
+from __future__ import annotations
+
+import ctypes
+import re
+import threading
+import types
+
+import numpy as np
+import pytest
+
+from fp4kit import _cuda, _plan, _torch_exec
+from fp4kit._plan import AMAX, COPY, EMPTY, VIEW, ZEROS, Arg, Buffer, Launch, OperandSlots
+from fp4kit._validate import quantize_options
+
+SM = 132
+X, NULL, SEED = Arg("x"), Arg("null"), Arg("seed")
+
+
+def buf(n):
+    return Arg("buf", n)
+
+
+def i64(v):
+    return Arg("i64", v)
+
+
+def i32(v):
+    return Arg("i32", v)
+
+
+def u32(v):
+    return Arg("u32", v)
+
+
+def plan_of(shape, dtype, fmt, align=16, amax_shape=None, **kw):
+    opts = quantize_options(shape, dtype, fmt, amax_shape=amax_shape,
+                            amax_dtype=None if amax_shape is None else "float32", **kw)
+    return _plan.build_quantize_plan(shape[0], shape[1], dtype, opts, None if amax_shape is None else amax_shape[0],
+                                     align, SM)
+
+
+# ---------------------------------------------------------------------------------------------
+# plans = what the launchers issued before (hand-written from the previous fp4kit/_cuda.py)
+
+def test_mxfp8_rowwise_bf16_aligned():
+    p = plan_of((16, 4096), "bfloat16", "mxfp8_e4m3")
+    assert p.steps == (
+        Buffer(0, (16, 4096), "uint8", EMPTY),
+        Buffer(1, (16, 128), "uint8", EMPTY),
+        # rowwise alone: _rows kernel, R = 4 for 16-bit input: ceil(16/256) * ceil(4096/64) CTAs
+        Launch("quantize", "quantize_f0_d1_rows", 64, 256,
+               (X, i64(16), i64(4096), buf(0), buf(1), NULL, i32(1 | 256), SEED)),   # ROWWISE | VEC_IN
+    )
+    assert p.outputs == (OperandSlots(0, 1, None), None)
+
+
+def test_mxfp8_both_swizzled_float32_zeroes_padding():
+    p = plan_of((16, 4096), "float32", "mxfp8_e5m2", axis="both", scale_layout="swizzled", scale_rule="floor")
+    assert [s for s in p.steps if type(s) is Buffer] == [
+        Buffer(0, (16, 4096), "uint8", EMPTY), Buffer(1, (128, 128), "uint8", EMPTY),
+        Buffer(2, (4096, 16), "uint8", EMPTY), Buffer(3, (4096, 4), "uint8", EMPTY)]
+    flags = 1 | 2 | 4 | 8 | 256          # ROWWISE | COLUMNWISE | SWIZZLED | RULE_FLOOR | VEC_IN
+    assert p.launches() == [
+        Launch("quantize", "quantize_f1_d0_plain", 64, 256,
+               (X, i64(16), i64(4096), buf(0), buf(1), buf(2), buf(3), NULL, NULL, i32(flags), SEED, u32(0xD7E8))),
+        # rowwise scales (16, 128) swizzled to (128, 128): 1024 16-byte chunks, 16 per SM at most
+        Launch("swizzle", "swizzle_zero_padding", 4, 256, (buf(1), i64(16), i64(128), i64(128), i64(128))),
+        # columnwise scales (4096, 1) -> (4096, 4)
+        Launch("swizzle", "swizzle_zero_padding", 4, 256, (buf(3), i64(4096), i64(1), i64(4096), i64(4))),
+    ]
+
+
+def test_nvfp4_rowwise_computed_amax():
+    p = plan_of((16, 4096), "bfloat16", "nvfp4")
+    assert p.steps == (
+        Buffer(0, (16, 2048), "uint8", EMPTY),
+        Buffer(1, (16, 256), "uint8", EMPTY),
+        Buffer(2, (1,), "float32", ZEROS),
+        # 65536 elements in 16-byte vectors of 8: 8192 items -> 32 CTAs (8 per SM at most)
+        Launch("amax", "amax_global_d1", 32, 256, (X, i64(65536), i32(1), buf(2))),
+        Launch("quantize", "quantize_f5_d1_rows", 64, 256,
+               (X, i64(16), i64(4096), buf(0), buf(1), buf(2), i32(1 | 256), SEED)),
+    )
+    assert p.outputs == (OperandSlots(0, 1, 2), None)
+
+
+def test_nvfp4_both_rht_one_amax_pass():
+    p = plan_of((256, 512), "bfloat16", "nvfp4", axis="both", rht=True, scale_layout="swizzled", rht_sign_mask=0x1234)
+    assert p.steps[4:7] == (Buffer(4, (2,), "float32", ZEROS), Buffer(5, (1,), "float32", VIEW, 4, 0),
+                            Buffer(6, (1,), "float32", VIEW, 4, 1))
+    assert p.launches() == [
+        # 16 row groups x 512 columns, 2 columns per thread: 4096 items -> 16 CTAs (4 per SM at most)
+        Launch("amax", "amax_plain_rht_bf16", 16, 256, (X, i64(256), i64(512), u32(0x1234), buf(5), buf(6))),
+        Launch("quantize", "quantize_f5_d1", 32, 256,
+               (X, i64(256), i64(512), buf(0), buf(1), buf(2), buf(3), buf(5), buf(6), i32(1 | 2 | 4 | 128 | 256),
+                SEED, u32(0x1234))),
+        # (256, 32) and (512, 16) scale matrices need no padding
+    ]
+    assert p.outputs == (OperandSlots(0, 1, 5), OperandSlots(2, 3, 6))
+
+
+def test_nvfp4_both_rht_misaligned_input_two_amax_passes():
+    p = plan_of((32, 64), "bfloat16", "nvfp4", axis="both", rht=True, align=1)
+    assert p.launches() == [
+        Launch("amax", "amax_rht_bf16", 1, 256, (X, i64(32), i64(64), u32(0xD7E8), buf(6))),
+        Launch("amax", "amax_global_d1", 1, 256, (X, i64(2048), i32(0), buf(5))),
+        Launch("quantize", "quantize_f5_d1", 1, 256,
+               (X, i64(32), i64(64), buf(0), buf(1), buf(2), buf(3), buf(5), buf(6), i32(1 | 2 | 128), SEED,
+                u32(0xD7E8))),
+    ]
+    # 4-byte aligned: the one-pass kernel, but no 16-byte vector loads in quantize
+    p4 = plan_of((32, 64), "bfloat16", "nvfp4", axis="both", rht=True, align=4)
+    assert [s.kernel for s in p4.launches()] == ["amax_plain_rht_bf16", "quantize_f5_d1"]
+    assert p4.launches()[1].args[9] == i32(1 | 2 | 128)
+
+
+def test_nvfp4_both_given_amax_and_plain_copy():
+    p = plan_of((64, 128), "float16", "nvfp4", axis="both", amax_shape=(1,))
+    assert [s for s in p.steps if type(s) is Buffer][4:] == [Buffer(4, (1,), "float32", AMAX),
+                                                              Buffer(5, (1,), "float32", AMAX)]
+    assert p.launches() == [Launch("quantize", "quantize_f5_d2_plain", 2, 256,
+                                   (X, i64(64), i64(128), buf(0), buf(1), buf(2), buf(3), buf(4), buf(5),
+                                    i32(1 | 2 | 256), SEED, u32(0xD7E8)))]
+    # computed: the columnwise operand gets a copy of the rowwise (plain) amax
+    p = plan_of((64, 128), "float16", "nvfp4", axis="both")
+    assert [s for s in p.steps if type(s) is Buffer][4:] == [Buffer(4, (1,), "float32", ZEROS),
+                                                              Buffer(5, (1,), "float32", COPY, 4)]
+    assert [s.kernel for s in p.launches()] == ["amax_global_d2", "quantize_f5_d2_plain"]
+    assert p.outputs == (OperandSlots(0, 1, 4), OperandSlots(2, 3, 5))
+
+
+def test_nvfp4_row_scaled_stochastic():
+    p = plan_of((48, 80), "float32", "nvfp4", axis="both", row_scaled=True, rounding="stochastic", seed=5)
+    assert [s for s in p.steps if type(s) is Buffer][4:] == [Buffer(4, (48,), "float32", ZEROS),
+                                                              Buffer(5, (80,), "float32", ZEROS)]
+    # ceil(48/16) * ceil(80/256) tiles; K*4 = 320 bytes: 16-byte rows, so VEC_IN
+    assert p.launches() == [
+        Launch("amax", "amax_rows_cols_d0", 3, 256, (X, i64(48), i64(80), buf(4), NULL)),
+        Launch("amax", "amax_rows_cols_d0", 3, 256, (X, i64(48), i64(80), NULL, buf(5))),
+        Launch("quantize", "quantize_f5_d0", 2, 256,
+               (X, i64(48), i64(80), buf(0), buf(1), buf(2), buf(3), buf(4), buf(5), i32(1 | 2 | 16 | 64 | 256),
+                SEED, u32(0xD7E8))),
+    ]
+
+
+def test_rowwise_ext_and_tile_2d_kernels():
+    p = plan_of((130, 200), "bfloat16", "mxfp4_e2m1", rounding="stochastic")
+    # _rowsx: R = 2: ceil(130/128) * ceil(200/64); K*2 = 400 bytes is a multiple of 16
+    assert p.launches() == [Launch("quantize", "quantize_f4_d1_rowsx", 8, 256,
+                                   (X, i64(130), i64(200), buf(0), buf(1), NULL, i32(1 | 16 | 256), SEED))]
+    p = plan_of((130, 200), "bfloat16", "nvfp4", tile_2d=True)      # rowwise, but 2-D tiles: tile kernel
+    assert [s.kernel for s in p.launches()] == ["amax_global_d1", "quantize_f5_d1"]
+    assert p.launches()[1].grid == 3 * 4
+    assert p.launches()[1].args[5:8] == (NULL, NULL, buf(2))
+    p = plan_of((3, 34), "float32", "mxfp6_e2m3")                  # K*4 = 136: no vector loads
+    assert p.launches()[0].args[6] == i32(1)
+
+
+def test_empty_input_no_launches():
+    for shape in ((0, 64), (64, 0)):
+        p = plan_of(shape, "float32", "nvfp4", axis="both", scale_layout="swizzled")
+        assert p.launches() == []
+        assert all(type(s) is Buffer for s in p.steps)
+
+
+def test_amax_plans():
+    p = _plan.build_amax_plan(16, 3, "bfloat16", "global", 0, 1, SM)
+    assert p.launches() == [Launch("amax", "amax_global_d1", 1, 256, (X, i64(48), i32(0), buf(0)))]
+    p = _plan.build_amax_plan(32, 64, "bfloat16", "rht", 0xAB, 16, SM)
+    assert p.launches() == [Launch("amax", "amax_plain_rht_bf16", 1, 256, (X, i64(32), i64(64), u32(0xAB), NULL,
+                                                                          buf(0)))]
+    assert p.outputs == (0,)
+    with pytest.raises(ValueError, match="rht: expected bfloat16 input, got float32"):
+        _plan.build_amax_plan(32, 64, "float32", "rht", 0, 16, SM)
+    with pytest.raises(ValueError, match="mode: expected"):
+        _plan.build_amax_plan(32, 64, "float32", "bogus", 0, 16, SM)
+
+
+def test_plan_key_distinguishes_device_alignment_amax_but_not_seed():
+    _plan.clear_plans()
+    asked = []
+
+    def sm_count(dev):
+        asked.append(dev)
+        return SM
+
+    opts = quantize_options((64, 128), "bfloat16", "nvfp4", axis="both")
+    base = 0x7F0000000000
+    p = _plan.quantize_plan(0, sm_count, 64, 128, "bfloat16", opts, None, base)
+    assert _plan.quantize_plan(0, sm_count, 64, 128, "bfloat16", opts, None, base + 32) is p
+    assert asked == [0]
+    # other seed: same plan (the seed is a call argument)
+    opts7 = quantize_options((64, 128), "bfloat16", "nvfp4", axis="both", seed=7)
+    assert _plan.quantize_plan(0, sm_count, 64, 128, "bfloat16", opts7, None, base) is p
+    others = [
+        _plan.quantize_plan(1, sm_count, 64, 128, "bfloat16", opts, None, base),        # device
+        _plan.quantize_plan(0, sm_count, 64, 128, "bfloat16", opts, None, base + 4),    # 4-byte aligned
+        _plan.quantize_plan(0, sm_count, 64, 128, "bfloat16", opts, None, base + 2),    # 2-byte aligned
+        _plan.quantize_plan(0, sm_count, 64, 128, "bfloat16", opts, 1, base),           # amax given
+        _plan.quantize_plan(0, sm_count, 64, 130, "bfloat16", opts, None, base),        # shape
+        _plan.quantize_plan(0, sm_count, 64, 128, "float16", opts, None, base),         # dtype
+        _plan.quantize_plan(0, sm_count, 64, 128, "bfloat16",
+                            quantize_options((64, 128), "bfloat16", "nvfp4", axis="both", scale_layout="swizzled"),
+                            None, base),                                                # options
+    ]
+    assert len({id(q) for q in [p, *others]}) == 8
+    assert asked == [0, 1, 0, 0, 0, 0, 0, 0]
+    assert others[1].launches()[-1].args[9] == i32(1 | 2)          # no VEC_IN below 16 bytes
+    assert p.launches()[-1].args[9] == i32(1 | 2 | 256)
+    q = _plan.amax_plan(0, sm_count, 64, 128, "bfloat16", "rht", 0xD7E8, base)
+    assert _plan.amax_plan(0, sm_count, 64, 128, "bfloat16", "rht", 0xD7E8, base + 16) is q
+    assert _plan.amax_plan(0, sm_count, 64, 128, "bfloat16", "rht", 0xD7E8, base + 2) is not q
+    _plan.clear_plans()
+
+
+# ---------------------------------------------------------------------------------------------
+# the CuPy executor, with a recording fake CuPy
+
+class _FakeCupyArray:
+    def __init__(self, log, shape, dtype, name):
+        self.log, self.shape, self.dtype, self.name = log, tuple(shape), np.dtype(dtype), name
+        self.size = int(np.prod(self.shape))
+
+    def view(self, dtype):
+        return _FakeCupyArray(self.log, self.shape, dtype, self.name)
+
+    def fill(self, v):
+        self.log.append(("fill", self.name, v))
+
+    def copy(self):
+        self.log.append(("copy", self.name))
+        return _FakeCupyArray(self.log, self.shape, self.dtype, self.name + "'")
+
+    def reshape(self, *shape):
+        return self
+
+    def __getitem__(self, sl):
+        return _FakeCupyArray(self.log, (sl.stop - sl.start,), self.dtype, f"{self.name}[{sl.start}:{sl.stop}]")
+
+
+def _fake_cupy(monkeypatch):
+    log = []
+    n = [0]
+
+    def new(kind, shape, dtype):
+        n[0] += 1
+        log.append((kind, tuple(shape), np.dtype(dtype).name))
+        return _FakeCupyArray(log, shape, dtype, f"b{n[0]}")
+
+    cp = types.SimpleNamespace(uint8=np.uint8, empty=lambda s, dtype: new("empty", s, dtype),
+                               zeros=lambda s, dtype: new("zeros", s, dtype),
+                               array=lambda a, dtype, copy, order: new(f"array({a.name},{copy},{order})", a.shape, dtype))
+
+    def fn(module, kernel):
+        def launch(grid, block, args):
+            log.append(("launch", kernel, grid, block,
+                        tuple(a.name if isinstance(a, _FakeCupyArray) else (type(a).__name__, int(a)) for a in args)))
+        return launch
+
+    monkeypatch.setattr(_cuda, "_cp", lambda: cp)
+    monkeypatch.setattr(_cuda, "_fn", fn)
+    return log
+
+
+@pytest.mark.parametrize("poison", [False, True])
+def test_cupy_executor_issues_the_plan(monkeypatch, poison):
+    log = _fake_cupy(monkeypatch)
+    monkeypatch.setattr(_cuda, "_poison", poison)
+    x = _FakeCupyArray(log, (64, 128), np.float16, "x")
+    p = plan_of((64, 128), "float16", "nvfp4", axis="both", seed=3)
+    bufs = _cuda.run_plan(p, x, seed=3)
+    fill = [("fill", b, 0xA5) for b in ("b1", "b2", "b3", "b4")] if poison else []
+    assert log == [
+        ("empty", (64, 64), "uint8"), *fill[0:1], ("empty", (64, 8), "uint8"), *fill[1:2],
+        ("empty", (128, 32), "uint8"), *fill[2:3], ("empty", (128, 4), "uint8"), *fill[3:4],
+        ("zeros", (1,), "float32"),
+        # 8192 half-precision elements in vectors of 8: 1024 items -> 4 CTAs
+        ("launch", "amax_global_d2", (4,), (256,), ("x", ("int64", 8192), ("int32", 1), "b5")),
+        ("copy", "b5"),
+        ("launch", "quantize_f5_d2_plain", (2,), (256,),
+         ("x", ("int64", 64), ("int64", 128), "b1", "b2", "b3", "b4", "b5", "b5'", ("int32", 1 | 2 | 256),
+          ("uint64", 3), ("uint32", 0xD7E8))),
+    ]
+    assert [b.name for b in bufs] == ["b1", "b2", "b3", "b4", "b5", "b5'"]
+
+    log = _fake_cupy(monkeypatch)                 # numbering starts again at b1
+    amax = _FakeCupyArray(log, (1,), np.float32, "a")
+    p = plan_of((256, 512), "bfloat16", "nvfp4", axis="both", rht=True, amax_shape=(1,))
+    bufs = _cuda.run_plan(p, x, amax, seed=0)
+    assert [e for e in log if e[0] != "fill"][4:] == [
+        ("array(a,True,C)", (1,), "float32"),                    # rowwise: the caller's amax
+        ("zeros", (1,), "float32"),                              # columnwise: its own RHT amax
+        ("launch", "amax_plain_rht_bf16", (16,), (256,),
+         ("x", ("int64", 256), ("int64", 512), ("uint32", 0xD7E8), ("uint64", 0), "b6")),
+        ("launch", "quantize_f5_d1", (32,), (256,),
+         ("x", ("int64", 256), ("int64", 512), "b1", "b2", "b3", "b4", "b5", "b6", ("int32", 1 | 2 | 128 | 256),
+          ("uint64", 0), ("uint32", 0xD7E8))),
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# the torch executor, with a fake torch and a decoding fake cuLaunchKernel
+
+class _FakeTensor:
+    """numpy-backed stand-in for a CUDA tensor: data_ptr() is the host address of its bytes."""
+
+    device = "fake:0"
+
+    def __init__(self, arr):
+        self.arr = arr
+
+    @property
+    def shape(self):
+        return self.arr.shape
+
+    def data_ptr(self):
+        return self.arr.ctypes.data if self.arr.size else 0
+
+    def numel(self):
+        return self.arr.size
+
+    def element_size(self):
+        return self.arr.itemsize
+
+    def view(self, dtype):
+        return _FakeTensor(self.arr.view(dtype))
+
+    def fill_(self, v):
+        self.arr.fill(v)
+        return self
+
+    def zero_(self):
+        self.arr.fill(0)
+        return self
+
+    def copy_(self, other):
+        self.arr[...] = other.arr
+        return self
+
+    def clone(self):
+        return _FakeTensor(self.arr.copy())
+
+    def detach(self):
+        return self
+
+    def reshape(self, *shape):
+        return _FakeTensor(self.arr.reshape(*shape))
+
+    def __getitem__(self, sl):
+        return _FakeTensor(self.arr[sl])
+
+
+_CTYPES = {"i64": ctypes.c_int64, "i32": ctypes.c_int32, "u32": ctypes.c_uint32}
+
+
+def _fake_torch(monkeypatch, plan):
+    """Fake torch + launch; returns the list the launch appends (kernel, grid, block, stream, values) to."""
+    torch = types.SimpleNamespace(uint8=np.uint8, float32=np.float32,
+                                  empty=lambda shape, dtype, device: _FakeTensor(np.empty(shape, dtype)),
+                                  zeros=lambda shape, dtype, device: _FakeTensor(np.zeros(shape, dtype)))
+    launches = {}
+    calls = []
+
+    def handle(module, kernel):
+        h = 0x1000 + len(launches)
+        launches[h] = next(s for s in plan.launches() if (s.module, s.kernel) == (module, kernel))
+        return h
+
+    def launch(f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+        step = launches[f]
+        assert (gy, gz, by, bz, smem, extra) == (1, 1, 1, 1, 0, 0)
+        ptrs = (ctypes.c_void_p * len(step.args)).from_address(params)
+        values = tuple(_CTYPES.get(a.kind, ctypes.c_uint64).from_address(p).value for p, a in zip(ptrs, step.args))
+        calls.append((step.kernel, gx, bx, stream, values))
+
+    monkeypatch.setattr(_torch_exec, "_torch", lambda: torch)
+    monkeypatch.setattr(_torch_exec, "_function_handle", handle)
+    monkeypatch.setattr(_torch_exec, "_driver_launch", lambda: launch)
+
+    def memset(ptr, value, nbytes, stream):              # the fake tensors live in host memory
+        assert stream == 0xABC0 + 1 or stream == 0xABC0
+        ctypes.memset(ptr, value, nbytes)
+        calls.append(("memset", ptr, value, nbytes, stream))
+
+    monkeypatch.setattr(_torch_exec, "_memset_async", lambda: memset)
+    monkeypatch.setattr(_torch_exec, "_ensure_context", lambda: None)
+    monkeypatch.setattr(_torch_exec, "_stream_ptr", lambda dev: 0xABC0 + dev)
+    monkeypatch.setattr(_torch_exec, "_TORCH_DTYPES", {})
+    return calls
+
+
+def _expected_values(step, x, bufs, seed):
+    out = []
+    for a in step.args:
+        out.append({"x": lambda: x.data_ptr(), "buf": lambda: bufs[a.value].data_ptr(), "null": lambda: 0,
+                    "seed": lambda: seed}.get(a.kind, lambda: a.value)())
+    return tuple(out)
+
+
+@pytest.mark.parametrize("poison", [False, True])
+@pytest.mark.parametrize("case", [
+    dict(shape=(256, 512), dtype="bfloat16", fmt="nvfp4", axis="both", rht=True, scale_layout="swizzled",
+         rht_sign_mask=0xFFFF),
+    dict(shape=(64, 128), dtype="float16", fmt="nvfp4", axis="both", amax_shape=(1,)),
+    dict(shape=(48, 80), dtype="float32", fmt="nvfp4", axis="both", row_scaled=True, rounding="stochastic",
+         seed=2**64 - 1),
+    dict(shape=(16, 4096), dtype="float32", fmt="mxfp8_e5m2", axis="both", scale_layout="swizzled"),
+    dict(shape=(64, 128), dtype="float16", fmt="nvfp4", axis="both"),
+], ids=["rht", "amax", "row_scaled_sr", "mxfp8_swizzled", "amax_copy"])
+def test_torch_executor_packs_every_argument(monkeypatch, case, poison):
+    case = dict(case)
+    shape, dtype, fmt = case.pop("shape"), case.pop("dtype"), case.pop("fmt")
+    seed = case.get("seed", 0)
+    p = plan_of(shape, dtype, fmt, **case)
+    calls = _fake_torch(monkeypatch, p)
+    monkeypatch.setattr(_cuda, "_poison", poison)
+    x = _FakeTensor(np.zeros(shape, np.float32 if dtype == "float32" else np.uint16))
+    amax = _FakeTensor(np.array([3.5], np.float32)) if case.get("amax_shape") else None
+    for trial in range(2):                        # the second call reuses the packed arrays
+        calls.clear()
+        bufs = _torch_exec.run(p, x, amax, seed + trial if seed < 2**64 - 1 else seed, 1)
+        want = []
+        for s in p.steps:
+            if type(s) is Launch:
+                want.append((s.kernel, s.grid, s.block, 0xABC1,
+                             _expected_values(s, x, bufs, seed + trial if seed < 2**64 - 1 else seed)))
+            elif type(s) is Buffer and s.init == ZEROS:
+                want.append(("memset", bufs[s.slot].data_ptr(), 0, 4 * int(np.prod(s.shape)), 0xABC1))
+        assert calls == want
+    for s in p.steps:
+        if type(s) is Buffer:
+            a = bufs[s.slot].arr
+            assert a.shape == s.shape and a.dtype == np.dtype(s.dtype)
+            if s.init == EMPTY and poison:
+                assert (a.view(np.uint8) == 0xA5).all()
+            elif s.init == ZEROS:
+                assert (a.view(np.uint32) == 0).all()
+            elif s.init == AMAX:
+                assert a.tolist() == [3.5] and a.ctypes.data != amax.data_ptr()
+            elif s.init == COPY:
+                assert a.ctypes.data != bufs[s.src].data_ptr()
+            elif s.init == VIEW:
+                assert bufs[s.slot].data_ptr() == bufs[s.src].data_ptr() + 4 * s.start
+
+
+def test_torch_executor_threads_do_not_share_argument_slots(monkeypatch):
+    """Two threads running one plan at once: every launch sees its own thread's pointers (the fake
+    launch runs Python, so the GIL can switch threads between packing and launching)."""
+    p = plan_of((64, 128), "float16", "nvfp4", axis="both")
+    calls = _fake_torch(monkeypatch, p)
+    inputs = [_FakeTensor(np.zeros((64, 128), np.uint16)) for _ in range(4)]
+
+    def worker(k):
+        for _ in range(300):
+            _torch_exec.run(p, inputs[k], None, k, 0)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 4 * 300 * 3                 # memset of the amax, amax kernel, quantize kernel
+    # every quantize launch's seed (this thread's k) comes with this thread's input pointer
+    by_seed = {}
+    for kernel, *_, values in calls:
+        if kernel == "quantize_f5_d2_plain":
+            by_seed.setdefault(values[10], set()).add(values[0])
+    assert by_seed == {k: {inputs[k].data_ptr()} for k in range(4)}
+
+
+# ---------------------------------------------------------------------------------------------
+# every planned launch matches its kernel's C signature in cuda_src/
+
+_SIG = re.compile(r'extern "C" __global__ void(?:\s+__launch_bounds__\([^)]*\))?\s*([\w#]+)\s*\(([^)]*)\)')
+_MACRO_PARAMS = {"F": r"\d+", "D": r"\d+", "SUFFIX": r"(?:_\w+)?"}
+# C type of a kernel parameter -> the Arg kinds that may fill it (pointers: 8 bytes)
+_KINDS = {"i64": {"i64"}, "int": {"i32"}, "u32": {"u32"}, "u64": {"u64", "seed"}}
+
+
+def _signatures():
+    from fp4kit._loader import cuda_src_dir
+
+    sigs = []
+    for module in ("quantize", "amax", "swizzle"):
+        text = (cuda_src_dir() / f"{module}.cu").read_text()
+        text = re.sub(r"//[^\n]*?(\\?)\n", r"\1\n", text).replace("\\\n", " ")   # comments, continuations
+        for name, params in _SIG.findall(text):
+            pieces = name.split("##")
+            pattern = re.escape(pieces[0]) + "".join(_MACRO_PARAMS.get(p, re.escape(p)) for p in pieces[1:])
+            types_ = [" ".join(p.split()[:-1]) for p in params.split(",")]
+            sigs.append((module, re.compile(pattern + "$"), types_))
+    return sigs
+
+
+def _fits(ctype: str, kind: str) -> bool:
+    if ctype.endswith("*"):
+        return kind in ("x", "buf", "null")
+    return kind in _KINDS[ctype]
+
+
+def test_planned_arguments_match_the_kernel_signatures():
+    sigs = _signatures()
+    assert len(sigs) >= 6
+    seen = set()
+    fmts = ["mxfp8_e4m3", "mxfp6_e2m3", "mxfp4_e2m1", "nvfp4"]
+    variants = [{}, {"axis": "both"}, {"axis": "columnwise"}, {"axis": "both", "scale_layout": "swizzled"},
+                {"rounding": "stochastic"}, {"axis": "both", "rht": True}, {"axis": "both", "row_scaled": True},
+                {"tile_2d": True}, {"axis": "both", "amax_shape": (1,)}]
+    for fmt in fmts:
+        for kw in variants:
+            for dtype in ("float32", "bfloat16"):
+                for align in (16, 4, 1):
+                    try:
+                        p = plan_of((32, 96), dtype, fmt, align=align, **kw)
+                    except (TypeError, ValueError):
+                        continue
+                    for s in p.launches():
+                        kinds = [a.kind for a in s.args]
+                        match = [t for m, rx, t in sigs if m == s.module and rx.match(s.kernel) and len(t) == len(kinds)]
+                        assert len(match) == 1, (s.kernel, kinds, match)
+                        assert all(_fits(c, k) for c, k in zip(match[0], kinds)), (s.kernel, list(zip(match[0], kinds)))
+                        seen.add(s.kernel.split("_f")[0] if s.module == "quantize" else s.kernel)
+    assert {"quantize", "amax_global_d0", "amax_global_d1", "amax_rows_cols_d1", "amax_rht_bf16",
+            "amax_plain_rht_bf16", "swizzle_zero_padding"} <= seen
+
+
+# ---------------------------------------------------------------------------------------------
+# the whole fast path (eligibility, validation, plan, executor, result objects) with a fake torch
+
+class _FakeDtype:
+    def __init__(self, name, np_dtype):
+        self.name, self.np = name, np.dtype(np_dtype)
+
+    def __str__(self):
+        return f"torch.{self.name}"
+
+
+def _fake_torch_module(device=0):
+    mod = types.ModuleType("torch")
+    strided = object()
+    dtypes = {n: _FakeDtype(n, d) for n, d in (("float32", np.float32), ("float16", np.float16),
+                                                ("bfloat16", np.uint16), ("uint8", np.uint8), ("float64", np.float64))}
+
+    class Tensor(_FakeTensor):
+        """A fake CUDA tensor of module "torch" (numpy bytes; dtype a _FakeDtype)."""
+
+        is_cuda = True
+        layout = strided
+
+        def __init__(self, arr, dtype, dev=device):
+            super().__init__(arr)
+            self.dtype, self.dev = dtype, dev
+
+        def is_contiguous(self):
+            return self.arr.flags.c_contiguous
+
+        def get_device(self):
+            return self.dev
+
+        def view(self, dtype):
+            return Tensor(self.arr.view(dtype.np), dtype, self.dev)
+
+        def clone(self):
+            return Tensor(self.arr.copy(), self.dtype, self.dev)
+
+        def reshape(self, *shape):
+            return Tensor(self.arr.reshape(*shape), self.dtype, self.dev)
+
+        def __getitem__(self, sl):
+            return Tensor(self.arr[sl], self.dtype, self.dev)
+
+    Tensor.__module__ = "torch"
+
+    class Parameter(Tensor):
+        pass
+
+    class Other(Tensor):
+        pass
+
+    Parameter.__module__, Other.__module__ = "torch.nn.parameter", "torch.other"
+
+    mod.Tensor, mod.strided, mod.Other = Tensor, strided, Other
+    mod.nn = types.SimpleNamespace(Parameter=Parameter)
+    for n, d in dtypes.items():
+        setattr(mod, n, d)
+    mod.empty = lambda shape, dtype, device: Tensor(np.empty(shape, dtype.np), dtype)
+    mod.zeros = lambda shape, dtype, device: Tensor(np.zeros(shape, dtype.np), dtype)
+    mod.cuda = types.SimpleNamespace(current_device=lambda: device)
+    return mod
+
+
+def test_fast_path_end_to_end_with_fake_torch(monkeypatch):
+    import sys
+
+    import fp4kit
+    from fp4kit import _device_api
+
+    torch = _fake_torch_module()
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    monkeypatch.setattr(_device_api, "_torch_mod", None)
+    monkeypatch.setattr(_device_api, "_cupy_runtime", types.SimpleNamespace(getDevice=lambda: 0))
+    monkeypatch.setattr(_device_api, "_sm_count_of", lambda dev: SM)
+    monkeypatch.setattr(_cuda, "_poison", True)
+    _plan.clear_plans()
+    x = torch.Tensor(np.arange(256 * 512, dtype=np.uint16).reshape(256, 512), torch.bfloat16)
+    plan = _plan.build_quantize_plan(256, 512, "bfloat16",
+                                     quantize_options((256, 512), "bfloat16", "nvfp4", axis="both", rht=True,
+                                                      scale_layout="swizzled", seed=9), None, 16, SM)
+    calls = _fake_torch(monkeypatch, plan)
+    monkeypatch.setattr(_torch_exec, "_torch", lambda: torch)
+
+    q = fp4kit.quantize(x, "nvfp4", axis="both", rht=True, scale_layout="swizzled", seed=9)
+    assert q.shape == (256, 512) and q.input_dtype == "bfloat16" and q.options.seed == 9
+    assert (q.rowwise.data.shape, q.rowwise.scales.shape, q.rowwise.amax.shape) == ((256, 256), (256, 32), (1,))
+    assert (q.columnwise.data.shape, q.columnwise.scales.shape, q.columnwise.amax.shape) == ((512, 128), (512, 16), (1,))
+    assert all(isinstance(t, torch.Tensor) for op in (q.rowwise, q.columnwise) for t in (op.data, op.scales, op.amax))
+    assert (q.rowwise.data.arr == 0xA5).all() and q.rowwise.data.dtype is torch.uint8       # poisoned, no kernel ran
+    assert q.rowwise.amax.dtype is torch.float32 and q.rowwise.amax.arr.tolist() == [0.0]
+    assert q.columnwise.amax.data_ptr() == q.rowwise.amax.data_ptr() + 4                     # views of one buffer
+    assert [c[0] for c in calls] == ["memset", "amax_plain_rht_bf16", "quantize_f5_d1"]
+    assert calls[0][1:] == (q.rowwise.amax.data_ptr(), 0, 8, 0xABC0)                       # the (2,) amax buffer
+    qv = calls[2][4]
+    assert qv[:3] == (x.data_ptr(), 256, 512)
+    assert qv[3:9] == (q.rowwise.data.data_ptr(), q.rowwise.scales.data_ptr(), q.columnwise.data.data_ptr(),
+                       q.columnwise.scales.data_ptr(), q.rowwise.amax.data_ptr(), q.columnwise.amax.data_ptr())
+    assert qv[9:] == (1 | 2 | 4 | 128 | 256, 9, 0xD7E8)
+
+    # validation still comes first and says the same
+    with pytest.raises(ValueError, match=r"axis: expected one of"):
+        fp4kit.quantize(x, "nvfp4", axis="diagonal")
+    with pytest.raises(ValueError, match=r"amax: expected shape \(1,\), got \(2,\)"):
+        fp4kit.quantize(x, "nvfp4", amax=torch.Tensor(np.ones(2, np.float32), torch.float32))
+    assert len(calls) == 3
+
+    # eligibility
+    elig = _device_api._torch_fast_device
+    amax = torch.Tensor(np.ones(1, np.float32), torch.float32)
+    assert elig(x, None) == 0 and elig(x, amax) == 0
+    assert elig(torch.nn.Parameter(x.arr, torch.bfloat16), None) == 0
+    assert elig(torch.Other(x.arr, torch.bfloat16), None) is None                           # other subclass
+    assert elig(torch.Tensor(x.arr.T, torch.bfloat16), None) is None                         # not contiguous
+    assert elig(torch.Tensor(x.arr.astype(np.float64), torch.float64), None) is None         # dtype
+    assert elig(torch.Tensor(x.arr, torch.bfloat16, dev=1), None) is None                    # not the current device
+    assert elig(x, torch.Tensor(np.ones(1, np.float16), torch.float16)) is None             # amax dtype
+    assert elig(x, torch.Tensor(np.ones(1, np.float32), torch.float32, dev=1)) is None       # amax device
+    assert elig(x, np.ones(1, np.float32)) is None                                           # NumPy amax
+    assert elig(np.ones((2, 2), np.float32), None) is None
+    _plan.clear_plans()
