@@ -292,18 +292,20 @@ struct RawTile {
     }
 };
 
-// Columnwise codes of one tile staged in shared memory (FP8/FP6): run c (c < QT_K) holds the 64
+// Columnwise codes of one tile staged in shared memory (FP8): run c (c < QT_K) holds the 64
 // bytes of output row k0 + c, rows m0 .. m0 + 63. Used when those rows do not start on a 16-byte
 // boundary (M % 16 != 0, or a grouped member at such an offset): the per-thread stores would then
 // be 2- or 4-byte pieces strewn over 16 output rows per instruction. Instead 16 lanes write each
 // run together, aligned 4-byte words in the middle and single bytes at the two ends, so that one
 // store instruction covers two whole runs (measured on the H200: grouped MXFP8 'both' with even
 // member sizes 1990 -> 1618 us). FP4 runs (32 bytes, 8-byte stores per thread) measured slower
-// staged, so FP4 keeps its per-thread stores. Chunk j of run c sits at j ^ (2 * ((c >> 1) & 1))
-// (conflict-free 16-byte stores from quantize_tile's lane layout).
+// staged, so FP4 keeps its per-thread stores; so does FP6, whose software encode leaves no
+// registers for the staging code (the aligned single-tensor 'both' went 168.8 -> 218.7 us with it).
+// Chunk j of run c sits at j ^ (2 * ((c >> 1) & 1)) (conflict-free 16-byte stores from
+// quantize_tile's lane layout).
 template <int FMT>
 struct ColStage {
-    static constexpr bool enabled = !Fmt<FMT>::packed;
+    static constexpr bool enabled = Fmt<FMT>::E::is_e4m3 || Fmt<FMT>::E::is_e5m2;
     static constexpr int RUNB = QT_M;                   // bytes per run
     static constexpr int LPR = RUNB / 4;                // lanes per run (one word each)
     static constexpr int WORDS = enabled ? QT_K * RUNB / 4 : 1;
