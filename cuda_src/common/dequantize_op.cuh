@@ -6,7 +6,7 @@
 //
 // Conversion: a segment whose outputs cannot be NaN (finite multiplier; no E4M3 NaN code, no E5M2
 // inf/NaN code) takes the fast path: exact element decode through the sm_89+ cvt.rn.f16x2.e4m3x2
-// (E2M1 codes are first mapped to the E4M3 byte of the same value by two byte permutes), one
+// (E2M1 and FP6 codes are first mapped to the E4M3 byte of the same value by byte permutes), one
 // fp32 RN multiply per element, and the packed RNE conversions cvt.rn.{bf16x2,f16x2}.f32, which
 // equal f32_to_bf16_bits / cvt.rn.f16.f32 on every non-NaN value (subnormals kept: the module is
 // compiled with -ftz=false). Any other segment takes the element-by-element path, which writes
@@ -71,6 +71,31 @@ __device__ __forceinline__ void e2m1x8_to_e4m3(u32 w, u32& q0, u32& q1) {
     const u32 s0 = prmt(w4, w, 0xD9C8u), s1 = prmt(w4, w, 0xFBEAu);
     q0 = prmt(FP4KIT_E2M1_AS_E4M3_LO, FP4KIT_E2M1_AS_E4M3_HI, mags) | (s0 & 0x80808080u);
     q1 = prmt(FP4KIT_E2M1_AS_E4M3_LO, FP4KIT_E2M1_AS_E4M3_HI, mags >> 16) | (s1 & 0x80808080u);
+}
+
+// Four FP6 codes (one per byte, bits 5..0; bits 7..6 ignored as decode does) -> four E4M3 bytes of
+// the same values (every E2M3 and E3M2 value is an E4M3 value): normals rebias the exponent field
+// (E2M3: +6; E3M2: +4 with the 2-bit mantissa moved up one bit), subnormals come from a byte-permute
+// table indexed by the mantissa, the sign moves from bit 5 to bit 7.
+template <class E>
+__device__ __forceinline__ u32 fp6x4_to_e4m3(u32 q) {
+    static_assert(E::ebits + E::mbits == 5, "FP6 element types only");
+    const u32 sign = (q & 0x20202020u) << 2;
+    const u32 mag = q & 0x1F1F1F1Fu;
+    u32 normal, m, z, add, tlo, thi;
+    if constexpr (E::mbits == 3) {   // E2M3: subnormals m/8 -> 0, 0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875
+        normal = mag + 0x30303030u;
+        m = q & 0x07070707u; z = q & 0x18181818u; add = 0x78787878u;
+        tlo = 0x2C282000u; thi = 0x36343230u;
+    } else {                         // E3M2: subnormals m/16 -> 0, 0.0625, 0.125, 0.1875
+        normal = (mag << 1) + 0x20202020u;
+        m = q & 0x03030303u; z = q & 0x1C1C1C1Cu; add = 0x7C7C7C7Cu;
+        tlo = 0x24201800u; thi = 0u;
+    }
+    const u32 t = m | (m >> 4);                                   // nibbles 0, 1 = m of bytes 0, 1; 4, 5 = bytes 2, 3
+    const u32 sub = prmt(prmt(tlo, thi, t), prmt(tlo, thi, t >> 16), 0x5410u);
+    const u32 nrm = prmt((z + add) & 0x80808080u, 0u, 0xBA98u);   // 0xFF per byte with a non-zero exponent
+    return (normal & nrm) | (sub & ~nrm) | sign;
 }
 
 // Loaded state of one segment.
@@ -225,9 +250,9 @@ __device__ __forceinline__ bool dq_fast_words(const DqSeg& s, float mult, u32* p
             e4m3x4_to_f32(q0, d + 8 * j);
             e4m3x4_to_f32(q1, d + 8 * j + 4);
         }
-    } else {
+    } else {   // FP6
 #pragma unroll
-        for (int i = 0; i < 16; ++i) d[i] = decode<E>((s.w[i >> 2] >> (8 * (i & 3))) & 0xFFu);
+        for (int j = 0; j < 4; ++j) e4m3x4_to_f32(fp6x4_to_e4m3<E>(s.w[j]), d + 4 * j);
     }
     float v[16];
 #pragma unroll
