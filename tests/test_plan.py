@@ -894,3 +894,35 @@ def test_unchecked_constructors_match_the_public_ones():
         tensor.Operand(**{**args, "data": A((16, 64))})
     with pytest.raises(ValueError, match="at least one operand"):
         tensor.QuantizedTensor(**{**qargs, "rowwise": None})
+
+
+def test_fast_path_memo_from_threads(monkeypatch):
+    """Threads quantizing through the memo at once (one entry, one plan): every launch carries its
+    own thread's input pointer and seed, and every result its own seed."""
+    import fp4kit
+
+    torch, calls, validations = _fake_fast_path(monkeypatch)
+    xs = [torch.Tensor(np.zeros((64, 128), np.uint16), torch.bfloat16) for _ in range(4)]
+    errors, seeds_seen = [], [set() for _ in range(4)]
+
+    def worker(k):
+        try:
+            for n in range(200):
+                q = fp4kit.quantize(xs[k], "nvfp4", axis="both", seed=1000 * k + n)
+                seeds_seen[k].add(q.options.seed)
+        except Exception as e:  # reported in the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert len(_plan.FAST_CALLS) == 1 and len(validations) <= 4
+    assert seeds_seen == [{1000 * k + n for n in range(200)} for k in range(4)]
+    ptr_of = {x.data_ptr(): k for k, x in enumerate(xs)}
+    quant = [values for kernel, values in calls if kernel.startswith("quantize")]
+    assert len(quant) == 800
+    assert all(v[10] // 1000 == ptr_of[v[0]] for v in quant)
+    _plan.clear_plans()
