@@ -395,7 +395,13 @@ def amax_plan(device: int, sm_count, M: int, K: int, input_dtype: str, mode: str
     return plan
 
 
+# The PyTorch fast path's memo (fp4kit._device_api._quantize_torch): one call's signature -> its
+# validated options, plan and result layout. It lives here so that clear_plans forgets it too.
+FAST_CALLS: dict = {}
+
+
 def clear_plans() -> None:
-    """Forget every memoised plan (tests)."""
+    """Forget every memoised plan, and the fast path's memo of them (tests)."""
     _QUANTIZE_PLANS.clear()
     _AMAX_PLANS.clear()
+    FAST_CALLS.clear()

@@ -89,31 +89,71 @@ def _stream_ptr(device: int) -> int:
     return int(f(device))
 
 
-class _Prepared:
-    """What this executor derives from a plan once: per launch the CUfunction, grid, block, the
-    static 8-byte argument values and the (slot, value source) pairs written per call; and, per
-    thread, the packed argument arrays."""
+# Operations of a prepared plan (_Prepared.program), one per plan step, each a 6-tuple
+# (op, slot or launch number, a, b, c, d) with the op's fields resolved once (see _Prepared).
+_OP_EMPTY, _OP_ZEROS, _OP_AMAX, _OP_COPY, _OP_VIEW, _OP_LAUNCH, _OP_ZERO_FILL = range(7)
+_ITEMSIZE = {"uint8": 1, "float32": 4}
 
-    __slots__ = ("launch", "memset", "launches", "tls")
+
+class _Prepared:
+    """What this executor derives from a plan once: the plan's steps as a program of operations
+    with everything that does not depend on the call resolved (torch dtypes, byte counts, slice
+    bounds; per launch the CUDA function, grid, block, the static 8-byte argument values and the
+    (slot, value source) pairs written per call); and, per thread, the packed argument arrays."""
+
+    __slots__ = ("launch", "memset", "launches", "program", "empty", "uint8", "float32", "tls")
 
     def __init__(self, plan):
+        torch = _torch()
+        if not _TORCH_DTYPES:
+            _TORCH_DTYPES.update(uint8=torch.uint8, float32=torch.float32)
         self.launch = _driver_launch()
         self.memset = _memset_async()
+        self.empty = torch.empty
+        self.uint8 = torch.uint8
+        self.float32 = torch.float32
         self.launches = []
-        for step in plan.launches():
-            statics = [0] * len(step.args)
-            dyn = []
-            for i, a in enumerate(step.args):
-                if a.kind == "x":
-                    dyn.append((i, _VAL_X))
-                elif a.kind == "seed":
-                    dyn.append((i, _VAL_SEED))
-                elif a.kind == "buf":
-                    dyn.append((i, _VAL_BUF0 + a.value))
-                elif a.kind != "null":                      # "null" stays 0
-                    statics[i] = a.value & _SCALAR_MASK[a.kind]
-            self.launches.append((_function_handle(step.module, step.kernel), step.grid, step.block,
-                                  tuple(statics), tuple(dyn)))
+        program = []
+        for step in plan.steps:
+            kind = type(step)
+            if kind is _plan.Buffer:
+                n = 1
+                for d in step.shape:
+                    n *= d
+                init = step.init
+                if init == _plan.EMPTY:
+                    # (shape, torch dtype, poison fill needed: non-empty, uint8 already)
+                    program.append((_OP_EMPTY, step.slot, step.shape, _TORCH_DTYPES[step.dtype], n > 0,
+                                    step.dtype == "uint8"))
+                elif init == _plan.ZEROS:
+                    # (shape, torch dtype, bytes to clear)
+                    program.append((_OP_ZEROS, step.slot, step.shape, _TORCH_DTYPES[step.dtype],
+                                    n * _ITEMSIZE[step.dtype], None))
+                elif init == _plan.AMAX:
+                    program.append((_OP_AMAX, step.slot, step.shape, None, None, None))
+                elif init == _plan.COPY:
+                    program.append((_OP_COPY, step.slot, step.src, None, None, None))
+                else:                                   # VIEW: (source, start, stop)
+                    program.append((_OP_VIEW, step.slot, step.src, step.start, step.start + step.shape[0], None))
+            elif kind is _plan.Launch:
+                statics = [0] * len(step.args)
+                dyn = []
+                for i, a in enumerate(step.args):
+                    if a.kind == "x":
+                        dyn.append((i, _VAL_X))
+                    elif a.kind == "seed":
+                        dyn.append((i, _VAL_SEED))
+                    elif a.kind == "buf":
+                        dyn.append((i, _VAL_BUF0 + a.value))
+                    elif a.kind != "null":                      # "null" stays 0
+                        statics[i] = a.value & _SCALAR_MASK[a.kind]
+                fn = _function_handle(step.module, step.kernel)
+                # (launch number, CUfunction, grid, block, dynamic slots)
+                program.append((_OP_LAUNCH, len(self.launches), fn, step.grid, step.block, tuple(dyn)))
+                self.launches.append((fn, step.grid, step.block, tuple(statics), tuple(dyn)))
+            else:                                           # ZeroFill
+                program.append((_OP_ZERO_FILL, step.slot, None, None, None, None))
+        self.program = tuple(program)
         self.tls = threading.local()
 
     def packs(self) -> list:
@@ -139,57 +179,57 @@ def _pack(statics: tuple):
 _TORCH_DTYPES: dict = {}
 
 
-def run(plan, x, amax, seed: int, device: int) -> list:
+def run(plan, x, amax, seed: int, device: int, x_ptr: int | None = None) -> list:
     """Run `plan` with PyTorch on `device` (the current device of PyTorch and CuPy, where x is) and
     PyTorch's current stream there.
 
     x: the C-contiguous input tensor ("x" arguments); amax: the caller's float32 CUDA tensor (AMAX
-    buffers) or None; seed: the "seed" argument. Returns the plan's buffers as tensors, indexed by
-    buffer number.
+    buffers) or None; seed: the "seed" argument; x_ptr: x.data_ptr() when the caller has it.
+    Returns the plan's buffers as tensors, indexed by buffer number.
     """
     prep = plan.exec_cache.get("torch")
     if prep is None:
         prep = plan.exec_cache["torch"] = _Prepared(plan)
-    torch = _torch()
-    if not _TORCH_DTYPES:
-        _TORCH_DTYPES.update(uint8=torch.uint8, float32=torch.float32)
-    packs = prep.packs()
+    packs = getattr(prep.tls, "packs", None)        # prep.packs(), inlined for its common case
+    if packs is None:
+        packs = prep.packs()
     stream = _stream_ptr(device)
     where = x.device
     poison = _cuda._poison
-    launch = prep.launch
+    empty = prep.empty
     bufs: list = [None] * plan.n_buffers
-    vals = [x.data_ptr(), seed] + bufs
-    li = 0
-    for step in plan.steps:
-        kind = type(step)
-        if kind is _plan.Buffer:
-            init = step.init
-            if init == _plan.EMPTY:
-                a = torch.empty(step.shape, dtype=_TORCH_DTYPES[step.dtype], device=where)
-                if poison and a.numel():
-                    (a if step.dtype == "uint8" else a.view(torch.uint8)).fill_(0xA5)
-            elif init == _plan.ZEROS:
-                a = torch.empty(step.shape, dtype=_TORCH_DTYPES[step.dtype], device=where)
-                nbytes = a.numel() * a.element_size()
-                if nbytes:
-                    prep.memset(a.data_ptr(), 0, nbytes, stream)
-            elif init == _plan.AMAX:
-                a = torch.empty(step.shape, dtype=torch.float32, device=where)
-                a.copy_(amax.detach().reshape(-1))
-            elif init == _plan.COPY:
-                a = bufs[step.src].clone()
-            else:                                       # VIEW
-                a = bufs[step.src][step.start:step.start + step.shape[0]]
-            bufs[step.slot] = a
-            vals[_VAL_BUF0 + step.slot] = a.data_ptr()
-        elif kind is _plan.Launch:
-            fn, grid, block, _, dyn = prep.launches[li]
-            values, _, params = packs[li]
-            for i, j in dyn:
-                values[i] = vals[j]
-            launch(fn, grid, 1, 1, block, 1, 1, 0, stream, params, 0)
-            li += 1
+    vals = [x.data_ptr() if x_ptr is None else x_ptr, seed] + bufs
+    for op, slot, a, b, c, d in prep.program:
+        if op == _OP_LAUNCH:                            # slot: launch number; a, b, c, d: fn, grid, block, dyn
+            values = packs[slot]
+            v = values[0]
+            for i, j in d:
+                v[i] = vals[j]
+            prep.launch(a, b, 1, 1, c, 1, 1, 0, stream, values[2], 0)
+            continue
+        if op == _OP_EMPTY:                             # a, b: shape, dtype; c: not empty; d: uint8
+            t = empty(a, dtype=b, device=where)
+            if poison and c:
+                (t if d else t.view(prep.uint8)).fill_(0xA5)
+            ptr = t.data_ptr()
+        elif op == _OP_ZEROS:                           # c: bytes
+            t = empty(a, dtype=b, device=where)
+            ptr = t.data_ptr()
+            if c:
+                prep.memset(ptr, 0, c, stream)
+        elif op == _OP_AMAX:
+            t = empty(a, dtype=prep.float32, device=where)
+            t.copy_(amax.detach().reshape(-1))
+            ptr = t.data_ptr()
+        elif op == _OP_COPY:                            # a: source buffer
+            t = bufs[a].clone()
+            ptr = t.data_ptr()
+        elif op == _OP_VIEW:                            # a: source buffer, b:c its elements
+            t = bufs[a][b:c]
+            ptr = t.data_ptr()
         else:                                           # ZeroFill
-            bufs[step.slot].zero_()
+            bufs[slot].zero_()
+            continue
+        bufs[slot] = t
+        vals[_VAL_BUF0 + slot] = ptr
     return bufs

@@ -143,6 +143,39 @@ class QuantizedTensor:
         return quantized_html(self)
 
 
+_new = object.__new__
+
+
+def _operand_unchecked(data, scales, scale_layout: str, amax, rows: int, cols: int, format: str) -> Operand:
+    """An Operand without Operand.__post_init__'s checks, for fp4kit's own results whose layout was
+    already checked (the PyTorch fast path builds its first result of each plan with the public
+    constructor and later ones with this). Same fields, same order, same class."""
+    op = _new(Operand)
+    op.__dict__.update(data=data, scales=scales, scale_layout=scale_layout, amax=amax, rows=rows, cols=cols,
+                       format=format)
+    return op
+
+
+def _quantized_unchecked(format: str, shape: tuple, rowwise, columnwise, options: QuantizeOptions,
+                         input_dtype: str) -> QuantizedTensor:
+    """A QuantizedTensor without __post_init__'s check (at least one operand), for the same use as
+    _operand_unchecked."""
+    q = _new(QuantizedTensor)
+    q.__dict__.update(format=format, shape=shape, rowwise=rowwise, columnwise=columnwise, options=options,
+                      input_dtype=input_dtype)
+    return q
+
+
+def _options_with_seed(opts: QuantizeOptions, seed: int) -> QuantizeOptions:
+    """`opts` with another seed, for an int seed in [0, 2**64 - 1] (the seed's only check, which
+    depends on no other option)."""
+    o = _new(QuantizeOptions)
+    d = o.__dict__
+    d.update(opts.__dict__)
+    d["seed"] = seed
+    return o
+
+
 @dataclass(frozen=True)
 class GroupedQuantizedTensor:
     """The result of `group_quantize`: G members stored back to back (SPEC section 7).

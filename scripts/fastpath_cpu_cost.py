@@ -8,6 +8,7 @@ times the real thing on a GPU.
 
     python scripts/fastpath_cpu_cost.py
 """
+import itertools
 import os
 import sys
 import timeit
@@ -110,9 +111,13 @@ rows.append(("Operand + QuantizedTensor", lambda: QuantizedTensor(
     format="mxfp8_e4m3", shape=(M, K), rowwise=Operand(data=data, scales=scales, scale_layout="compact", amax=None,
                                                        rows=M, cols=K, format="mxfp8_e4m3"),
     columnwise=None, options=opts["mxfp8_e4m3"], input_dtype="bfloat16")))
+_device_api._torch_fast_device = lambda x, amax: 0      # eligibility stubbed: every input takes the fast path
 for f in ("mxfp8_e4m3", "nvfp4"):
-    rows.append((f"_device_api._quantize_torch {f} (all of the above, torch/CUDA stubbed)",
-                 lambda f=f: _device_api._quantize_torch(x, 0, f, None, KW)))
+    rows.append((f"_device_api.quantize(x, {f!r}) (all of the above, eligibility and torch/CUDA stubbed)",
+                 lambda f=f: _device_api.quantize(x, f)))
+seeds = itertools.count()
+rows.append(("_device_api.quantize(x, 'nvfp4', rounding='stochastic', seed=<new each call>)",
+             lambda: _device_api.quantize(x, "nvfp4", rounding="stochastic", seed=next(seeds))))
 
 print(f"python {sys.version.split()[0]}; us per call, best of 5")
 for name, fn in rows:

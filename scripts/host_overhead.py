@@ -16,6 +16,7 @@ import cupy as cp  # noqa: E402
 
 import fp4kit  # noqa: E402
 from fp4kit import _cuda, _device_api, _interop, _plan, _torch_exec, _validate  # noqa: E402
+from fp4kit import tensor  # noqa: E402
 from fp4kit.tensor import Operand, QuantizedTensor  # noqa: E402
 
 
@@ -68,6 +69,7 @@ for i_, j_ in dyn_:
 params_ = pack_[2]
 stream_ = _torch_exec._stream_ptr(dev)
 q_m = fp4kit.quantize(x, "mxfp8_e4m3")
+OPTS8 = tuple(v for k, v in KW.items() if k != "seed")
 rows = [
     ("fp4kit.quantize torch bf16 mxfp8_e4m3 (fast path)", lambda: fp4kit.quantize(x, "mxfp8_e4m3")),
     ("fp4kit.quantize torch bf16 nvfp4 (fast path)", lambda: fp4kit.quantize(x, "nvfp4")),
@@ -94,6 +96,11 @@ rows = [
         format="mxfp8_e4m3", shape=(M, K), rowwise=Operand(
             data=q_m.rowwise.data, scales=q_m.rowwise.scales, scale_layout="compact", amax=None, rows=M, cols=K,
             format="mxfp8_e4m3"), columnwise=None, options=opts, input_dtype="bfloat16")),
+    ("  Operand + QuantizedTensor, unchecked (what a memo hit builds)", lambda: tensor._quantized_unchecked(
+        "mxfp8_e4m3", (M, K), tensor._operand_unchecked(q_m.rowwise.data, q_m.rowwise.scales, "compact", None, M, K,
+                                                        "mxfp8_e4m3"), None, opts, "bfloat16")),
+    ("  memo key + lookup (_plan.FAST_CALLS)", lambda: _plan.FAST_CALLS.get(
+        (dev, x.shape, x.dtype, 16, None, "mxfp8_e4m3", str, OPTS8, tuple(map(type, OPTS8))))),
     ("general path:", None),
     ("  _interop.as_cupy(torch)", lambda: _interop.as_cupy(x)),
     ("  _interop.current_stream(torch)", lambda: _interop.current_stream(x)),

@@ -653,3 +653,276 @@ def test_fast_path_end_to_end_with_fake_torch(monkeypatch):
     assert elig(x, np.ones(1, np.float32)) is None                                           # NumPy amax
     assert elig(np.ones((2, 2), np.float32), None) is None
     _plan.clear_plans()
+
+
+# ---------------------------------------------------------------------------------------------
+# the fast path's per-call-signature memo (_plan.FAST_CALLS) and its unchecked result constructors
+
+def _fake_fast_path(monkeypatch, poison=False):
+    """fp4kit.quantize on fake torch tensors through the fast path, every plan allowed; returns
+    (torch, calls, validations): calls gets (kernel, decoded argument values) per launch and
+    ("memset", nbytes) per memset, validations one entry per quantize_options call."""
+    import sys
+
+    from fp4kit import _device_api, _validate
+
+    torch = _fake_torch_module()
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    monkeypatch.setattr(_device_api, "_torch_mod", None)
+    monkeypatch.setattr(_device_api, "_cupy_runtime", types.SimpleNamespace(getDevice=lambda: 0))
+    monkeypatch.setattr(_device_api, "_sm_count_of", lambda dev: SM)
+    monkeypatch.setattr(_cuda, "_poison", poison)
+    _plan.clear_plans()
+    names, calls, validations = {}, [], []
+
+    def handle(module, kernel):
+        names[0x1000 + len(names)] = kernel
+        return 0x1000 + len(names) - 1
+
+    def launch(f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+        kernel = names[f]
+        step = next(s for p in _plan._QUANTIZE_PLANS.values() for s in p.launches() if s.kernel == kernel)
+        ptrs = (ctypes.c_void_p * len(step.args)).from_address(params)
+        calls.append((kernel, tuple(_CTYPES.get(a.kind, ctypes.c_uint64).from_address(p).value
+                                    for p, a in zip(ptrs, step.args))))
+
+    def memset(ptr, value, nbytes, stream):
+        ctypes.memset(ptr, value, nbytes)
+        calls.append(("memset", nbytes))
+
+    def counting(*a, **k):
+        validations.append(1)
+        return _validate.quantize_options(*a, **k)
+
+    monkeypatch.setattr(_torch_exec, "_torch", lambda: torch)
+    monkeypatch.setattr(_torch_exec, "_function_handle", handle)
+    monkeypatch.setattr(_torch_exec, "_driver_launch", lambda: launch)
+    monkeypatch.setattr(_torch_exec, "_memset_async", lambda: memset)
+    monkeypatch.setattr(_torch_exec, "_ensure_context", lambda: None)
+    monkeypatch.setattr(_torch_exec, "_stream_ptr", lambda dev: 0xABC0 + dev)
+    monkeypatch.setattr(_torch_exec, "_TORCH_DTYPES", {})
+    monkeypatch.setattr(_device_api, "quantize_options", counting)
+    return torch, calls, validations
+
+
+def _symbolic(calls, q, x):
+    """calls with the pointers of x and of q's buffers replaced by their names."""
+    names = {x.data_ptr(): "x"}
+    for n in ("rowwise", "columnwise"):
+        op = getattr(q, n)
+        if op is not None:
+            for f in ("data", "scales", "amax"):
+                if getattr(op, f) is not None:
+                    names[getattr(op, f).data_ptr()] = f"{n}.{f}"
+    return [(c[0], tuple(names.get(v, v) for v in c[1]) if c[0] != "memset" else c[1]) for c in calls]
+
+
+def _layout(q):
+    """Everything of a result but the buffers' contents: types, fields, shapes, dtypes."""
+    def op(o):
+        if o is None:
+            return None
+        return (type(o), list(vars(o)), o.scale_layout, o.rows, o.cols, o.format,
+                [(type(t), t.shape, t.arr.dtype) for t in (o.data, o.scales)],
+                None if o.amax is None else (type(o.amax), o.amax.shape, o.amax.arr.dtype))
+    return (type(q), list(vars(q)), q.format, q.shape, type(q.shape), q.options, q.input_dtype, op(q.rowwise),
+            op(q.columnwise))
+
+
+def test_fast_path_memo_hits_repeat_calls_with_the_checked_results(monkeypatch):
+    import fp4kit
+
+    torch, calls, validations = _fake_fast_path(monkeypatch)
+    x = torch.Tensor(np.zeros((64, 128), np.uint16), torch.bfloat16)
+    kw = dict(axis="both", scale_layout="swizzled")
+    q1 = fp4kit.quantize(x, "nvfp4", **kw)
+    first = list(calls)
+    assert len(validations) == 1 and len(_plan.FAST_CALLS) == 1
+    calls.clear()
+    q2 = fp4kit.quantize(x, "nvfp4", **kw)
+    assert len(validations) == 1 and len(_plan.FAST_CALLS) == 1             # memo hit: no validation
+    assert _symbolic(calls, q2, x) == _symbolic(first, q1, x)               # the same launches and arguments
+    quant = [c for c in _symbolic(first, q1, x) if c[0].startswith("quantize")]
+    assert len(quant) == 1 and quant[0][1][3:9] == ("rowwise.data", "rowwise.scales", "columnwise.data",
+                                                    "columnwise.scales", "rowwise.amax", "columnwise.amax")
+    assert _layout(q2) == _layout(q1)
+    assert q2.options is q1.options
+    assert q2.options == quantize_options((64, 128), "bfloat16", "nvfp4", **kw)
+    assert q2.rowwise.data.data_ptr() != q1.rowwise.data.data_ptr()         # new buffers
+    # the seed is a launch argument: a new int seed reuses the entry, with its own options
+    calls.clear()
+    q3 = fp4kit.quantize(x, "nvfp4", seed=12345, **kw)
+    assert len(validations) == 1 and len(_plan.FAST_CALLS) == 1
+    assert q3.options == quantize_options((64, 128), "bfloat16", "nvfp4", seed=12345, **kw)
+    assert type(q3.options.seed) is int and q1.options.seed == 0
+    seeds = [c[1][10] for c in calls + first if c[0].startswith("quantize")]
+    assert seeds == [12345, 0]
+    assert _layout(q3)[2:5] == _layout(q1)[2:5] and _layout(q3)[6:] == _layout(q1)[6:]
+    # output poisoning is read per call, hits included
+    monkeypatch.setattr(_cuda, "_poison", True)
+    q5 = fp4kit.quantize(x, "nvfp4", **kw)
+    assert len(validations) == 1 and (q5.rowwise.data.arr == 0xA5).all() and (q5.columnwise.scales.arr == 0xA5).all()
+    monkeypatch.setattr(_cuda, "_poison", False)
+    # a NumPy seed takes the checked path (and stays correct)
+    q4 = fp4kit.quantize(x, "nvfp4", seed=np.uint64(7), **kw)
+    assert len(validations) == 2 and type(q4.options.seed) is int and q4.options.seed == 7
+    _plan.clear_plans()
+    assert not _plan.FAST_CALLS
+
+
+def test_fast_path_memo_never_shares_an_entry(monkeypatch):
+    import fp4kit
+
+    torch, calls, validations = _fake_fast_path(monkeypatch)
+    arr = np.zeros((64, 128), np.uint16)
+    x = torch.Tensor(arr, torch.bfloat16)
+    variants = [
+        (x, "nvfp4", {}),
+        (x, "nvfp4", dict(axis="both")),
+        (x, "nvfp4", dict(axis="both", scale_layout="swizzled")),
+        (x, "nvfp4", dict(axis="both", rht=True)),
+        (x, "nvfp4", dict(axis="both", rht=True, rht_sign_mask=0x1234)),
+        (x, "nvfp4", dict(tile_2d=True)),
+        (x, "nvfp4", dict(row_scaled=True)),
+        (x, "nvfp4", dict(rounding="stochastic")),
+        (x, "nvfp4", dict(axis="both", rht=True, rht_sign_mask=np.uint16(0x1234))),  # equal, another type
+        (x, "mxfp8_e4m3", {}),
+        (x, "mxfp8_e4m3", dict(scale_rule="floor")),
+        (x, "mxfp4_e2m1", {}),
+        (torch.Tensor(arr.view(np.float16), torch.float16), "nvfp4", {}),                   # dtype
+        (torch.Tensor(np.zeros((64, 64), np.float32), torch.float32), "nvfp4", {}),          # dtype and shape
+        (torch.Tensor(np.zeros((32, 128), np.uint16), torch.bfloat16), "nvfp4", {}),        # shape
+        (torch.Tensor(np.zeros((2, 32, 128), np.uint16), torch.bfloat16), "nvfp4", {}),     # 3-D, same (M, K)
+        (torch.Tensor(np.zeros(64 * 128 + 1, np.uint16)[1:].reshape(64, 128), torch.bfloat16), "nvfp4", {}),
+        (x, "nvfp4", dict(amax=torch.Tensor(np.ones(1, np.float32), torch.float32))),       # amax given
+        (x, "nvfp4", dict(row_scaled=True, amax=torch.Tensor(np.ones(64, np.float32), torch.float32))),
+    ]
+    results = []
+    for k, (xi, fmt, kw) in enumerate(variants):
+        for trial in range(2):                                             # miss, then hit
+            q = fp4kit.quantize(xi, fmt, **kw)
+            assert len(_plan.FAST_CALLS) == k + 1, (k, trial)
+            assert len(validations) == k + 1, (k, trial)
+            opts_kw = {n: v for n, v in kw.items() if n != "amax"}
+            amax = kw.get("amax")
+            want = quantize_options(tuple(xi.shape), _interop_name(xi), fmt, **opts_kw,
+                                    amax_shape=None if amax is None else amax.shape,
+                                    amax_dtype=None if amax is None else "float32")
+            assert q.options == want and q.shape == tuple(xi.shape)
+            results.append(_layout(q))
+        assert results[-1] == results[-2]
+    plans = [e[1] for e in _plan.FAST_CALLS.values()]
+    # entries share a plan only where the plan key says so: 0x1234 / np.uint16(0x1234), and (2, 32, 128) / (64, 128)
+    assert len({id(p) for p in plans}) == len(plans) - 2
+    _plan.clear_plans()
+
+
+def _interop_name(x):
+    from fp4kit import _interop
+    return _interop.dtype_name(x)
+
+
+def test_fast_path_memo_invalid_calls_raise_every_time(monkeypatch):
+    import fp4kit
+
+    torch, calls, validations = _fake_fast_path(monkeypatch)
+    x = torch.Tensor(np.zeros((16, 64), np.uint16), torch.bfloat16)
+    fp4kit.quantize(x, "nvfp4", tile_2d=True)                          # valid: memoised
+    fp4kit.quantize(x, "nvfp4")
+    fp4kit.quantize(x, "mxfp8_e4m3")
+    n_calls, n_memo = len(calls), len(_plan.FAST_CALLS)
+    errors = [
+        (dict(tile_2d=1), TypeError, "tile_2d: expected True or False, got int 1"),
+        (dict(tile_2d=1.0), TypeError, "tile_2d: expected True or False, got float 1.0"),
+        (dict(axis="diagonal"), ValueError, r"axis: expected one of \['rowwise', 'columnwise', 'both'\]"),
+        (dict(seed=-1), ValueError, r"seed: expected an integer in \[0, 18446744073709551615\], got -1"),
+        (dict(seed=2**64), ValueError, r"seed: expected an integer in \[0, 18446744073709551615\]"),
+        (dict(seed=True), TypeError, "seed: expected an integer in"),
+        (dict(seed=1.0), TypeError, "seed: expected an integer in"),
+        (dict(rht_sign_mask=0x10000), ValueError, r"rht_sign_mask: expected an integer in \[0, 65535\]"),
+        (dict(rht=True, axis="rowwise"), ValueError, "rht: the Hadamard transform applies to the columnwise"),
+        (dict(amax=torch.Tensor(np.ones(2, np.float32), torch.float32)), ValueError,
+         r"amax: expected shape \(1,\), got \(2,\)"),
+        (dict(axis=["both"]), TypeError, r"axis: expected one of .*got list \['both'\]"),      # unhashable
+    ]
+    for kw, exc, msg in errors:
+        for trial in range(2):
+            with pytest.raises(exc, match=msg):
+                fp4kit.quantize(x, "nvfp4", **kw)
+    for trial in range(2):
+        with pytest.raises(ValueError, match="only NVFP4 takes a global amax"):
+            fp4kit.quantize(x, "mxfp8_e4m3", amax=torch.Tensor(np.ones(1, np.float32), torch.float32))
+        with pytest.raises(ValueError, match="is an NVFP4 option"):
+            fp4kit.quantize(x, "mxfp8_e4m3", tile_2d=True)
+        with pytest.raises(ValueError, match="K must be even"):
+            fp4kit.quantize(torch.Tensor(np.zeros((4, 33), np.float32), torch.float32), "nvfp4")
+        with pytest.raises(ValueError, match="ndim >= 1"):
+            fp4kit.quantize(torch.Tensor(np.zeros((), np.float32), torch.float32), "nvfp4")
+        with pytest.raises(ValueError, match=r"fmt: expected one of .*got 'nvfp5'"):
+            fp4kit.quantize(x, "nvfp5")
+    assert len(calls) == n_calls and len(_plan.FAST_CALLS) == n_memo      # nothing launched, nothing memoised
+    _plan.clear_plans()
+
+
+def test_unchecked_constructors_match_the_public_ones():
+    import dataclasses
+
+    from fp4kit import tensor
+
+    class A:
+        def __init__(self, shape):
+            self.shape = shape
+
+    opts = quantize_options((16, 64), "bfloat16", "nvfp4", axis="both")
+    args = dict(data=A((16, 32)), scales=A((16, 4)), scale_layout="compact", amax=A((1,)), rows=16, cols=64,
+                format="nvfp4")
+    op = tensor.Operand(**args)
+    fast = tensor._operand_unchecked(*args.values())
+    assert type(fast) is tensor.Operand and fast == op and list(vars(fast)) == list(vars(op))
+    assert list(args) == [f.name for f in dataclasses.fields(tensor.Operand)]
+    qargs = dict(format="nvfp4", shape=(16, 64), rowwise=op, columnwise=None, options=opts, input_dtype="bfloat16")
+    q = tensor.QuantizedTensor(**qargs)
+    fast_q = tensor._quantized_unchecked(*qargs.values())
+    assert type(fast_q) is tensor.QuantizedTensor and fast_q == q and list(vars(fast_q)) == list(vars(q))
+    assert list(qargs) == [f.name for f in dataclasses.fields(tensor.QuantizedTensor)]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast_q.shape = (1,)
+    o7 = tensor._options_with_seed(opts, 7)
+    assert o7 == dataclasses.replace(opts, seed=7) and list(vars(o7)) == list(vars(opts)) and opts.seed == 0
+    # the public constructors still check
+    with pytest.raises(ValueError, match="data: expected shape"):
+        tensor.Operand(**{**args, "data": A((16, 64))})
+    with pytest.raises(ValueError, match="at least one operand"):
+        tensor.QuantizedTensor(**{**qargs, "rowwise": None})
+
+
+def test_fast_path_memo_from_threads(monkeypatch):
+    """Threads quantizing through the memo at once (one entry, one plan): every launch carries its
+    own thread's input pointer and seed, and every result its own seed."""
+    import fp4kit
+
+    torch, calls, validations = _fake_fast_path(monkeypatch)
+    xs = [torch.Tensor(np.zeros((64, 128), np.uint16), torch.bfloat16) for _ in range(4)]
+    errors, seeds_seen = [], [set() for _ in range(4)]
+
+    def worker(k):
+        try:
+            for n in range(200):
+                q = fp4kit.quantize(xs[k], "nvfp4", axis="both", seed=1000 * k + n)
+                seeds_seen[k].add(q.options.seed)
+        except Exception as e:  # reported in the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert len(_plan.FAST_CALLS) == 1 and len(validations) <= 4
+    assert seeds_seen == [{1000 * k + n for n in range(200)} for k in range(4)]
+    ptr_of = {x.data_ptr(): k for k, x in enumerate(xs)}
+    quant = [values for kernel, values in calls if kernel.startswith("quantize")]
+    assert len(quant) == 800
+    assert all(v[10] // 1000 == ptr_of[v[0]] for v in quant)
+    _plan.clear_plans()
