@@ -9,6 +9,8 @@ import functools
 import numbers
 import operator
 
+import numpy as np
+
 from .formats import AXES, DTYPES, ROUNDINGS, SCALE_LAYOUTS, SCALE_RULES, get_format
 from .tensor import QuantizeOptions
 
@@ -24,7 +26,7 @@ def check_choice(name: str, value, choices) -> str:
 
 
 def check_bool(name: str, value) -> bool:
-    if not isinstance(value, bool) and type(value).__name__ != "bool_":
+    if not isinstance(value, (bool, np.bool_)):   # NumPy booleans too (np.bool_ is numpy.bool in NumPy 2)
         raise TypeError(f"{name}: expected True or False, got {type(value).__name__} {value!r}")
     return bool(value)
 

@@ -185,3 +185,14 @@ def test_group_dequantize_and_indexing_errors():
         g[2]
     with pytest.raises(TypeError, match=r"index: expected an int, got float"):
         g[1.0]
+
+
+def test_numpy_booleans_are_booleans():
+    """NumPy booleans (numpy.bool in NumPy 2, numpy.bool_ before) are accepted wherever True/False is;
+    they give the same bytes as Python booleans."""
+    x = np.random.default_rng(3).standard_normal((32, 64)).astype(np.float32)
+    want = fp4kit.reference.quantize(x, "nvfp4", tile_2d=True, row_scaled=False)
+    got = fp4kit.reference.quantize(x, "nvfp4", tile_2d=np.True_, row_scaled=np.bool_(False))
+    assert fp4kit.compare(got, want).ok
+    with pytest.raises(TypeError, match=r"tile_2d: expected True or False, got int"):
+        fp4kit.reference.quantize(x, "nvfp4", tile_2d=np.int8(1))
