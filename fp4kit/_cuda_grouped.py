@@ -89,9 +89,9 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
     kname = "group_quantize_rows" if rows_only else "group_quantize"
     qfn = _fn("grouped", f"{kname}_f{f.format_id}_d{_DTYPE_IDS[input_dtype]}" + ("" if ext else "_plain"))
     U = rows_unit(f, ext, input_dtype) if rows_only else 1
-    # tile kernels: one wave of resident CTAs. The rows kernel (3 resident per SM) and the statistics
-    # pass keep 8 CTAs per SM: measured on the H200 (G = 8, NVFP4 rowwise), the oversubscribed grid
-    # hides the per-member table refills better (563 us vs 600 us with one wave).
+    # tile kernels: one wave of resident CTAs. The rows kernel (3 or 4 resident per SM) and the
+    # statistics pass keep 8 CTAs per SM: measured on the H200 (G = 8, NVFP4 rowwise, 3 resident),
+    # the oversubscribed grid hid the per-member table refills better (563 us vs 600 us, one wave).
     grid = _persistent_grid(-(-tiles_bound // U), None if rows_only else qfn)
     # statistics pass: NVFP4 amaxes (unless supplied) and dbias, one read of the input
     mode = 0
