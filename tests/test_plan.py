@@ -596,10 +596,10 @@ def _fake_torch_module(device=0):
     return mod
 
 
-def test_fast_path_end_to_end_with_fake_torch(monkeypatch):
+def _install_fake_torch(monkeypatch, poison):
+    """A fake torch module in sys.modules, seen by the fast path on device 0 with SM SMs; plans cleared."""
     import sys
 
-    import fp4kit
     from fp4kit import _device_api
 
     torch = _fake_torch_module()
@@ -607,8 +607,16 @@ def test_fast_path_end_to_end_with_fake_torch(monkeypatch):
     monkeypatch.setattr(_device_api, "_torch_mod", None)
     monkeypatch.setattr(_device_api, "_cupy_runtime", types.SimpleNamespace(getDevice=lambda: 0))
     monkeypatch.setattr(_device_api, "_sm_count_of", lambda dev: SM)
-    monkeypatch.setattr(_cuda, "_poison", True)
+    monkeypatch.setattr(_cuda, "_poison", poison)
     _plan.clear_plans()
+    return torch
+
+
+def test_fast_path_end_to_end_with_fake_torch(monkeypatch):
+    import fp4kit
+    from fp4kit import _device_api
+
+    torch = _install_fake_torch(monkeypatch, True)
     x = torch.Tensor(np.arange(256 * 512, dtype=np.uint16).reshape(256, 512), torch.bfloat16)
     plan = _plan.build_quantize_plan(256, 512, "bfloat16",
                                      quantize_options((256, 512), "bfloat16", "nvfp4", axis="both", rht=True,
@@ -662,17 +670,9 @@ def _fake_fast_path(monkeypatch, poison=False):
     """fp4kit.quantize on fake torch tensors through the fast path, every plan allowed; returns
     (torch, calls, validations): calls gets (kernel, decoded argument values) per launch and
     ("memset", nbytes) per memset, validations one entry per quantize_options call."""
-    import sys
-
     from fp4kit import _device_api, _validate
 
-    torch = _fake_torch_module()
-    monkeypatch.setitem(sys.modules, "torch", torch)
-    monkeypatch.setattr(_device_api, "_torch_mod", None)
-    monkeypatch.setattr(_device_api, "_cupy_runtime", types.SimpleNamespace(getDevice=lambda: 0))
-    monkeypatch.setattr(_device_api, "_sm_count_of", lambda dev: SM)
-    monkeypatch.setattr(_cuda, "_poison", poison)
-    _plan.clear_plans()
+    torch = _install_fake_torch(monkeypatch, poison)
     names, calls, validations = {}, [], []
 
     def handle(module, kernel):
@@ -903,22 +903,13 @@ def test_fast_path_memo_from_threads(monkeypatch):
 
     torch, calls, validations = _fake_fast_path(monkeypatch)
     xs = [torch.Tensor(np.zeros((64, 128), np.uint16), torch.bfloat16) for _ in range(4)]
-    errors, seeds_seen = [], [set() for _ in range(4)]
+    from concurrent.futures import ThreadPoolExecutor
 
     def worker(k):
-        try:
-            for n in range(200):
-                q = fp4kit.quantize(xs[k], "nvfp4", axis="both", seed=1000 * k + n)
-                seeds_seen[k].add(q.options.seed)
-        except Exception as e:  # reported in the main thread
-            errors.append(e)
+        return {fp4kit.quantize(xs[k], "nvfp4", axis="both", seed=1000 * k + n).options.seed for n in range(200)}
 
-    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        seeds_seen = list(pool.map(worker, range(4)))      # re-raises a worker's exception here
     assert len(_plan.FAST_CALLS) == 1 and len(validations) <= 4
     assert seeds_seen == [{1000 * k + n for n in range(200)} for k in range(4)]
     ptr_of = {x.data_ptr(): k for k, x in enumerate(xs)}
