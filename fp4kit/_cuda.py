@@ -90,18 +90,23 @@ _DQ_SEGS = 4   # cuda_src/common/dequantize_op.cuh DQ_SEGS
 _RESIDENT: dict = {}
 
 
+def _resident_per_sm(fn, fallback: int) -> int:
+    """CTAs of 256 threads of kernel `fn` (a cupy.RawKernel of one device) that fit on one SM at
+    once, from the CUDA occupancy API (cached per kernel; `fallback` if the query fails)."""
+    n = _RESIDENT.get(id(fn))
+    if n is None:
+        try:
+            n = int(_cp().cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(_kernel_ptr(fn), _THREADS, 0))
+        except Exception:
+            n = fallback
+        n = _RESIDENT[id(fn)] = max(1, n)
+    return n
+
+
 def _resident_grid(fn, ctas_needed: int) -> int:
     """min(ctas_needed, CTAs of 256 threads of `fn` resident on the device at once): a grid-stride
-    kernel then runs in one wave (occupancy API; 4 per SM if it is unavailable)."""
-    key = (id(fn), _cp().cuda.runtime.getDevice())
-    per_sm = _RESIDENT.get(key)
-    if per_sm is None:
-        try:
-            per_sm = int(_cp().cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(_kernel_ptr(fn), _THREADS, 0))
-        except Exception:
-            per_sm = 4
-        per_sm = _RESIDENT[key] = max(1, per_sm)
-    return max(1, min(int(ctas_needed), _sm_count() * per_sm))
+    kernel then runs in one wave (4 per SM if the occupancy query fails)."""
+    return max(1, min(int(ctas_needed), _sm_count() * _resident_per_sm(fn, 4)))
 
 
 _NP_DTYPES = {"uint8": np.uint8, "float32": np.float32}

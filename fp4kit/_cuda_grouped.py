@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._cuda import _DTYPE_IDS, _NULL, _THREADS, _empty, _fn, _kernel_ptr, _sm_count
+from ._cuda import _DTYPE_IDS, _NULL, _THREADS, _empty, _fn, _resident_per_sm, _sm_count
 from ._plan import needs_ext, quantize_flags
 from .formats import FORMATS
 
@@ -24,26 +24,10 @@ def _cp():
     return cupy
 
 
-_RESIDENT: dict = {}
-
-
-def _resident_ctas(fn) -> int:
-    """CTAs of 256 threads of `fn` that fit on one SM at once (CUDA occupancy API; 8 if unknown).
-    A persistent grid larger than what is resident would run its last CTAs as a second, partial wave."""
-    key = id(fn)
-    n = _RESIDENT.get(key)
-    if n is None:
-        try:
-            import cupy
-            n = int(cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(_kernel_ptr(fn), _THREADS, 0))
-        except Exception:
-            n = _CTAS_PER_SM
-        n = _RESIDENT[key] = max(1, min(n, _CTAS_PER_SM))
-    return n
-
-
 def _persistent_grid(upper_bound_items: int, fn=None) -> int:
-    per_sm = _resident_ctas(fn) if fn is not None else _CTAS_PER_SM
+    """SMs x _CTAS_PER_SM CTAs, or with `fn` only as many as are resident at once (at most
+    _CTAS_PER_SM): a larger persistent grid would run its last CTAs as a second, partial wave."""
+    per_sm = min(_resident_per_sm(fn, _CTAS_PER_SM), _CTAS_PER_SM) if fn is not None else _CTAS_PER_SM
     return max(1, min(int(upper_bound_items), _sm_count() * per_sm))
 
 

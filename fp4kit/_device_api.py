@@ -144,7 +144,7 @@ def _quantize_torch(x, dev: int, fmt, amax, options: tuple, seed) -> QuantizedTe
     """
     x_ptr = x.data_ptr()
     try:
-        key = (dev, x.shape, x.dtype, 16 if x_ptr % 16 == 0 else (4 if x_ptr % 4 == 0 else 1),
+        key = (dev, x.shape, x.dtype, _plan.align_class(x_ptr),
                None if amax is None else amax.shape, fmt, type(fmt), options, tuple(map(type, options)))
         hit = _plan.FAST_CALLS.get(key)
     except TypeError:                   # an unhashable format or option: the checks will name it

@@ -371,8 +371,7 @@ def quantize_plan(device: int, sm_count, M: int, K: int, input_dtype: str, opts,
     from call to call reuses one plan.
     """
     key = (device, M, K, input_dtype, opts.format, opts.axis, opts.scale_layout, opts.scale_rule, opts.tile_2d,
-           opts.row_scaled, opts.rht, opts.rht_sign_mask, opts.rounding, amax_size,
-           16 if x_ptr % 16 == 0 else (4 if x_ptr % 4 == 0 else 1))
+           opts.row_scaled, opts.rht, opts.rht_sign_mask, opts.rounding, amax_size, align_class(x_ptr))
     plan = _QUANTIZE_PLANS.get(key)
     if plan is None:
         plan = build_quantize_plan(M, K, input_dtype, opts, amax_size, key[-1], sm_count(device))

@@ -917,3 +917,36 @@ def test_fast_path_memo_from_threads(monkeypatch):
     assert len(quant) == 800
     assert all(v[10] // 1000 == ptr_of[v[0]] for v in quant)
     _plan.clear_plans()
+
+
+def test_resident_grids_from_one_occupancy_query(monkeypatch):
+    """_cuda._resident_per_sm serves the dequantize grid (one wave, 4 per SM if the query fails)
+    and the grouped persistent grid (at most 8 per SM): one query per kernel, cached."""
+    from fp4kit import _cuda_grouped
+
+    queries = []
+
+    def occupancy(ptr, threads, smem):
+        queries.append(ptr)
+        if ptr == 0xBAD:
+            raise RuntimeError("no occupancy query")
+        return {0xA: 3, 0xB: 12}[ptr]
+
+    fake_cp = types.SimpleNamespace(cuda=types.SimpleNamespace(
+        driver=types.SimpleNamespace(occupancyMaxActiveBlocksPerMultiprocessor=occupancy),
+        runtime=types.SimpleNamespace(getDevice=lambda: 0)))
+    monkeypatch.setattr(_cuda, "_cp", lambda: fake_cp)
+    monkeypatch.setattr(_cuda, "_sm_count", lambda: 100)
+    monkeypatch.setattr(_cuda_grouped, "_sm_count", lambda: 100)
+    monkeypatch.setattr(_cuda, "_RESIDENT", {})
+
+    def kernel(ptr):
+        return types.SimpleNamespace(kernel=types.SimpleNamespace(ptr=ptr))
+
+    a, b, bad = kernel(0xA), kernel(0xB), kernel(0xBAD)
+    assert _cuda._resident_grid(a, 10**6) == 300 and _cuda._resident_grid(a, 7) == 7
+    assert _cuda._resident_grid(bad, 10**6) == 400                       # fallback 4 per SM
+    assert _cuda_grouped._persistent_grid(10**6, a) == 300
+    assert _cuda_grouped._persistent_grid(10**6, b) == 800               # capped at 8 per SM
+    assert _cuda_grouped._persistent_grid(10**6) == 800 and _cuda_grouped._persistent_grid(5) == 5
+    assert queries == [0xA, 0xBAD, 0xB]                                   # one query per kernel
