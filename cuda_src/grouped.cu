@@ -7,13 +7,15 @@
 //                   dbias column sums (float64 atomics), one pass over the input.
 // group_quantize_*  persistent, statically scheduled: CTA b takes tiles b, b + grid, ... of the
 //                   concatenated 64x64 tile list and finds each tile's member by binary search.
+// group_quantize_rowsk_* rowwise with one K (same / varying_first): blocks of the (sum M_i, K)
+//                   matrix, grid-strided; each row's member found by binary search on the row prefix.
 // group_dequantize_* grid-stride over 16-element segments of every member.
 #include "common/quantize_tile.cuh"
 #include "common/dequantize_op.cuh"
 
 namespace fp4kit {
 
-// meta: 8 arrays of G + 1 int64 each (fp4kit/_cuda_grouped.py mirrors this order)
+// meta: 9 arrays of G + 1 int64 each (fp4kit/_cuda_grouped.py mirrors this order)
 enum MetaArray : int {
     META_OFF = 0,    // element offsets
     META_TILES = 1,  // 64x64 tile prefix
@@ -23,7 +25,8 @@ enum MetaArray : int {
     META_ACOL = 5,   // columnwise amax offsets
     META_SEGR = 6,   // rowwise 16-element segment prefix (dequantize)
     META_SEGC = 7,   // columnwise segment prefix
-    META_COUNT = 8,
+    META_ROWS = 8,   // row prefix (sum of first dims)
+    META_COUNT = 9,
 };
 
 // error bits (fp4kit/_grouped_device.py ERRORS)
@@ -78,44 +81,87 @@ __device__ __forceinline__ void cta_max_atomic(u32 b, u32* red, u32* row, u32* c
 using namespace fp4kit;
 
 // bits: 1 packed, 2 swizzled, 4 row_scaled, 8 rht, 16 want_row, 32 want_col (scalars only, so the
-// launch can be captured in a CUDA graph without host-to-device copies)
-extern "C" __global__ void group_meta(i64 G, const i64* first, const i64* last, int block, int bits,
-                                      i64 max_elements, i64 rows_total, i64 cap_srow, i64 cap_scol,
-                                      i64 cap_arow, i64 cap_acol, i64* meta, int* err) {
-    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+// launch can be captured in a CUDA graph without host-to-device copies).
+// One CTA of META_THREADS threads, META_THREADS members at a time: thread t computes member t's
+// contributions (the 64-bit divisions) and checks into shared memory, then thread 0 adds them up in
+// member order, stopping at the first member with negative dims or past max_elements (a serial loop
+// doing the divisions itself took 40 us for G = 64 on the H200); on an error all threads zero the
+// work lists.
+#define META_THREADS 256
+enum MetaCheck : int { MCHK_NEGATIVE = 1, MCHK_TOO_BIG = 2 };   // besides GERR_PACKED, GERR_RHT bits (<< 8)
+extern "C" __global__ void __launch_bounds__(META_THREADS)
+group_meta(i64 G, const i64* first, const i64* last, int block, int bits, i64 max_elements, i64 rows_total,
+           i64 cap_srow, i64 cap_scol, i64 cap_arow, i64 cap_acol, i64* meta, int* err) {
+    __shared__ i64 val[META_COUNT][META_THREADS];   // member's addition to array k
+    __shared__ int chk[META_THREADS];
+    __shared__ int e_sh;
+    if (blockIdx.x != 0) return;
+    const int tid = threadIdx.x;
     const int packed = bits & 1, swz = (bits >> 1) & 1, rs = (bits >> 2) & 1, rht = (bits >> 3) & 1;
     const int want_row = (bits >> 4) & 1, want_col = (bits >> 5) & 1;
-    i64* a[META_COUNT];
-    for (int k = 0; k < META_COUNT; ++k) a[k] = meta + (i64)k * (G + 1);
-    for (int k = 0; k < META_COUNT; ++k) a[k][0] = 0;
+    const i64 W = G + 1;   // meta[k * W + g]: array k, entry g
+    i64 p[META_COUNT];     // thread 0: running prefixes
+    for (int k = 0; k < META_COUNT; ++k) p[k] = 0;
     int e = 0;
-    i64 rows = 0;
-    for (i64 g = 0; g < G; ++g) {
-        const i64 M = first[g], K = last[g];
-        if (M < 0 || K < 0) { e |= GERR_NEGATIVE; break; }
-        if (M != 0 && K > (max_elements - a[META_OFF][g]) / M) { e |= GERR_ELEMENTS; break; }
-        if (packed && ((want_row && (K & 1)) || (want_col && (M & 1)))) e |= GERR_PACKED;
-        if (rht && (M & 15)) e |= GERR_RHT;
-        rows += M;
-        a[META_OFF][g + 1] = a[META_OFF][g] + M * K;
-        a[META_TILES][g + 1] = a[META_TILES][g] + ((M + QT_M - 1) / QT_M) * ((K + QT_K - 1) / QT_K);
-        a[META_SROW][g + 1] = a[META_SROW][g] + (want_row ? scale_bytes(M, K, block, swz) : 0);
-        a[META_SCOL][g + 1] = a[META_SCOL][g] + (want_col ? scale_bytes(K, M, block, swz) : 0);
-        a[META_AROW][g + 1] = a[META_AROW][g] + (rs ? M : 1);
-        a[META_ACOL][g + 1] = a[META_ACOL][g] + (rs ? K : 1);
-        a[META_SEGR][g + 1] = a[META_SEGR][g] + M * ((K + 15) / 16);
-        a[META_SEGC][g + 1] = a[META_SEGC][g] + K * ((M + 15) / 16);
+    bool stop = false;     // thread 0: negative dims or too many elements ended the scan
+    if (tid == 0)
+        for (int k = 0; k < META_COUNT; ++k) meta[k * W] = 0;
+    for (i64 base = 0; base < G; base += META_THREADS) {
+        const int n = (int)(G - base < META_THREADS ? G - base : META_THREADS);
+        __syncthreads();   // thread 0 is done with the previous chunk
+        if (tid < n) {
+            const i64 M = first[base + tid], K = last[base + tid];
+            int c = 0;
+            if (M < 0 || K < 0) c = MCHK_NEGATIVE;
+            else if (M != 0 && K > max_elements / M) c = MCHK_TOO_BIG;   // alone past the bound
+            i64 v[META_COUNT];
+            for (int k = 0; k < META_COUNT; ++k) v[k] = 0;
+            if (c == 0) {
+                if (packed && ((want_row && (K & 1)) || (want_col && (M & 1)))) c |= GERR_PACKED << 8;
+                if (rht && (M & 15)) c |= GERR_RHT << 8;
+                v[META_OFF] = M * K;
+                v[META_TILES] = ((M + QT_M - 1) / QT_M) * ((K + QT_K - 1) / QT_K);
+                v[META_SROW] = want_row ? scale_bytes(M, K, block, swz) : 0;
+                v[META_SCOL] = want_col ? scale_bytes(K, M, block, swz) : 0;
+                v[META_AROW] = rs ? M : 1;
+                v[META_ACOL] = rs ? K : 1;
+                v[META_SEGR] = M * ((K + 15) / 16);
+                v[META_SEGC] = K * ((M + 15) / 16);
+                v[META_ROWS] = M;
+            }
+#pragma unroll
+            for (int k = 0; k < META_COUNT; ++k) val[k][tid] = v[k];
+            chk[tid] = c;
+        }
+        __syncthreads();
+        if (tid != 0 || stop) continue;
+        for (int i = 0; i < n; ++i) {
+            const int c = chk[i];
+            if (c & MCHK_NEGATIVE) { e |= GERR_NEGATIVE; stop = true; break; }
+            // M * K > max_elements - p[OFF], without overflow (M * K <= max_elements here)
+            if ((c & MCHK_TOO_BIG) || val[META_OFF][i] > max_elements - p[META_OFF]) { e |= GERR_ELEMENTS; stop = true; break; }
+            e |= c >> 8;
+            const i64 g = base + i;
+#pragma unroll
+            for (int k = 0; k < META_COUNT; ++k) {
+                p[k] += val[k][i];
+                meta[k * W + g + 1] = p[k];
+            }
+        }
     }
-    if (!e) {
-        if (rows_total >= 0 && rows > rows_total) e |= GERR_ROWS;
-        if (a[META_SROW][G] > cap_srow || a[META_SCOL][G] > cap_scol) e |= GERR_SCALES;
-        if (a[META_AROW][G] > cap_arow || a[META_ACOL][G] > cap_acol) e |= GERR_AMAX;
+    if (tid == 0) {
+        if (!e) {
+            if (rows_total >= 0 && p[META_ROWS] > rows_total) e |= GERR_ROWS;
+            if (p[META_SROW] > cap_srow || p[META_SCOL] > cap_scol) e |= GERR_SCALES;
+            if (p[META_AROW] > cap_arow || p[META_ACOL] > cap_acol) e |= GERR_AMAX;
+        }
+        e_sh = e;
+        *err = e;
     }
-    if (e) {   // no work at all: every prefix and offset back to zero
-        for (int k = 0; k < META_COUNT; ++k)
-            for (i64 g = 0; g <= G; ++g) a[k][g] = 0;
+    __syncthreads();
+    if (e_sh) {   // no work at all: every prefix and offset back to zero
+        for (i64 i = tid; i < (i64)META_COUNT * W; i += META_THREADS) meta[i] = 0;
     }
-    *err = e;
 }
 
 namespace fp4kit {
@@ -337,6 +383,99 @@ __device__ __forceinline__ void group_quantize_rows(const void* x, i64 G, const 
     }
 }
 
+// Rowwise only, no 2D tiles, one K for every member (kinds same / varying_first): the members are
+// consecutive row ranges of one (sum M_i, K) matrix, so blocks are those of quantize.cu's _rows
+// kernels over that matrix (R 64-row tiles stacked along M, 64 columns; every load issued before
+// any segment is quantized), taken grid-strided. Codes and per-row amaxes (row_scaled: AROW is the
+// row prefix) are indexed by the global row; a row's member only gives its scale base, its local
+// row (scale position, stochastic-rounding counter) and, for NVFP4, its amax. While the loads are
+// in flight, thread t looks up the member of the block's row t and leaves those in shared memory
+// (double-buffered by iteration parity, so one barrier per block); a block inside one member (all
+// but those that straddle a member boundary) uses that member's NVFP4 multiplier table.
+template <int FMT, int DT, bool EXT, int R>
+__device__ __forceinline__ void group_quantize_rows_k(const void* x, i64 G, const i64* meta, i64 K, u8* row_data,
+                                                      u8* row_scales, const float* amax_row, int flags, u64 seed) {
+    typedef Fmt<FMT> F;
+    typedef typename In<DT>::T T;
+    constexpr int V = In<DT>::vec;
+    constexpr int BR = QT_M * R;   // rows per block
+    static_assert(BR <= QT_THREADS, "one thread per row of the block");
+    __shared__ float rtab[2][F::mx ? 1 : NV_TAB + 1];   // NVFP4 multiplier tables of members tab_g[p]
+    __shared__ i64 r0s[2][BR], sos[2][BR];               // per row: member's first row, scale offset
+    __shared__ float2 scs[2][F::mx ? 1 : BR];            // NVFP4 per row: s_enc, s_dec of its member
+    const i64* rows = meta + (i64)META_ROWS * (G + 1);
+    const i64* srow = meta + (i64)META_SROW * (G + 1);
+    if constexpr (!EXT) flags &= ~(QFLAG_STOCHASTIC | QFLAG_ROW_SCALED | QFLAG_TILE_2D | QFLAG_RHT);
+    flags &= ~QFLAG_VEC_IN;
+    if (((reinterpret_cast<u64>(x) & 15) == 0) && ((K * input_itemsize(DT)) % 16 == 0)) flags |= QFLAG_VEC_IN;
+    const bool use_tab = !F::mx && !(flags & QFLAG_ROW_SCALED);
+    const i64 Mt = rows[G];   // 0 after a metadata error: nothing to do
+    if (K <= 0 || Mt <= 0) return;
+    const i64 tiles_k = (K + QT_K - 1) / QT_K;
+    const i64 nblk = ((Mt + BR - 1) / BR) * tiles_k;
+    const int tid = threadIdx.x, hi = tid >> 2, s = tid & 3;
+    i64 tab_g0 = -1, tab_g1 = -1;
+    int p = 0;
+    for (i64 b = blockIdx.x; b < nblk; b += gridDim.x, p ^= 1) {
+        const i64 bq = div_fast(b, tiles_k);
+        const i64 m0 = bq * BR;
+        const i64 gk = (b - bq * tiles_k) * QT_K + s * SEG;
+        uint4 raw[R][SEG / V];
+        bool full[R];
+#pragma unroll
+        for (int j = 0; j < R; ++j) {
+            const i64 gm = m0 + hi + j * QT_M;
+            full[j] = (flags & QFLAG_VEC_IN) && gm < Mt && gk + SEG <= K;
+            if (full[j]) {
+                const T* src = reinterpret_cast<const T*>(x) + gm * K + gk;
+#pragma unroll
+                for (int q = 0; q < SEG / V; ++q) raw[j][q] = load_stream16(src + q * V);
+            }
+        }
+        // while the loads are in flight: the members of the block's rows
+        const i64 g0 = find_member(rows, G, m0);
+        const bool one = (m0 + BR < Mt ? m0 + BR : Mt) <= rows[g0 + 1];   // uniform across the CTA
+        if (tid < BR) {
+            const i64 gm = m0 + tid;
+            const i64 g = (one || gm >= Mt) ? g0 : find_member(rows, G, gm);
+            r0s[p][tid] = rows[g];
+            sos[p][tid] = srow[g];
+            if constexpr (!F::mx) {
+                if (use_tab && !one) {
+                    float e, d;
+                    nvfp4_tensor_scales(amax_row[g], e, d);
+                    scs[p][tid] = make_float2(e, d);
+                }
+            }
+        }
+        if constexpr (!F::mx) {
+            if (use_tab && one && g0 != (p ? tab_g1 : tab_g0)) {
+                nvfp4_fill_table(rtab[p], amax_row[g0], 0);
+                if (p) tab_g1 = g0; else tab_g0 = g0;
+            }
+        }
+        __syncthreads();   // row data of buffer p written; buffer p ^ 1 no longer read (last block's)
+#pragma unroll
+        for (int j = 0; j < R; ++j) {
+            const int r = hi + j * QT_M;
+            const i64 gm = m0 + r;
+            float v[SEG];
+            if (full[j]) {
+#pragma unroll
+                for (int q = 0; q < SEG / V; ++q) In<DT>::unpack(raw[j][q], v + q * V);
+            } else {
+                load_seg<DT>(x, Mt, K, gm, gk, flags & QFLAG_VEC_IN, v);
+            }
+            float s_enc = 1.0f, s_dec = 1.0f;
+            if constexpr (!F::mx) {
+                if (use_tab && !one) { const float2 sd = scs[p][r]; s_enc = sd.x; s_dec = sd.y; }
+            }
+            row_segment<FMT>(v, Mt, K, gm, gk, s, row_data, row_scales + sos[p][r], amax_row, flags, seed, -1.0f,
+                             s_enc, s_dec, (use_tab && one) ? rtab[p] : nullptr, r0s[p][r]);
+        }
+    }
+}
+
 template <int FMT, int DT, bool EXT>
 __device__ __forceinline__ void group_quantize(const void* x, i64 G, const i64* meta, const i64* first,
                                                const i64* last, u8* row_data, u8* row_scales, u8* col_data,
@@ -426,6 +565,18 @@ FP4KIT_GROUP_STATS(2)
                                           flags, seed);                                                \
     }
 
+// group_quantize_rowsk_f<F>_d<D>[_plain]: rowwise only, no tile_2d, one K (group_quantize_rows_k);
+// R = 4 stacked tiles for 16-bit input with the plain recipes, else 2 (quantize.cu's _rows / _rowsx).
+#ifndef FP4KIT_ROWSK_MINB
+#define FP4KIT_ROWSK_MINB 3
+#endif
+#define FP4KIT_GROUP_QUANTIZE_ROWSK(F, D, EXT, SUFFIX, R)                                               \
+    extern "C" __global__ void __launch_bounds__(QT_THREADS, FP4KIT_ROWSK_MINB)                        \
+    group_quantize_rowsk_f##F##_d##D##SUFFIX(const void* x, i64 G, const i64* meta, i64 K, u8* row_data, \
+                                             u8* row_scales, const float* amax_row, int flags, u64 seed) { \
+        group_quantize_rows_k<F, D, EXT, R>(x, G, meta, K, row_data, row_scales, amax_row, flags, seed); \
+    }
+
 // U = 4 tiles per iteration for 16-bit input with the plain recipes (FP6: 2, its software encode
 // needs the registers), else 2; fp4kit/_cuda_grouped.py mirrors this (rows_unit).
 #define FP4KIT_ROWS_U(F) ((F) == 2 || (F) == 3 ? 2 : 4)
@@ -434,6 +585,9 @@ FP4KIT_GROUP_STATS(2)
     FP4KIT_GROUP_QUANTIZE_ROWS(F, 2, true, , 2) FP4KIT_GROUP_QUANTIZE_ROWS(F, 0, false, _plain, 2)      \
     FP4KIT_GROUP_QUANTIZE_ROWS(F, 1, false, _plain, FP4KIT_ROWS_U(F))                                   \
     FP4KIT_GROUP_QUANTIZE_ROWS(F, 2, false, _plain, FP4KIT_ROWS_U(F))                                   \
+    FP4KIT_GROUP_QUANTIZE_ROWSK(F, 0, true, , 2) FP4KIT_GROUP_QUANTIZE_ROWSK(F, 1, true, , 2)          \
+    FP4KIT_GROUP_QUANTIZE_ROWSK(F, 2, true, , 2) FP4KIT_GROUP_QUANTIZE_ROWSK(F, 0, false, _plain, 2)    \
+    FP4KIT_GROUP_QUANTIZE_ROWSK(F, 1, false, _plain, 4) FP4KIT_GROUP_QUANTIZE_ROWSK(F, 2, false, _plain, 4) \
     FP4KIT_GROUP_QUANTIZE(F, 0, true, ) FP4KIT_GROUP_QUANTIZE(F, 1, true, ) FP4KIT_GROUP_QUANTIZE(F, 2, true, ) \
     FP4KIT_GROUP_QUANTIZE(F, 0, false, _plain) FP4KIT_GROUP_QUANTIZE(F, 1, false, _plain)               \
     FP4KIT_GROUP_QUANTIZE(F, 2, false, _plain)

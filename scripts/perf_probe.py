@@ -2,7 +2,8 @@
 """Quick per-variant timings (median of CUDA-event-timed runs, rotated inputs) for kernel work.
 
 Usage: PYTHONPATH=. python3 scripts/perf_probe.py [--once NAME | --only PREFIX]
-(--once: one call of NAME, for ncu; --only: the variants whose name starts with PREFIX)
+(--once: one call of NAME, for ncu; --only: the variants whose name starts with PREFIX, or with
+one of several comma-separated prefixes)
 """
 import statistics
 import sys
@@ -87,7 +88,7 @@ def main():
     once = sys.argv[2] if len(sys.argv) > 2 and sys.argv[1] == "--once" else None
     only = sys.argv[2] if len(sys.argv) > 2 and sys.argv[1] == "--only" else None   # name prefix
     for name, fn in variants():
-        if only is not None and not name.startswith(only):
+        if only is not None and not any(name.startswith(o) for o in only.split(",")):
             continue
         if once is not None:
             if name == once:

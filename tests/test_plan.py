@@ -950,3 +950,31 @@ def test_resident_grids_from_one_occupancy_query(monkeypatch):
     assert _cuda_grouped._persistent_grid(10**6, b) == 800               # capped at 8 per SM
     assert _cuda_grouped._persistent_grid(10**6) == 800 and _cuda_grouped._persistent_grid(5) == 5
     assert queries == [0xA, 0xBAD, 0xB]                                   # one query per kernel
+
+
+def test_grouped_quantize_grid_sizes(monkeypatch):
+    """_cuda_grouped._quantize_grid: with one K (kinds same / varying_first), one CTA per block of
+    the rows kernel (64 R rows x 64 columns) or per 64 x 64 tile for MX tile kernels, from the
+    caller's row count; NVFP4 tile kernels and other kinds stay persistent."""
+    from fp4kit import _cuda_grouped
+    from fp4kit.formats import FORMATS
+
+    monkeypatch.setattr(_cuda_grouped, "_sm_count", lambda: 100)
+    monkeypatch.setattr(_cuda_grouped, "_resident_per_sm", lambda fn, fallback: 3)
+    mx, nv = FORMATS["mxfp8_e4m3"], FORMATS["nvfp4"]
+    n_el = 65536 * 7168
+    grid = _cuda_grouped._quantize_grid
+    # rows kernel: R = 4 for 16-bit input with the plain recipes, 2 for float32 or extended recipes
+    assert grid(mx, False, "bfloat16", True, True, 8, n_el, 7168, 65536, None) == 256 * 112
+    assert grid(mx, False, "float32", True, True, 8, n_el, 7168, 65536, None) == 512 * 112
+    assert grid(nv, True, "bfloat16", True, True, 8, n_el, 7168, 65536, None) == 512 * 112
+    assert grid(mx, False, "bfloat16", True, True, 3, 0, 7168, 0, None) == 1        # empty input
+    assert grid(mx, False, "bfloat16", True, True, 3, 130 * 100, 100, 130, None) == 1 * 2
+    # MX tile kernel: one CTA per tile of (rows // 64 + G) row bands
+    assert grid(mx, False, "bfloat16", False, True, 8, n_el, 7168, 65536, object()) == (1024 + 8) * 112
+    # NVFP4 tile kernel and kinds without one K: one wave of resident CTAs (3 per SM here)
+    assert grid(nv, False, "bfloat16", False, True, 8, n_el, 7168, 65536, object()) == 300
+    assert grid(mx, False, "bfloat16", False, False, 8, n_el, None, None, object()) == 300
+    # rows kernel without one K: runs of U tiles, SMs x 8 CTAs
+    assert grid(mx, False, "bfloat16", True, False, 8, n_el, None, None, object()) == 800
+    assert grid(mx, False, "bfloat16", True, False, 1, 64 * 64, None, None, object()) == -(-(1 + 4 + 64 + 1) // 4)

@@ -160,10 +160,13 @@ __device__ __forceinline__ u32 block_scale(float bamax, bool floor_rule, const f
 // Lanes s and s ^ 1 hold the two halves of an MX block (the whole warp must call this).
 // tile_amax >= 0 replaces the block amax (NVFP4 2D tiles).
 // enc_tab (NVFP4, one amax for the operand): the 128-entry multiplier table, or null.
+// r0 (grouped rows of one K): row gm is row gm - r0 of the member whose scales start at row_scales,
+// which also numbers its stochastic-rounding counter; codes and per-row amax stay indexed by gm.
 template <int FMT>
 __device__ __forceinline__ void row_segment(const float* v, i64 M, i64 K, i64 gm, i64 gk, int s, u8* row_data,
                                             u8* row_scales, const float* amax_row, int flags, u64 seed,
-                                            float tile_amax, float s_enc, float s_dec, const float* enc_tab = nullptr) {
+                                            float tile_amax, float s_enc, float s_dec, const float* enc_tab = nullptr,
+                                            i64 r0 = 0) {
     typedef Fmt<FMT> F;
     float bamax = seg_amax(v);
     if constexpr (F::block == 32) bamax = fmaxf(bamax, __shfl_xor_sync(0xFFFFFFFFu, bamax, 1));
@@ -183,13 +186,13 @@ __device__ __forceinline__ void row_segment(const float* v, i64 M, i64 K, i64 gm
             }
         }
         u32 w[4];
-        encode_seg<FMT>(v, mul, flags & QFLAG_STOCHASTIC, seed, 0u, gm * K + gk, w);
+        encode_seg<FMT>(v, mul, flags & QFLAG_STOCHASTIC, seed, 0u, (gm - r0) * K + gk, w);
         const int n = (int)((K - gk) < SEG ? (K - gk) : SEG);
         if constexpr (F::packed) store_bytes(row_data + gm * (K / 2) + gk / 2, w, n / 2, SEG / 2);
         else store_bytes(row_data + gm * K + gk, w, n, SEG);
         if (F::block == 16 || (s & 1) == 0) {
             const i64 nb = (K + F::block - 1) / F::block;
-            row_scales[scale_offset(gm, gk / F::block, nb, flags & QFLAG_SWIZZLED)] = (u8)sc;
+            row_scales[scale_offset(gm - r0, gk / F::block, nb, flags & QFLAG_SWIZZLED)] = (u8)sc;
         }
     }
 }

@@ -263,3 +263,38 @@ def test_nvfp4_rowwise_only_grouped_variants(cp, variant):
     got.check()
     for a, b in zip(got, exp):
         _check(a, b)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_rowwise_one_k_blocks_straddle_members(cp, fmt, dtype):
+    """axis="rowwise" with one K (kinds same / varying_first) takes group_quantize_rowsk: blocks of
+    128 or 256 rows of the whole (sum M_i, K) matrix. Here blocks straddle member boundaries, hold
+    several members (and empty ones), or lie inside one member; the input has slack rows past the
+    members (device dims); both layouts; NVFP4 / MXFP4 recipes that change per row or per member."""
+    import ml_dtypes
+    f = fp4kit.FORMATS[fmt]
+    npdt = {"float32": np.float32, "bfloat16": ml_dtypes.bfloat16, "float16": np.float16}[dtype]
+    first = [0, 300, 1, 0, 255, 3, 700, 0, 129, 64, 0] if not f.packed else [0, 300, 2, 0, 256, 2, 700, 0, 130, 64, 0]
+    K = 320
+    x = _x((sum(first) + 37, K), seed=31, dtype=npdt)   # 37 slack rows, never read as a member's
+    variants = [dict(scale_layout="compact"), dict(scale_layout="swizzled")]
+    if f.is_nvfp4:
+        variants += [dict(scale_layout="swizzled", row_scaled=True), dict(rounding="stochastic", seed=11),
+                     dict(amax="given")]
+    elif f.elem.bits == 4:
+        variants += [dict(scale_layout="swizzled", rounding="stochastic", seed=11)]
+    xd = _dev(cp, x)
+    for v in variants:
+        kw, ref_kw = dict(v), dict(v)
+        if v.get("amax") == "given":
+            a = np.abs(np.random.default_rng(4).standard_normal(len(first))).astype(np.float32) * 8
+            kw["amax"], ref_kw["amax"] = cp.asarray(a), a
+        exp = fp4kit.reference.group_quantize(x[:sum(first)], fmt, first_dims=first, axis="rowwise", **ref_kw)
+        got = fp4kit.group_quantize(xd[:sum(first)], fmt, first_dims=first, axis="rowwise", **kw)
+        _check(got, exp)
+        got = fp4kit.group_quantize(xd, fmt, first_dims=_dev_dims(cp, first, xd), axis="rowwise", **kw)
+        got.check()
+        for g, (a_, b_) in enumerate(zip(got, exp)):
+            rep = fp4kit.compare(a_, b_)
+            assert rep.ok, f"{v}, member {g} ({first[g]} x {K}): {rep}"
