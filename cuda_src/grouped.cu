@@ -82,6 +82,10 @@ using namespace fp4kit;
 
 // bits: 1 packed, 2 swizzled, 4 row_scaled, 8 rht, 16 want_row, 32 want_col (scalars only, so the
 // launch can be captured in a CUDA graph without host-to-device copies).
+// With one K (K1 > 0) and a `band` buffer, it also memoises the quantize kernels' member lookups:
+// band[i] (i < n_band_rows) is the member of global row 64 i, band[n_band_rows + j] the member of
+// the j-th 64-row band of the tile list (tiles j * tiles_k ..), so a tile's loads wait for one
+// lookup instead of a binary search.
 // One CTA of META_THREADS threads, META_THREADS members at a time: thread t computes member t's
 // contributions (the 64-bit divisions) and checks into shared memory, then thread 0 adds them up in
 // member order, stopping at the first member with negative dims or past max_elements (a serial loop
@@ -91,7 +95,8 @@ using namespace fp4kit;
 enum MetaCheck : int { MCHK_NEGATIVE = 1, MCHK_TOO_BIG = 2 };   // besides GERR_PACKED, GERR_RHT bits (<< 8)
 extern "C" __global__ void __launch_bounds__(META_THREADS)
 group_meta(i64 G, const i64* first, const i64* last, int block, int bits, i64 max_elements, i64 rows_total,
-           i64 cap_srow, i64 cap_scol, i64 cap_arow, i64 cap_acol, i64* meta, int* err) {
+           i64 cap_srow, i64 cap_scol, i64 cap_arow, i64 cap_acol, i64* meta, int* err, i64 K1, i64* band,
+           i64 n_band_rows, i64 n_band_tiles) {
     __shared__ i64 val[META_COUNT][META_THREADS];   // member's addition to array k
     __shared__ int chk[META_THREADS];
     __shared__ int e_sh;
@@ -161,6 +166,16 @@ group_meta(i64 G, const i64* first, const i64* last, int block, int bits, i64 ma
     __syncthreads();
     if (e_sh) {   // no work at all: every prefix and offset back to zero
         for (i64 i = tid; i < (i64)META_COUNT * W; i += META_THREADS) meta[i] = 0;
+        return;
+    }
+    if (band != nullptr && K1 > 0) {   // one K: the member lookups of the quantize kernels, memoised
+        const i64* rows = meta + (i64)META_ROWS * W;
+        const i64* tiles = meta + (i64)META_TILES * W;
+        const i64 Mt = rows[G], tiles_k = (K1 + QT_K - 1) / QT_K, nbands = tiles[G] / tiles_k;
+        for (i64 i = tid; i < n_band_rows; i += META_THREADS)   // member of global row 64 i
+            band[i] = i * QT_M < Mt ? find_member(rows, G, i * QT_M) : 0;
+        for (i64 j = tid; j < n_band_tiles; j += META_THREADS)  // member of the j-th 64-row tile band
+            band[n_band_rows + j] = j < nbands ? find_member(tiles, G, j * tiles_k) : 0;
     }
 }
 
@@ -393,8 +408,9 @@ __device__ __forceinline__ void group_quantize_rows(const void* x, i64 G, const 
 // (double-buffered by iteration parity, so one barrier per block); a block inside one member (all
 // but those that straddle a member boundary) uses that member's NVFP4 multiplier table.
 template <int FMT, int DT, bool EXT, int R>
-__device__ __forceinline__ void group_quantize_rows_k(const void* x, i64 G, const i64* meta, i64 K, u8* row_data,
-                                                      u8* row_scales, const float* amax_row, int flags, u64 seed) {
+__device__ __forceinline__ void group_quantize_rows_k(const void* x, i64 G, const i64* meta, const i64* band, i64 K,
+                                                      u8* row_data, u8* row_scales, const float* amax_row, int flags,
+                                                      u64 seed) {
     typedef Fmt<FMT> F;
     typedef typename In<DT>::T T;
     constexpr int V = In<DT>::vec;
@@ -433,7 +449,7 @@ __device__ __forceinline__ void group_quantize_rows_k(const void* x, i64 G, cons
             }
         }
         // while the loads are in flight: the members of the block's rows
-        const i64 g0 = find_member(rows, G, m0);
+        const i64 g0 = band[m0 / QT_M];
         const bool one = (m0 + BR < Mt ? m0 + BR : Mt) <= rows[g0 + 1];   // uniform across the CTA
         if (tid < BR) {
             const i64 gm = m0 + tid;
@@ -476,11 +492,13 @@ __device__ __forceinline__ void group_quantize_rows_k(const void* x, i64 G, cons
     }
 }
 
-template <int FMT, int DT, bool EXT>
+// ONE: a CTA quantizes only tile blockIdx.x (the grid covers every tile; one K, band_tiles given),
+// so no loop state stays live across the tile (32 registers without spills for MXFP8).
+template <int FMT, int DT, bool EXT, bool ONE = false>
 __device__ __forceinline__ void group_quantize(const void* x, i64 G, const i64* meta, const i64* first,
                                                const i64* last, u8* row_data, u8* row_scales, u8* col_data,
                                                u8* col_scales, const float* amax_row, const float* amax_col,
-                                               int flags, u64 seed, u32 rht_mask) {
+                                               int flags, u64 seed, u32 rht_mask, const i64* band_tiles, i64 K1) {
     typedef Fmt<FMT> F;
     const i64* off = meta + (i64)META_OFF * (G + 1);
     const i64* tiles = meta + (i64)META_TILES * (G + 1);
@@ -490,8 +508,9 @@ __device__ __forceinline__ void group_quantize(const void* x, i64 G, const i64* 
     const i64* acol = meta + (i64)META_ACOL * (G + 1);
     const i64 total = tiles[G];
     i64 prev = -1;   // member of this CTA's previous tile: its NVFP4 multiplier tables are still valid
+    const i64 tiles_k1 = (K1 + QT_K - 1) / QT_K;   // one K (band_tiles given): tiles per row band
     for (i64 t = blockIdx.x; t < total; t += gridDim.x) {
-        const i64 g = find_member(tiles, G, t);
+        const i64 g = (ONE || band_tiles != nullptr) ? band_tiles[div_fast(t, tiles_k1)] : find_member(tiles, G, t);
         const i64 M = first[g], K = last[g];
         const char* xg = reinterpret_cast<const char*>(x) + off[g] * input_itemsize(DT);
         const i64 doff = F::packed ? off[g] / 2 : off[g];
@@ -500,7 +519,8 @@ __device__ __forceinline__ void group_quantize(const void* x, i64 G, const i64* 
         quantize_tile<FMT, DT, EXT>(xg, M, K, row_data ? row_data + doff : row_data, row_scales ? row_scales + srow[g] : row_scales,
                                col_data ? col_data + doff : col_data, col_scales ? col_scales + scol[g] : col_scales,
                                amax_row ? amax_row + arow[g] : amax_row, amax_col ? amax_col + acol[g] : amax_col,
-                               fl, seed, rht_mask, t - tiles[g], g == prev);
+                               fl, seed, rht_mask, t - tiles[g], !ONE && g == prev);
+        if constexpr (ONE) break;
         prev = g;
         __syncthreads();   // the tile buffer is reused by the next iteration
     }
@@ -547,10 +567,28 @@ FP4KIT_GROUP_STATS(2)
     group_quantize_f##F##_d##D##SUFFIX(const void* x, i64 G, const i64* meta, const i64* first,        \
                                const i64* last, u8* row_data, u8* row_scales, u8* col_data,            \
                                u8* col_scales, const float* amax_row, const float* amax_col, int flags, \
-                               u64 seed, u32 rht_mask) {                                               \
+                               u64 seed, u32 rht_mask, const i64* band_tiles, i64 K1) {                \
         group_quantize<F, D, EXT>(x, G, meta, first, last, row_data, row_scales, col_data, col_scales, \
-                                  amax_row, amax_col, flags, seed, rht_mask);                          \
+                                  amax_row, amax_col, flags, seed, rht_mask, band_tiles, K1);          \
     }
+// group_quantize1_f<F>_d<D>_plain (MX formats): one tile per CTA, one K (group_quantize<.., ONE>).
+#define FP4KIT_GROUP_QUANTIZE1(F, D)                                                                    \
+    extern "C" __global__ void __launch_bounds__(QT_THREADS, 8)                                        \
+    group_quantize1_f##F##_d##D##_plain(const void* x, i64 G, const i64* meta, const i64* first,       \
+                               const i64* last, u8* row_data, u8* row_scales, u8* col_data,            \
+                               u8* col_scales, const float* amax_row, const float* amax_col, int flags, \
+                               u64 seed, u32 rht_mask, const i64* band_tiles, i64 K1) {                \
+        group_quantize<F, D, false, true>(x, G, meta, first, last, row_data, row_scales, col_data,     \
+                                          col_scales, amax_row, amax_col, flags, seed, rht_mask,       \
+                                          band_tiles, K1);                                              \
+    }
+#define FP4KIT_GROUP_QUANTIZE1_ALL(F) FP4KIT_GROUP_QUANTIZE1(F, 0) FP4KIT_GROUP_QUANTIZE1(F, 1) FP4KIT_GROUP_QUANTIZE1(F, 2)
+FP4KIT_GROUP_QUANTIZE1_ALL(0)
+FP4KIT_GROUP_QUANTIZE1_ALL(1)
+FP4KIT_GROUP_QUANTIZE1_ALL(2)
+FP4KIT_GROUP_QUANTIZE1_ALL(3)
+FP4KIT_GROUP_QUANTIZE1_ALL(4)
+
 // group_quantize_rows_f<F>_d<D>[_plain]: rowwise only, no tile_2d (group_quantize_rows above).
 // CTAs per SM: 4 for plain NVFP4 from float32 / bfloat16 (64 registers, no spills: bfloat16 598 ->
 // 537 us at G = 8 on the H200), 3 elsewhere (at 64 registers MXFP8 spills, 445 -> 488 us, and so
@@ -572,9 +610,10 @@ FP4KIT_GROUP_STATS(2)
 #endif
 #define FP4KIT_GROUP_QUANTIZE_ROWSK(F, D, EXT, SUFFIX, R)                                               \
     extern "C" __global__ void __launch_bounds__(QT_THREADS, FP4KIT_ROWSK_MINB)                        \
-    group_quantize_rowsk_f##F##_d##D##SUFFIX(const void* x, i64 G, const i64* meta, i64 K, u8* row_data, \
-                                             u8* row_scales, const float* amax_row, int flags, u64 seed) { \
-        group_quantize_rows_k<F, D, EXT, R>(x, G, meta, K, row_data, row_scales, amax_row, flags, seed); \
+    group_quantize_rowsk_f##F##_d##D##SUFFIX(const void* x, i64 G, const i64* meta, const i64* band, i64 K, \
+                                             u8* row_data, u8* row_scales, const float* amax_row, int flags, \
+                                             u64 seed) {                                                 \
+        group_quantize_rows_k<F, D, EXT, R>(x, G, meta, band, K, row_data, row_scales, amax_row, flags, seed); \
     }
 
 // U = 4 tiles per iteration for 16-bit input with the plain recipes (FP6: 2, its software encode

@@ -47,6 +47,12 @@ def rows_k_stack(ext: bool, input_dtype: str) -> int:
 _MAX_GRID = 1 << 24   # CTAs; the kernels stride over any work beyond it
 
 
+def _tiles_bound(n_el: int, G: int) -> int:
+    """Upper bound on the 64 x 64 tiles of all members: each adds at most one partial tile per
+    row or column band."""
+    return n_el // (_QT * _QT) + 4 * G + (n_el // _QT) + 1
+
+
 def _quantize_grid(f, ext, input_dtype, rows_only, one_k, G, n_el, Kshared, rows_total, qfn) -> int:
     """CTAs of the grouped quantize launch, from bounds known on the host (never the dims' values).
 
@@ -66,30 +72,45 @@ def _quantize_grid(f, ext, input_dtype, rows_only, one_k, G, n_el, Kshared, rows
             return max(1, min(blocks, _MAX_GRID))
         if not f.is_nvfp4:
             return max(1, min((rows_total // _QT + G) * tiles_k, _MAX_GRID))
-    # upper bound on tiles of all members: every member adds at most one partial tile per row/col band
-    tiles_bound = n_el // (_QT * _QT) + 4 * G + (n_el // _QT) + 1
+    tiles_bound = _tiles_bound(n_el, G)
     if rows_only:
         return _persistent_grid(-(-tiles_bound // rows_unit(f, ext, input_dtype)))
     return _persistent_grid(tiles_bound, qfn)
 
 
-def _meta(G, fd, ld, f, opts, n_el, caps, rows_total):
+def one_tile_per_cta(f, ext, rows_only, one_k, band, G, Kshared, rows_total) -> bool:
+    """Whether the MX tile kernel's grid (_quantize_grid) has one CTA for every tile, so that
+    group_quantize1 (one tile per CTA, no loop) can run instead of group_quantize."""
+    return (not rows_only and one_k and not f.is_nvfp4 and not ext and band is not None
+            and (rows_total // _QT + G) * -(-Kshared // _QT) <= _MAX_GRID)
+
+
+def _meta(G, fd, ld, f, opts, n_el, caps, rows_total, Kshared=None):
+    """Launch group_meta. Returns (meta, err, band, n_band_rows): with one K (Kshared > 0 and the
+    caller's row count known) `band` memoises the member lookups of the quantize kernels (grouped.cu
+    group_meta), else it is None."""
     cp = _cp()
     meta = cp.empty(_NMETA * (G + 1), dtype=cp.int64)
     err = cp.zeros(1, dtype=cp.int32)
+    band, n_rows, n_tiles = None, 0, 0
+    if Kshared and rows_total is not None:
+        n_rows = -(-rows_total // _QT)            # one entry per 64 rows of the input
+        n_tiles = rows_total // _QT + G + 1       # bound on the 64-row bands of the tile list
+        band = cp.empty(n_rows + n_tiles, dtype=cp.int64)
     bits = (int(f.packed) | int(opts.scale_layout == "swizzled") << 1 | int(opts.row_scaled) << 2 | int(opts.rht) << 3
             | int(opts.want_rowwise) << 4 | int(opts.want_columnwise) << 5)
     _fn("grouped", "group_meta")((1,), (_META_THREADS,), (
         np.int64(G), fd, ld, np.int32(f.block), np.int32(bits), np.int64(n_el), np.int64(-1 if rows_total is None else rows_total),
-        np.int64(caps["srow"]), np.int64(caps["scol"]), np.int64(caps["arow"]), np.int64(caps["acol"]), meta, err))
-    return meta, err
+        np.int64(caps["srow"]), np.int64(caps["scol"]), np.int64(caps["arow"]), np.int64(caps["acol"]), meta, err,
+        np.int64(Kshared or 0), band if band is not None else _NULL, np.int64(n_rows), np.int64(n_tiles)))
+    return meta, err, band, n_rows
 
 
 def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=False, Kshared=None, rows_total=None):
     """x: flat CuPy input; fd/ld: int64 device dims (G,); n_el: element bound; caps: buffer bounds."""
     cp = _cp()
     f = FORMATS[opts.format]
-    meta, err = _meta(G, fd, ld, f, opts, n_el, caps, rows_total)
+    meta, err, band, n_band_rows = _meta(G, fd, ld, f, opts, n_el, caps, rows_total, Kshared)
     out = {"meta": meta, "err": err, "fd": fd, "ld": ld}
     nbytes = f.packed_len(n_el) if f.packed else n_el
     swz = opts.scale_layout == "swizzled"
@@ -109,6 +130,9 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
     kname = "group_quantize_rowsk" if rows_only and one_k else "group_quantize_rows" if rows_only else "group_quantize"
     qfn = _fn("grouped", f"{kname}_f{f.format_id}_d{_DTYPE_IDS[input_dtype]}" + ("" if ext else "_plain"))
     grid = _quantize_grid(f, ext, input_dtype, rows_only, one_k, G, n_el, Kshared, rows_total, qfn)
+    if one_tile_per_cta(f, ext, rows_only, one_k, band, G, Kshared, rows_total):
+        # the grid covers every tile: the loop-free kernel (no spills for MXFP8)
+        qfn = _fn("grouped", f"group_quantize1_f{f.format_id}_d{_DTYPE_IDS[input_dtype]}_plain")
     # statistics pass: NVFP4 amaxes (unless supplied) and dbias, one read of the input
     mode = 0
     a_row = a_col = row_t = col_t = None
@@ -137,14 +161,14 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
         mode |= 8
     if mode:
         sfn = _fn("grouped", f"group_stats_d{_DTYPE_IDS[input_dtype]}")
-        sfn((_persistent_grid(tiles_bound),), (_THREADS,), (
+        sfn((_persistent_grid(_tiles_bound(n_el, G)),), (_THREADS,), (
             x, np.int64(G), meta, fd, ld, np.int32(mode), np.uint32(opts.rht_sign_mask),
             row_t if row_t is not None else _NULL, col_t if col_t is not None else _NULL,
             dbias_buf if dbias_buf is not None else _NULL, np.int64(Kshared or 0)))
     flags = quantize_flags(opts)
     if rows_only and one_k:
         qfn((grid,), (_THREADS,), (
-            x, np.int64(G), meta, np.int64(Kshared), out["row_data"], out["row_scales"],
+            x, np.int64(G), meta, band if band is not None else _NULL, np.int64(Kshared), out["row_data"], out["row_scales"],
             a_row if a_row is not None else _NULL, np.int32(flags), np.uint64(opts.seed)))
     elif rows_only:
         qfn((grid,), (_THREADS,), (
@@ -155,7 +179,8 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
             x, np.int64(G), meta, fd, ld, out.get("row_data", _NULL), out.get("row_scales", _NULL),
             out.get("col_data", _NULL), out.get("col_scales", _NULL),
             a_row if a_row is not None else _NULL, a_col if a_col is not None else _NULL,
-            np.int32(flags), np.uint64(opts.seed), np.uint32(opts.rht_sign_mask)))
+            np.int32(flags), np.uint64(opts.seed), np.uint32(opts.rht_sign_mask),
+            band[n_band_rows:] if band is not None else _NULL, np.int64(Kshared or 0)))
     if f.is_nvfp4:
         if opts.want_rowwise:
             out["row_amax"] = a_row

@@ -978,3 +978,12 @@ def test_grouped_quantize_grid_sizes(monkeypatch):
     # rows kernel without one K: runs of U tiles, SMs x 8 CTAs
     assert grid(mx, False, "bfloat16", True, False, 8, n_el, None, None, object()) == 800
     assert grid(mx, False, "bfloat16", True, False, 1, 64 * 64, None, None, object()) == -(-(1 + 4 + 64 + 1) // 4)
+    # the loop-free MX tile kernel only where that grid covers every tile
+    one = _cuda_grouped.one_tile_per_cta
+    band = object()
+    assert one(mx, False, False, True, band, 8, 7168, 65536)
+    assert not one(nv, False, False, True, band, 8, 7168, 65536)          # NVFP4: persistent
+    assert not one(mx, True, False, True, band, 8, 7168, 65536)           # stochastic rounding
+    assert not one(mx, False, True, True, band, 8, 7168, 65536)           # rowwise: rows kernel
+    assert not one(mx, False, False, False, None, 8, 7168, None)          # no single K
+    assert not one(mx, False, False, True, band, 8, 7168, 2**40)          # more tiles than CTAs
