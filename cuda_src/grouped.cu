@@ -87,12 +87,18 @@ using namespace fp4kit;
 // the j-th 64-row band of the tile list (tiles j * tiles_k ..), so a tile's loads wait for one
 // lookup instead of a binary search.
 // One CTA of META_THREADS threads, META_THREADS members at a time: thread t computes member t's
-// contributions (the 64-bit divisions) and checks into shared memory, then thread 0 adds them up in
-// member order, stopping at the first member with negative dims or past max_elements (a serial loop
-// doing the divisions itself took 40 us for G = 64 on the H200); on an error all threads zero the
-// work lists.
+// contributions (the 64-bit divisions) and checks into shared memory; warp 0 then adds them up 32
+// members at a time (warp scans, saturating so that no sum wraps), stopping at the first member
+// with negative dims or past max_elements as a serial loop would (one thread doing all of it took
+// 40 us for G = 64 on the H200). On an error every thread zeroes the work lists.
 #define META_THREADS 256
 enum MetaCheck : int { MCHK_NEGATIVE = 1, MCHK_TOO_BIG = 2 };   // besides GERR_PACKED, GERR_RHT bits (<< 8)
+
+__device__ __forceinline__ u64 sat_add(u64 a, u64 b) {   // a, b <= INT64_MAX
+    const u64 c = a + b, cap = 0x7FFFFFFFFFFFFFFFull;
+    return c > cap ? cap : c;
+}
+
 extern "C" __global__ void __launch_bounds__(META_THREADS)
 group_meta(i64 G, const i64* first, const i64* last, int block, int bits, i64 max_elements, i64 rows_total,
            i64 cap_srow, i64 cap_scol, i64 cap_arow, i64 cap_acol, i64* meta, int* err, i64 K1, i64* band,
@@ -101,19 +107,19 @@ group_meta(i64 G, const i64* first, const i64* last, int block, int bits, i64 ma
     __shared__ int chk[META_THREADS];
     __shared__ int e_sh;
     if (blockIdx.x != 0) return;
-    const int tid = threadIdx.x;
+    const int tid = threadIdx.x, lane = tid & 31;
     const int packed = bits & 1, swz = (bits >> 1) & 1, rs = (bits >> 2) & 1, rht = (bits >> 3) & 1;
     const int want_row = (bits >> 4) & 1, want_col = (bits >> 5) & 1;
     const i64 W = G + 1;   // meta[k * W + g]: array k, entry g
-    i64 p[META_COUNT];     // thread 0: running prefixes
+    u64 p[META_COUNT];     // warp 0: running prefixes (uniform across the warp)
     for (int k = 0; k < META_COUNT; ++k) p[k] = 0;
     int e = 0;
-    bool stop = false;     // thread 0: negative dims or too many elements ended the scan
+    bool stop = false;     // warp 0: negative dims or too many elements ended the scan
     if (tid == 0)
         for (int k = 0; k < META_COUNT; ++k) meta[k * W] = 0;
     for (i64 base = 0; base < G; base += META_THREADS) {
         const int n = (int)(G - base < META_THREADS ? G - base : META_THREADS);
-        __syncthreads();   // thread 0 is done with the previous chunk
+        __syncthreads();   // warp 0 is done with the previous chunk
         if (tid < n) {
             const i64 M = first[base + tid], K = last[base + tid];
             int c = 0;
@@ -139,26 +145,47 @@ group_meta(i64 G, const i64* first, const i64* last, int block, int bits, i64 ma
             chk[tid] = c;
         }
         __syncthreads();
-        if (tid != 0 || stop) continue;
-        for (int i = 0; i < n; ++i) {
-            const int c = chk[i];
-            if (c & MCHK_NEGATIVE) { e |= GERR_NEGATIVE; stop = true; break; }
-            // M * K > max_elements - p[OFF], without overflow (M * K <= max_elements here)
-            if ((c & MCHK_TOO_BIG) || val[META_OFF][i] > max_elements - p[META_OFF]) { e |= GERR_ELEMENTS; stop = true; break; }
-            e |= c >> 8;
-            const i64 g = base + i;
+        if (tid >= 32 || stop) continue;
+        for (int q = 0; q < n; q += 32) {
+            const int i = q + lane;
+            const bool in = i < n;
+            const int c = in ? chk[i] : 0;
+            u64 s[META_COUNT];
 #pragma unroll
-            for (int k = 0; k < META_COUNT; ++k) {
-                p[k] += val[k][i];
-                meta[k * W + g + 1] = p[k];
+            for (int k = 0; k < META_COUNT; ++k) s[k] = in ? (u64)val[k][i] : 0ull;
+#pragma unroll
+            for (int o = 1; o < 32; o <<= 1) {
+#pragma unroll
+                for (int k = 0; k < META_COUNT; ++k) {
+                    const u64 y = __shfl_up_sync(0xFFFFFFFFu, s[k], o);
+                    if (lane >= o) s[k] = sat_add(s[k], y);
+                }
             }
+#pragma unroll
+            for (int k = 0; k < META_COUNT; ++k) s[k] = sat_add(s[k], p[k]);   // inclusive prefix of member i
+            const bool fail = in && ((c & (MCHK_NEGATIVE | MCHK_TOO_BIG)) || s[META_OFF] > (u64)max_elements);
+            const unsigned fmask = __ballot_sync(0xFFFFFFFFu, fail);
+            const int f1 = fmask ? __ffs(fmask) - 1 : 32;   // first failing member of these 32
+            e |= (int)__reduce_or_sync(0xFFFFFFFFu, (unsigned)((in && lane < f1) ? (c >> 8) : 0));
+            if (fmask) {
+                const int cf = __shfl_sync(0xFFFFFFFFu, c, f1);
+                e |= (cf & MCHK_NEGATIVE) ? GERR_NEGATIVE : GERR_ELEMENTS;
+                stop = true;
+                break;
+            }
+            if (in) {
+#pragma unroll
+                for (int k = 0; k < META_COUNT; ++k) meta[k * W + base + i + 1] = (i64)s[k];
+            }
+#pragma unroll
+            for (int k = 0; k < META_COUNT; ++k) p[k] = __shfl_sync(0xFFFFFFFFu, s[k], 31);
         }
     }
     if (tid == 0) {
         if (!e) {
-            if (rows_total >= 0 && p[META_ROWS] > rows_total) e |= GERR_ROWS;
-            if (p[META_SROW] > cap_srow || p[META_SCOL] > cap_scol) e |= GERR_SCALES;
-            if (p[META_AROW] > cap_arow || p[META_ACOL] > cap_acol) e |= GERR_AMAX;
+            if (rows_total >= 0 && p[META_ROWS] > (u64)rows_total) e |= GERR_ROWS;
+            if (p[META_SROW] > (u64)cap_srow || p[META_SCOL] > (u64)cap_scol) e |= GERR_SCALES;
+            if (p[META_AROW] > (u64)cap_arow || p[META_ACOL] > (u64)cap_acol) e |= GERR_AMAX;
         }
         e_sh = e;
         *err = e;
@@ -168,14 +195,18 @@ group_meta(i64 G, const i64* first, const i64* last, int block, int bits, i64 ma
         for (i64 i = tid; i < (i64)META_COUNT * W; i += META_THREADS) meta[i] = 0;
         return;
     }
-    if (band != nullptr && K1 > 0) {   // one K: the member lookups of the quantize kernels, memoised
+    if (band != nullptr && K1 > 0) {   // one K: a warp per member writes that member's entries
         const i64* rows = meta + (i64)META_ROWS * W;
         const i64* tiles = meta + (i64)META_TILES * W;
-        const i64 Mt = rows[G], tiles_k = (K1 + QT_K - 1) / QT_K, nbands = tiles[G] / tiles_k;
-        for (i64 i = tid; i < n_band_rows; i += META_THREADS)   // member of global row 64 i
-            band[i] = i * QT_M < Mt ? find_member(rows, G, i * QT_M) : 0;
-        for (i64 j = tid; j < n_band_tiles; j += META_THREADS)  // member of the j-th 64-row tile band
-            band[n_band_rows + j] = j < nbands ? find_member(tiles, G, j * tiles_k) : 0;
+        const i64 tiles_k = (K1 + QT_K - 1) / QT_K;
+        for (i64 g = tid >> 5; g < G; g += META_THREADS / 32) {
+            i64 r1 = (rows[g + 1] + QT_M - 1) / QT_M;          // rows 64 i in [rows[g], rows[g+1])
+            r1 = r1 < n_band_rows ? r1 : n_band_rows;
+            for (i64 i = (rows[g] + QT_M - 1) / QT_M + lane; i < r1; i += 32) band[i] = g;
+            i64 t1 = tiles[g + 1] / tiles_k;                    // bands [tiles[g], tiles[g+1]) / tiles_k
+            t1 = t1 < n_band_tiles ? t1 : n_band_tiles;
+            for (i64 j = tiles[g] / tiles_k + lane; j < t1; j += 32) band[n_band_rows + j] = g;
+        }
     }
 }
 

@@ -298,3 +298,58 @@ def test_rowwise_one_k_blocks_straddle_members(cp, fmt, dtype):
         for g, (a_, b_) in enumerate(zip(got, exp)):
             rep = fp4kit.compare(a_, b_)
             assert rep.ok, f"{v}, member {g} ({first[g]} x {K}): {rep}"
+
+
+def _serial_meta_flags(first, K, max_elements, rows_total, packed_both):
+    """The error flags of group_meta as a serial scan defines them (grouped.cu): negative dims or a
+    running element count past max_elements end the scan; odd packed axes before that point are
+    flagged too; the row check only runs when nothing else was flagged."""
+    e, off, rows = 0, 0, 0
+    for M in first:
+        if M < 0 or K < 0:
+            return e | 1
+        if M and K > (max_elements - off) // M:
+            return e | 2
+        if packed_both and (K & 1 or M & 1):
+            e |= 8
+        off += M * K
+        rows += M
+    if not e and rows > rows_total:
+        e |= 64
+    return e
+
+
+@pytest.mark.parametrize("case", ["negative_late", "elements_late", "odd_then_negative", "odd_only", "ok_many"])
+def test_device_dims_error_flags_many_members(cp, case):
+    """group_meta checks members in chunks of 256 and warps of 32: the first failure decides the
+    flags wherever it falls (here past the first chunk and mid-warp), and the odd-axis flags of the
+    members before it are kept. Flags compared with a serial model; nothing is written on error."""
+    G, K = 600, 32
+    first = [2] * G
+    if case == "negative_late":
+        first[300 + 5] = -4
+        first[400] = -1
+    elif case == "elements_late":
+        first[517] = 10**6
+    elif case == "odd_then_negative":
+        first[40], first[299] = 3, -2
+    elif case == "odd_only":
+        first[555] = 3              # flagged, and the scan goes on to the end
+    rows_total = 2 * G + 4
+    x = _x((rows_total, K), seed=13)
+    max_el = rows_total * K
+    want = _serial_meta_flags(first, K, max_el, rows_total, True)
+    g = fp4kit.group_quantize(cp.asarray(x), "mxfp4_e2m1", first_dims=cp.asarray(np.array(first, np.int64)),
+                              axis="both", max_elements=max_el)
+    got = int(cp.asnumpy(g.extra["error_flag"]).reshape(-1)[0])
+    assert got == want, (got, want)
+    if want:
+        with pytest.raises(ValueError):
+            g.check()
+        assert np.all(cp.asnumpy(g.rowwise_data) == 0xA5)
+        assert np.all(cp.asnumpy(g.columnwise_data) == 0xA5)
+    else:
+        g.check()
+        exp = fp4kit.reference.group_quantize(x[:sum(first)], "mxfp4_e2m1", first_dims=first, axis="both")
+        for a_, b_ in zip(g, exp):
+            _check(a_, b_)
