@@ -49,6 +49,15 @@ using namespace fp4kit;
     FP4KIT_QUANTIZE_ROWS_KERNEL(F, 1, true, _rowsx, 2) \
     FP4KIT_QUANTIZE_ROWS_KERNEL(F, 2, true, _rowsx, 2)
 
+// quantize_f5_d1_rht: NVFP4 from bfloat16 with the fused RHT cast and no other variant (tile_2d,
+// row_scaled, stochastic rounding ignored): the RHT path of quantize_f5_d1 in fewer registers.
+extern "C" __global__ void __launch_bounds__(QT_THREADS)
+quantize_f5_d1_rht(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales, u8* col_data, u8* col_scales,
+                   const float* amax_row, const float* amax_col, int flags, u64 seed, u32 rht_mask) {
+    quantize_tile<5, 1, true, QFLAG_RHT>(x, M, K, row_data, row_scales, col_data, col_scales, amax_row, amax_col,
+                                         flags, seed, rht_mask, (i64)blockIdx.x);
+}
+
 FP4KIT_QUANTIZE_ALL_DTYPES(0)
 FP4KIT_QUANTIZE_ALL_DTYPES(1)
 FP4KIT_QUANTIZE_ALL_DTYPES(2)

@@ -192,6 +192,14 @@ def quantize_flags(opts) -> int:
     return flags
 
 
+def rht_only(opts, input_dtype: str) -> bool:
+    """True for the fused RHT cast with no other extended option (NVFP4 from bfloat16, no
+    tile_2d / row_scaled / stochastic rounding): quantize.cu's quantize_f5_d1_rht, which compiles
+    the other variants out (48 registers instead of 70)."""
+    return (FORMATS[opts.format].is_nvfp4 and opts.rht and input_dtype == "bfloat16" and not opts.tile_2d
+            and not opts.row_scaled and opts.rounding != "stochastic")
+
+
 def needs_ext(opts) -> bool:
     """True when the options need the full kernels (stochastic rounding, NVFP4 tile_2d / row_scaled /
     rht); the plain ones (_plain, _rows) compile those paths out and use fewer registers."""
@@ -334,7 +342,7 @@ def build_quantize_plan(M: int, K: int, input_dtype: str, opts, amax_size: int |
             tiles = -(-M // QT_M) * -(-K // QT_K)
             rd, rs, ra = r[:3] if r else (None, None, None)
             cd, cs, ca = c[:3] if c else (None, None, None)
-            b.launch("quantize", name + ("" if ext else "_plain"), tiles,
+            b.launch("quantize", name + ("_rht" if rht_only(opts, input_dtype) else "" if ext else "_plain"), tiles,
                      (_X, _i64(M), _i64(K), _ptr(rd), _ptr(rs), _ptr(cd), _ptr(cs), _ptr(ra), _ptr(ca),
                       _i32(flags), _SEED, _u32(opts.rht_sign_mask)))
         if layout == "swizzled":

@@ -24,6 +24,7 @@ def variants():
     yield "mxfp8 col", lambda x: fp4kit.quantize(x, "mxfp8_e4m3", axis="columnwise")
     yield "mxfp8 both", lambda x: fp4kit.quantize(x, "mxfp8_e4m3", axis="both")
     yield "mxfp4 both", lambda x: fp4kit.quantize(x, "mxfp4_e2m1", axis="both")
+    yield "mxfp6 both", lambda x: fp4kit.quantize(x, "mxfp6_e2m3", axis="both")
     yield "nvfp4 row amax", lambda x: fp4kit.quantize(x, "nvfp4", axis="rowwise", amax=AM)
     yield "nvfp4 both amax", lambda x: fp4kit.quantize(x, "nvfp4", axis="both", amax=AM)
     yield "nvfp4 both", lambda x: fp4kit.quantize(x, "nvfp4", axis="both")

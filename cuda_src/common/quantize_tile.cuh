@@ -352,13 +352,16 @@ struct ColStage {
 };
 
 // EXT = false compiles out the NVFP4 variants and stochastic rounding (fewer registers, more
-// CTAs per SM) for the plain recipes; the flags of those variants are then ignored.
+// CTAs per SM) for the plain recipes; the flags of those variants are then ignored. XM narrows EXT
+// to some of them (e.g. QFLAG_RHT alone: the fused RHT cast without the other variants' registers).
 //
 // Thread tid owns row segment (hi = tid / 4, s = tid % 4) of the tile: it loads those 16 elements
 // from global memory, quantizes them rowwise from registers and, when the columnwise operand is
 // wanted, stores the raw words into shared memory (two 16-byte stores for 16-bit input); after one
 // barrier it quantizes column c = tid % 64, rows 16 * (tid / 64) .. +15 of the tile.
-template <int FMT, int DT, bool EXT = true>
+constexpr int QFLAG_EXT_ALL = QFLAG_STOCHASTIC | QFLAG_ROW_SCALED | QFLAG_TILE_2D | QFLAG_RHT;
+
+template <int FMT, int DT, bool EXT = true, int XM = QFLAG_EXT_ALL>
 __device__ __forceinline__ void quantize_tile(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales,
                                               u8* col_data, u8* col_scales, const float* amax_row,
                                               const float* amax_col, int flags, u64 seed, u32 rht_mask, i64 tile_idx,
@@ -379,7 +382,8 @@ __device__ __forceinline__ void quantize_tile(const void* x, i64 M, i64 K, u8* r
     const int tid = threadIdx.x;
     const bool swz = flags & QFLAG_SWIZZLED;
     const bool floor_rule = flags & QFLAG_RULE_FLOOR;
-    if constexpr (!EXT) flags &= ~(QFLAG_STOCHASTIC | QFLAG_ROW_SCALED | QFLAG_TILE_2D | QFLAG_RHT);
+    if constexpr (!EXT) flags &= ~QFLAG_EXT_ALL;
+    else flags &= ~(QFLAG_EXT_ALL & ~XM);
     const bool stochastic = EXT && (flags & QFLAG_STOCHASTIC);
     bool tile2d = false, row_scaled = false, rht = false;
     if constexpr (!F::mx && EXT) {
