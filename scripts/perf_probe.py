@@ -51,6 +51,10 @@ def variants():
             yield (f"grp8 M%128 {short} {axis[:4]}",
                    lambda x, fmt=fmt, axis=axis: fp4kit.group_quantize(
                        GX, fmt, first_dims=GDIMS["8a"], axis=axis, scale_layout="swizzled"))
+    yield "big mxfp8 row", lambda x: fp4kit.quantize(GX, "mxfp8_e4m3", axis="rowwise")
+    yield "big nvfp4 row amax", lambda x: fp4kit.quantize(GX, "nvfp4", axis="rowwise", amax=AM)
+    yield "big grp1 mxfp8 row", lambda x: fp4kit.group_quantize(GX, "mxfp8_e4m3", first_dims=GDIMS[1], axis="rowwise")
+    yield "big grp1 nvfp4 row amax", lambda x: fp4kit.group_quantize(GX, "nvfp4", first_dims=GDIMS[1], axis="rowwise", amax=AM)
     yield "grp copy 2x940MB", lambda x: GCOPY.copy_(GX)
 
 
@@ -77,6 +81,7 @@ def main():
     from bench import _skewed_dims
     GX = torch.randn(65536, 7168, device="cuda").to(torch.bfloat16)      # MoE: 65536 tokens, K = 7168
     GCOPY = torch.empty_like(GX)
+    GDIMS[1] = torch.tensor([65536], dtype=torch.int64, device="cuda")
     for G in (8, 64):
         GDIMS[G] = torch.tensor(_skewed_dims(G, 65536, seed=G), dtype=torch.int64, device="cuda")
     GDIMS["8a"] = torch.tensor(_skewed_dims(8, 65536, seed=8, multiple=128), dtype=torch.int64, device="cuda")
