@@ -14,8 +14,12 @@ using namespace fp4kit;
 
 // Kernel names: quantize_f<format_id>_d<input dtype id> (enums.cuh). Grid: 1-D, one CTA per
 // 64x64 tile, ceil(M/64) * ceil(K/64) CTAs of 256 threads. Unused pointers may be null.
+// Tile kernels: 8 CTAs per SM for the plain recipes (32 registers); the full ones (EXT) leave the
+// count to the compiler (an explicit minimum of 1 made MXFP4 take 72 registers instead of 64).
+#define FP4KIT_TILE_LB_true __launch_bounds__(QT_THREADS)
+#define FP4KIT_TILE_LB_false __launch_bounds__(QT_THREADS, 8)
 #define FP4KIT_QUANTIZE_KERNEL(F, D, EXT, SUFFIX)                                                      \
-    extern "C" __global__ void __launch_bounds__(QT_THREADS, EXT ? 1 : 8)                                          \
+    extern "C" __global__ void FP4KIT_TILE_LB_##EXT                                                   \
     quantize_f##F##_d##D##SUFFIX(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales,           \
                                  u8* col_data, u8* col_scales, const float* amax_row,                  \
                                  const float* amax_col, int flags, u64 seed, u32 rht_mask) {          \

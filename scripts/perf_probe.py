@@ -29,6 +29,7 @@ def variants():
     yield "nvfp4 both amax", lambda x: fp4kit.quantize(x, "nvfp4", axis="both", amax=AM)
     yield "nvfp4 both", lambda x: fp4kit.quantize(x, "nvfp4", axis="both")
     yield "nvfp4 row SR", lambda x: fp4kit.quantize(x, "nvfp4", axis="rowwise", amax=AM, rounding="stochastic", seed=7)
+    yield "mxfp4 both SR", lambda x: fp4kit.quantize(x, "mxfp4_e2m1", axis="both", rounding="stochastic", seed=7)
     yield "nvfp4 both SR", lambda x: fp4kit.quantize(x, "nvfp4", axis="both", amax=AM, rounding="stochastic", seed=7)
     yield "nvfp4 rht both swz", lambda x: fp4kit.quantize(x, "nvfp4", axis="both", rht=True, scale_layout="swizzled")
     yield "dq mxfp8 bf16", lambda x: fp4kit.dequantize(QD["mxfp8_e4m3"], dtype="bfloat16")

@@ -481,7 +481,7 @@ def test_torch_executor_threads_do_not_share_argument_slots(monkeypatch):
 # ---------------------------------------------------------------------------------------------
 # every planned launch matches its kernel's C signature in cuda_src/
 
-_SIG = re.compile(r'extern "C" __global__ void(?:\s+__launch_bounds__\([^)]*\)|\s+LB)?\s*([\w#]+)\s*\(([^)]*)\)')
+_SIG = re.compile(r'extern "C" __global__ void(?:\s+__launch_bounds__\([^)]*\)|\s+LB|\s+FP4KIT_[\w#]+)?\s*([\w#]+)\s*\(([^)]*)\)')
 _MACRO_PARAMS = {"F": r"\d+", "D": r"\d+", "SUFFIX": r"(?:_\w+)?"}
 # C type of a kernel parameter -> the Arg kinds that may fill it (pointers: 8 bytes)
 _KINDS = {"i64": {"i64"}, "int": {"i32"}, "u32": {"u32"}, "u64": {"u64", "seed"}}
