@@ -2,13 +2,16 @@
 //
 // group_meta        one CTA: member dims (device int64) -> prefixes and offsets, checked; on any
 //                   error it sets the error flags and zeroes every work list, so the kernels below
-//                   do nothing and nothing is written out of bounds.
+//                   do nothing and nothing is written out of bounds. With one K it also writes the
+//                   member of every 64-row band (the quantize kernels' lookups, memoised).
 // group_stats_d*    persistent: per-member NVFP4 amax (plain, per row / per column, post-RHT) and
 //                   dbias column sums (float64 atomics), one pass over the input.
 // group_quantize_*  persistent, statically scheduled: CTA b takes tiles b, b + grid, ... of the
 //                   concatenated 64x64 tile list and finds each tile's member by binary search.
+// group_quantize1_* MX, one K: the tile kernel with one tile per CTA (no loop, no spills); the
+//                   grid covers every tile.
 // group_quantize_rowsk_* rowwise with one K (same / varying_first): blocks of the (sum M_i, K)
-//                   matrix, grid-strided; each row's member found by binary search on the row prefix.
+//                   matrix, one per CTA (grid-strided beyond the grid); members from the band table.
 // group_dequantize_* grid-stride over 16-element segments of every member.
 #include "common/quantize_tile.cuh"
 #include "common/dequantize_op.cuh"

@@ -2,9 +2,12 @@
 
 One small metadata kernel turns the member dims (host lists uploaded once, or int64 device arrays
 that never visit the host) into offsets, per-member tile and segment prefixes, scale and amax
-offsets, and checks them; then ONE persistent, statically scheduled launch (grid sized from the
-SM count) quantizes every 64x64 tile of every member, each CTA finding its tile's member by a
-binary search over the tile prefix. NVFP4 with computed amax adds one persistent amax launch.
+offsets, and checks them; then ONE statically scheduled quantize launch covers every member, each
+CTA finding its tiles' members on the device (a binary search over the tile prefix, or, with one K,
+a lookup in the band table the metadata kernel wrote). Grids come from host-side bounds only
+(``_cuda_grouped._quantize_grid``: one CTA per block or tile where the caller's row count bounds the
+work, else a persistent grid sized from the SM count). NVFP4 with computed amax adds one
+persistent amax launch.
 
 Device-side dims: nothing is synchronised; the outputs are sized from the caller's bound
 (``max_elements``, and bounds derived from it for the scale buffers). Bad device dims (negative,
