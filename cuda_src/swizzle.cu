@@ -1,4 +1,5 @@
-// fp4kit: scale layout conversions (SPEC section 6), grid-stride, one thread per 16-byte row of a
+// fp4kit: scale layout conversions (SPEC section 6). swizzle_scales: tiles through shared memory
+// (below). unswizzle_scales / swizzle_zero_padding: grid-stride, one thread per 16-byte row of a
 // 512-byte swizzled block. The 16 bytes at swizzled offset 16 q hold, for the block (bi, bj) = q / 32
 // and rr = q % 32, the compact rows i_g = 128 bi + 32 g + rr (g = 0..3) at columns 4 bj .. 4 bj + 3:
 // byte 4 g + c of the chunk is compact (i_g, 4 bj + c). So each thread moves four 4-byte runs of
@@ -45,19 +46,57 @@ __device__ __forceinline__ void store_run(u8* compact, i64 C, i64 i, i64 j0, u32
 }  // namespace fp4kit
 
 // compact (R, C) -> swizzled (Rp, Cp) = (roundup(R, 128), roundup(C, 4)), padding 0.
-extern "C" __global__ void swizzle_scales(const u8* compact, i64 R, i64 C, u8* out, i64 Rp, i64 Cp) {
-    const i64 nq = Rp * Cp / 16;
-    for (i64 q = (i64)blockIdx.x * blockDim.x + threadIdx.x; q < nq; q += (i64)gridDim.x * blockDim.x) {
-        i64 i0, j0;
-        chunk_position(q, Cp, i0, j0);
-        u32 w[4];
+// One CTA per 128 x 64 tile of the compact matrix (grid-strided beyond the grid): the tile's rows
+// come in with coalesced 16-byte loads (4 per row; byte loads at the edges and for rows off a
+// 16-byte boundary) into shared memory, and its 16 swizzled blocks, which are contiguous in the
+// output (8 KB), go out as 16-byte stores, a warp writing 512 consecutive bytes. (One thread per
+// output chunk gathering four 4-byte runs straight from global memory reached 49-65 % of copy.)
+#define SWZ_TC 64                  // compact columns per tile = 16 swizzled blocks
+#define SWZ_PITCH (SWZ_TC / 4 + 1) // words per shared row (+1: conflict-free column reads)
+extern "C" __global__ void __launch_bounds__(256) swizzle_scales(const u8* compact, i64 R, i64 C, u8* out, i64 Rp,
+                                                                 i64 Cp) {
+    __shared__ u32 tile[128 * SWZ_PITCH];
+    const int tid = threadIdx.x;
+    const i64 tiles_j = (Cp + SWZ_TC - 1) / SWZ_TC;
+    const i64 ntiles = (Rp / 128) * tiles_j;
+    const bool out16 = (reinterpret_cast<u64>(out) & 15u) == 0;
+    for (i64 t = blockIdx.x; t < ntiles; t += gridDim.x) {
+        const i64 bi = div_fast(t, tiles_j);
+        const i64 j0 = (t - bi * tiles_j) * SWZ_TC;
+        __syncthreads();   // the previous tile's reads are done
 #pragma unroll
-        for (int g = 0; g < 4; ++g) w[g] = compact_run(compact, R, C, i0 + 32 * g, j0);
-        if ((reinterpret_cast<u64>(out) & 15u) == 0) {
-            reinterpret_cast<uint4*>(out)[q] = make_uint4(w[0], w[1], w[2], w[3]);
-        } else {   // a view at an odd offset
+        for (int k = 0; k < 2; ++k) {   // 128 rows x 4 vectors of 16 bytes
+            const int v = tid + 256 * k, r = v >> 2, seg = v & 3;
+            const i64 i = bi * 128 + r, j = j0 + 16 * seg;
+            u32 w[4] = {0u, 0u, 0u, 0u};
+            if (i < R && j < C) {
+                const u8* p = compact + i * C + j;
+                if (j + 16 <= C && (reinterpret_cast<u64>(p) & 15u) == 0) {
+                    const uint4 q = *reinterpret_cast<const uint4*>(p);
+                    w[0] = q.x; w[1] = q.y; w[2] = q.z; w[3] = q.w;
+                } else {
+                    for (int c = 0; c < 16 && j + c < C; ++c) w[c >> 2] |= (u32)p[c] << (8 * (c & 3));
+                }
+            }
 #pragma unroll
-            for (int b = 0; b < 16; ++b) out[q * 16 + b] = (u8)(w[b >> 2] >> (8 * (b & 3)));
+            for (int q = 0; q < 4; ++q) tile[r * SWZ_PITCH + 4 * seg + q] = w[q];
+        }
+        __syncthreads();
+        // blocks (bi, j0 / 4 ..): as many as Cp has columns left; chunk c of them: block c / 32,
+        // row rr = c % 32, bytes 4 g + b = compact (128 bi + 32 g + rr, j0 + 4 (c / 32) + b)
+        const i64 nblk = (Cp - j0) / 4 < SWZ_TC / 4 ? (Cp - j0) / 4 : SWZ_TC / 4;
+        u8* const ob = out + (bi * (Cp / 4) + j0 / 4) * 512;
+        for (int c = tid; c < nblk * 32; c += 256) {
+            const int blk = c >> 5, rr = c & 31;
+            const u32 w0 = tile[rr * SWZ_PITCH + blk], w1 = tile[(32 + rr) * SWZ_PITCH + blk];
+            const u32 w2 = tile[(64 + rr) * SWZ_PITCH + blk], w3 = tile[(96 + rr) * SWZ_PITCH + blk];
+            if (out16) {
+                reinterpret_cast<uint4*>(ob)[c] = make_uint4(w0, w1, w2, w3);
+            } else {   // a view at an odd offset
+                const u32 w[4] = {w0, w1, w2, w3};
+#pragma unroll
+                for (int b = 0; b < 16; ++b) ob[c * 16 + b] = (u8)(w[b >> 2] >> (8 * (b & 3)));
+            }
         }
     }
 }

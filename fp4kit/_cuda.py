@@ -218,7 +218,8 @@ def swizzle_scales(compact):
     out = _empty((rp, cpd), np.uint8)
     if rp * cpd:
         compact = cp.ascontiguousarray(compact)
-        _fn("swizzle", "swizzle_scales")((_grid_stride_blocks(rp * cpd // 16),), (_THREADS,),
+        # one CTA per 128 x 64 tile (swizzle.cu)
+        _fn("swizzle", "swizzle_scales")((max(1, min((rp // 128) * -(-cpd // 64), 1 << 24)),), (_THREADS,),
                                          (compact, np.int64(R), np.int64(C), out, np.int64(rp), np.int64(cpd)))
     return out
 

@@ -38,6 +38,7 @@ def variants():
     yield "dq mxfp4 bf16", lambda x: fp4kit.dequantize(QD["mxfp4_e2m1"], dtype="bfloat16")
     yield "dq e5m2 f16", lambda x: fp4kit.dequantize(QD["mxfp8_e5m2"], dtype="float16")
     yield "swizzle 8192x512", lambda x: fp4kit.swizzle_scales(SC)
+    yield "swizzle 16384x1024", lambda x: fp4kit.swizzle_scales(SC2)
     yield "amax global", lambda x: fp4kit._cuda.compute_amax(_cp(x), "bfloat16")
     yield "amax rht", lambda x: fp4kit._cuda.compute_amax(_cp(x), "bfloat16", "rht")
     yield "copy 2x128MB", lambda x: COPY.copy_(x)
@@ -70,7 +71,7 @@ XF = None
 GX = GCOPY = None
 GDIMS = {}
 QD = {}
-SC = None
+SC = SC2 = None
 
 
 def main():
@@ -87,10 +88,11 @@ def main():
         GDIMS[G] = torch.tensor(_skewed_dims(G, 65536, seed=G), dtype=torch.int64, device="cuda")
     GDIMS["8a"] = torch.tensor(_skewed_dims(8, 65536, seed=8, multiple=128), dtype=torch.int64, device="cuda")
     COPY = torch.empty_like(xs[0])
-    global SC
+    global SC, SC2
     for fmt in ("mxfp8_e4m3", "mxfp8_e5m2", "nvfp4", "mxfp4_e2m1"):
         QD[fmt] = fp4kit.quantize(xs[0], fmt, axis="rowwise")
     SC = torch.randint(0, 255, (M, K // 16), device="cuda", dtype=torch.uint8)
+    SC2 = torch.randint(0, 255, (2 * M, K // 8), device="cuda", dtype=torch.uint8)
     AM = xs[0].float().abs().amax().reshape(1)
     once = sys.argv[2] if len(sys.argv) > 2 and sys.argv[1] == "--once" else None
     only = sys.argv[2] if len(sys.argv) > 2 and sys.argv[1] == "--only" else None   # name prefix

@@ -424,7 +424,10 @@ def test_swizzle_roundtrip(gpu):
 
     cp = gpu
     rng = np.random.default_rng(1)
-    for shape in [(0, 5), (5, 0), (1, 1), (3, 5), (128, 4), (129, 7), (300, 13), (1000, 130)]:
+    # swizzle_scales runs 128 x 64 tiles with 16-byte row loads: shapes with 16-byte rows (vector
+    # path), several tiles along both axes, partial tiles and rows of any length (byte path)
+    for shape in [(0, 5), (5, 0), (1, 1), (3, 5), (128, 4), (129, 7), (300, 13), (1000, 130), (640, 512),
+                  (257, 96), (130, 64), (384, 200)]:
         c = rng.integers(0, 256, size=shape).astype(np.uint8)
         want = ref_api.swizzle_scales(c)
         got = cp.asnumpy(_cuda.swizzle_scales(cp.asarray(c)))
