@@ -446,7 +446,6 @@ __device__ __forceinline__ void group_quantize_rows_k(const void* x, i64 G, cons
                                                       u8* row_data, u8* row_scales, const float* amax_row, int flags,
                                                       u64 seed) {
     typedef Fmt<FMT> F;
-    typedef typename In<DT>::T T;
     constexpr int V = In<DT>::vec;
     constexpr int BR = QT_M * R;   // rows per block
     static_assert(BR <= QT_THREADS, "one thread per row of the block");
@@ -472,16 +471,7 @@ __device__ __forceinline__ void group_quantize_rows_k(const void* x, i64 G, cons
         const i64 gk = (b - bq * tiles_k) * QT_K + s * SEG;
         uint4 raw[R][SEG / V];
         bool full[R];
-#pragma unroll
-        for (int j = 0; j < R; ++j) {
-            const i64 gm = m0 + hi + j * QT_M;
-            full[j] = (flags & QFLAG_VEC_IN) && gm < Mt && gk + SEG <= K;
-            if (full[j]) {
-                const T* src = reinterpret_cast<const T*>(x) + gm * K + gk;
-#pragma unroll
-                for (int q = 0; q < SEG / V; ++q) raw[j][q] = load_stream16(src + q * V);
-            }
-        }
+        load_rows_raw<DT, R>(x, Mt, K, m0 + hi, gk, flags & QFLAG_VEC_IN, raw, full);
         // while the loads are in flight: the members of the block's rows
         const i64 g0 = band[m0 / QT_M];
         const bool one = (m0 + BR < Mt ? m0 + BR : Mt) <= rows[g0 + 1];   // uniform across the CTA
@@ -510,12 +500,7 @@ __device__ __forceinline__ void group_quantize_rows_k(const void* x, i64 G, cons
             const int r = hi + j * QT_M;
             const i64 gm = m0 + r;
             float v[SEG];
-            if (full[j]) {
-#pragma unroll
-                for (int q = 0; q < SEG / V; ++q) In<DT>::unpack(raw[j][q], v + q * V);
-            } else {
-                load_seg<DT>(x, Mt, K, gm, gk, flags & QFLAG_VEC_IN, v);
-            }
+            seg_values<DT>(raw[j], full[j], x, Mt, K, gm, gk, flags & QFLAG_VEC_IN, v);
             float s_enc = 1.0f, s_dec = 1.0f;
             if constexpr (!F::mx) {
                 if (use_tab && !one) { const float2 sd = scs[p][r]; s_enc = sd.x; s_dec = sd.y; }

@@ -197,6 +197,39 @@ __device__ __forceinline__ void row_segment(const float* v, i64 M, i64 K, i64 gm
     }
 }
 
+// Issue the 16-byte loads of segments x[gm0 + 64 j, gk .. gk + 15] (j < R) that lie wholly inside the
+// (M, K) matrix when vector loads are allowed (full[j]); the others are read later by seg_values.
+template <int DT, int R>
+__device__ __forceinline__ void load_rows_raw(const void* x, i64 M, i64 K, i64 gm0, i64 gk, bool vec_ok,
+                                              uint4 (&raw)[R][SEG / In<DT>::vec], bool (&full)[R]) {
+    typedef typename In<DT>::T T;
+    constexpr int V = In<DT>::vec;
+#pragma unroll
+    for (int j = 0; j < R; ++j) {
+        const i64 gm = gm0 + j * QT_M;
+        full[j] = vec_ok && gm < M && gk + SEG <= K;
+        if (full[j]) {
+            const T* src = reinterpret_cast<const T*>(x) + gm * K + gk;
+#pragma unroll
+            for (int q = 0; q < SEG / V; ++q) raw[j][q] = load_stream16(src + q * V);
+        }
+    }
+}
+
+// The 16 values of segment x[gm, gk ..]: unpacked from raw when load_rows_raw loaded it, else read
+// element by element (load_seg).
+template <int DT>
+__device__ __forceinline__ void seg_values(const uint4* raw, bool full, const void* x, i64 M, i64 K, i64 gm, i64 gk,
+                                           bool vec_ok, float* v) {
+    constexpr int V = In<DT>::vec;
+    if (full) {
+#pragma unroll
+        for (int q = 0; q < SEG / V; ++q) In<DT>::unpack(raw[q], v + q * V);
+    } else {
+        load_seg<DT>(x, M, K, gm, gk, vec_ok, v);
+    }
+}
+
 // Rowwise only, no 2D tiles: one CTA covers R tiles stacked along M (R*64 rows x 64 columns);
 // each thread issues the loads of its R segments before computing (more bytes in flight).
 // Block index b: (b / tiles_k) * R * 64 is the first row, (b % tiles_k) * 64 the first column.
@@ -213,20 +246,9 @@ __device__ __forceinline__ void quantize_rows_direct(const void* x, i64 M, i64 K
     float s_enc = 1.0f, s_dec = 1.0f;   // NVFP4 with one amax: the multiplier table instead
     __shared__ float enc_tab[Fmt<FMT>::mx ? 1 : NV_TAB + 1];
     const bool use_tab = !Fmt<FMT>::mx && !(flags & QFLAG_ROW_SCALED);
-    typedef typename In<DT>::T T;
-    constexpr int V = In<DT>::vec;
-    uint4 raw[R][SEG / V];   // raw input words: R * 32 bytes (bf16/fp16) in registers
+    uint4 raw[R][SEG / In<DT>::vec];   // raw input words: R * 32 bytes (bf16/fp16) in registers
     bool full[R];
-#pragma unroll
-    for (int j = 0; j < R; ++j) {
-        const i64 gm = m0 + hi + j * QT_M;
-        full[j] = (flags & QFLAG_VEC_IN) && gm < M && gk + SEG <= K;
-        if (full[j]) {
-            const T* src = reinterpret_cast<const T*>(x) + gm * K + gk;
-#pragma unroll
-            for (int q = 0; q < SEG / V; ++q) raw[j][q] = load_stream16(src + q * V);
-        }
-    }
+    load_rows_raw<DT, R>(x, M, K, m0 + hi, gk, flags & QFLAG_VEC_IN, raw, full);
     if constexpr (!Fmt<FMT>::mx) {   // while the loads are in flight
         if (use_tab) {
             nvfp4_fill_table(enc_tab, amax_row[0], 0);
@@ -237,12 +259,7 @@ __device__ __forceinline__ void quantize_rows_direct(const void* x, i64 M, i64 K
     for (int j = 0; j < R; ++j) {
         const i64 gm = m0 + hi + j * QT_M;
         float v[SEG];
-        if (full[j]) {
-#pragma unroll
-            for (int q = 0; q < SEG / V; ++q) In<DT>::unpack(raw[j][q], v + q * V);
-        } else {
-            load_seg<DT>(x, M, K, gm, gk, flags & QFLAG_VEC_IN, v);
-        }
+        seg_values<DT>(raw[j], full[j], x, M, K, gm, gk, flags & QFLAG_VEC_IN, v);
         row_segment<FMT>(v, M, K, gm, gk, s, row_data, row_scales, amax_row, flags, seed, -1.0f, s_enc, s_dec,
                          use_tab ? enc_tab : nullptr);
     }
