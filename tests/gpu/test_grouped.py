@@ -214,9 +214,11 @@ def _dev_dims(cp, dims, like):
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_rowwise_only_grouped(cp, fmt, dtype):
-    """axis="rowwise" takes group_quantize_rows (runs of tiles per CTA iteration, member changes
-    inside an iteration): every kind, G = 1, 3, 64, 257 with empty members at front, middle and end,
-    host and device dims, both scale layouts, against the reference."""
+    """axis="rowwise" takes group_quantize_rowsk for kinds with one K (blocks of the whole matrix,
+    test_rowwise_one_k_blocks_straddle_members) and group_quantize_rows (runs of tiles per CTA
+    iteration, member changes inside an iteration) for the others: every kind, G = 1, 3, 64, 257
+    with empty members at front, middle and end, host and device dims, both scale layouts, against
+    the reference."""
     import ml_dtypes
     f = fp4kit.FORMATS[fmt]
     npdt = {"float32": np.float32, "bfloat16": ml_dtypes.bfloat16, "float16": np.float16}[dtype]
