@@ -382,7 +382,7 @@ __device__ __forceinline__ void group_quantize_rows(const void* x, i64 G, const 
     const i64* tiles = meta + (i64)META_TILES * (G + 1);
     const i64* srow = meta + (i64)META_SROW * (G + 1);
     const i64* arow = meta + (i64)META_AROW * (G + 1);
-    if constexpr (!EXT) flags &= ~(QFLAG_STOCHASTIC | QFLAG_ROW_SCALED | QFLAG_TILE_2D | QFLAG_RHT);
+    if constexpr (!EXT) flags &= ~QFLAG_EXT_ALL;
     const bool use_tab = !F::mx && !(flags & QFLAG_ROW_SCALED);
     const int tid = threadIdx.x, hi = tid >> 2, s = tid & 3;
     const i64 total = tiles[G];
@@ -454,7 +454,7 @@ __device__ __forceinline__ void group_quantize_rows_k(const void* x, i64 G, cons
     __shared__ float2 scs[2][F::mx ? 1 : BR];            // NVFP4 per row: s_enc, s_dec of its member
     const i64* rows = meta + (i64)META_ROWS * (G + 1);
     const i64* srow = meta + (i64)META_SROW * (G + 1);
-    if constexpr (!EXT) flags &= ~(QFLAG_STOCHASTIC | QFLAG_ROW_SCALED | QFLAG_TILE_2D | QFLAG_RHT);
+    if constexpr (!EXT) flags &= ~QFLAG_EXT_ALL;
     flags &= ~QFLAG_VEC_IN;
     if (((reinterpret_cast<u64>(x) & 15) == 0) && ((K * input_itemsize(DT)) % 16 == 0)) flags |= QFLAG_VEC_IN;
     const bool use_tab = !F::mx && !(flags & QFLAG_ROW_SCALED);
@@ -624,11 +624,10 @@ FP4KIT_GROUP_QUANTIZE1_ALL(4)
 
 // group_quantize_rowsk_f<F>_d<D>[_plain]: rowwise only, no tile_2d, one K (group_quantize_rows_k);
 // R = 4 stacked tiles for 16-bit input with the plain recipes, else 2 (quantize.cu's _rows / _rowsx).
-#ifndef FP4KIT_ROWSK_MINB
-#define FP4KIT_ROWSK_MINB 3
-#endif
+// 3 CTAs per SM (80 registers): on the H200 (G = 8, MXFP8) 387 us, against 402 us at 4 (64
+// registers, spills) and 433 us with no minimum (92 registers, 2 per SM).
 #define FP4KIT_GROUP_QUANTIZE_ROWSK(F, D, EXT, SUFFIX, R)                                               \
-    extern "C" __global__ void __launch_bounds__(QT_THREADS, FP4KIT_ROWSK_MINB)                        \
+    extern "C" __global__ void __launch_bounds__(QT_THREADS, 3)                                         \
     group_quantize_rowsk_f##F##_d##D##SUFFIX(const void* x, i64 G, const i64* meta, const i64* band, i64 K, \
                                              u8* row_data, u8* row_scales, const float* amax_row, int flags, \
                                              u64 seed) {                                                 \

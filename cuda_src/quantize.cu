@@ -30,9 +30,10 @@ using namespace fp4kit;
 // quantize_f<F>_d<D>_rows (plain; R = 2 for float32 input, 4 for 16-bit input) and _rowsx (every
 // option but 2D tiles; R = 2): rowwise only; ceil(M / (64 R)) * ceil(K / 64) CTAs of 256 threads.
 // LB: the launch bounds. Plain rowwise NVFP4 from 16-bit input asks for 3 CTAs per SM: the same 79
-// registers, but scheduled so that it ran 78.4 -> 68.4 us at 8192^2 and 524 -> 452 us at
-// 65536 x 7168 (given amax) on the H200. The others keep the compiler's choice: MXFP8 measured the
-// same either way, and an explicit minimum of 1 is not the same as none (MXFP8: 69 registers, not 63).
+// registers, another schedule. On the H200 scripts/perf_probe.py (same inputs every call) measured
+// 78.4 -> 68.4 us at 8192^2 and 524 -> 452 us at 65536 x 7168 (given amax); scripts/bench.py
+// (rotated inputs) 72.1 -> 72.3 us at 8192^2. The others keep the compiler's choice: MXFP8 measured
+// the same either way, and an explicit minimum of 1 is not the same as none (MXFP8: 69 registers, not 63).
 #define FP4KIT_LB_ANY __launch_bounds__(QT_THREADS)
 #define FP4KIT_LB_3 __launch_bounds__(QT_THREADS, 3)
 #define FP4KIT_QUANTIZE_ROWS_KERNEL(F, D, EXT, SUFFIX, R, LB)                                         \

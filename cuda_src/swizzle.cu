@@ -19,18 +19,6 @@ __device__ __forceinline__ void chunk_position(i64 q, i64 Cp, i64& i0, i64& j0) 
     j0 = bj * 4;
 }
 
-// Bytes compact (i, j0 .. j0 + 3) as a little-endian word; 0 outside the (R, C) matrix.
-__device__ __forceinline__ u32 compact_run(const u8* compact, i64 R, i64 C, i64 i, i64 j0) {
-    if (i >= R) return 0u;
-    const u8* p = compact + i * C + j0;
-    if (j0 + 4 <= C && (reinterpret_cast<u64>(p) & 3u) == 0) return *reinterpret_cast<const u32*>(p);
-    u32 w = 0u;
-#pragma unroll
-    for (int c = 0; c < 4; ++c)
-        if (j0 + c < C) w |= (u32)p[c] << (8 * c);
-    return w;
-}
-
 // Store the 4 bytes of w at compact (i, j0 ..), only the columns < C.
 __device__ __forceinline__ void store_run(u8* compact, i64 C, i64 i, i64 j0, u32 w) {
     u8* p = compact + i * C + j0;

@@ -53,6 +53,12 @@ def _tiles_bound(n_el: int, G: int) -> int:
     return n_el // (_QT * _QT) + 4 * G + (n_el // _QT) + 1
 
 
+def _tile_bands_bound(rows_total: int, G: int) -> int:
+    """With one K: upper bound on the 64-row tile bands of all members, sum ceil(M_i / 64) <=
+    rows_total // 64 + G (the MX tile grid is this times the tiles per band)."""
+    return rows_total // _QT + G
+
+
 def _quantize_grid(f, ext, input_dtype, rows_only, one_k, G, n_el, Kshared, rows_total, qfn) -> int:
     """CTAs of the grouped quantize launch, from bounds known on the host (never the dims' values).
 
@@ -71,7 +77,7 @@ def _quantize_grid(f, ext, input_dtype, rows_only, one_k, G, n_el, Kshared, rows
             blocks = -(-rows_total // (_QT * rows_k_stack(ext, input_dtype))) * tiles_k
             return max(1, min(blocks, _MAX_GRID))
         if not f.is_nvfp4:
-            return max(1, min((rows_total // _QT + G) * tiles_k, _MAX_GRID))
+            return max(1, min(_tile_bands_bound(rows_total, G) * tiles_k, _MAX_GRID))
     tiles_bound = _tiles_bound(n_el, G)
     if rows_only:
         return _persistent_grid(-(-tiles_bound // rows_unit(f, ext, input_dtype)))
@@ -82,7 +88,7 @@ def one_tile_per_cta(f, ext, rows_only, one_k, band, G, Kshared, rows_total) -> 
     """Whether the MX tile kernel's grid (_quantize_grid) has one CTA for every tile, so that
     group_quantize1 (one tile per CTA, no loop) can run instead of group_quantize."""
     return (not rows_only and one_k and not f.is_nvfp4 and not ext and band is not None
-            and (rows_total // _QT + G) * -(-Kshared // _QT) <= _MAX_GRID)
+            and _tile_bands_bound(rows_total, G) * -(-Kshared // _QT) <= _MAX_GRID)
 
 
 def _meta(G, fd, ld, f, opts, n_el, caps, rows_total, Kshared=None):
@@ -95,7 +101,7 @@ def _meta(G, fd, ld, f, opts, n_el, caps, rows_total, Kshared=None):
     band, n_rows, n_tiles = None, 0, 0
     if Kshared and rows_total is not None:
         n_rows = -(-rows_total // _QT)            # one entry per 64 rows of the input
-        n_tiles = rows_total // _QT + G + 1       # bound on the 64-row bands of the tile list
+        n_tiles = _tile_bands_bound(rows_total, G) + 1   # the 64-row bands of the tile list
         band = cp.empty(n_rows + n_tiles, dtype=cp.int64)
     bits = (int(f.packed) | int(opts.scale_layout == "swizzled") << 1 | int(opts.row_scaled) << 2 | int(opts.rht) << 3
             | int(opts.want_rowwise) << 4 | int(opts.want_columnwise) << 5)

@@ -148,7 +148,6 @@ for fmt in fp4kit.FORMATS:
                 renamed += 1
                 b = ([e[:2] + ("quantize_f5_d1",) + e[3:] if e[0] == "launch" and e[2] == "quantize_f5_d1_rht" else e
                       for e in b[0]], b[1])
-                b = (list(b[0]), b[1])
             if a != b:
                 bad += 1
                 if bad <= 3:

@@ -58,5 +58,7 @@ enum QuantizeFlag : int {
     QFLAG_RHT = 1 << 7,
     QFLAG_VEC_IN = 1 << 8,   // input rows are 16-byte aligned: vector loads allowed
 };
+// The extended options: only the full (EXT) quantize kernels honour them.
+constexpr int QFLAG_EXT_ALL = QFLAG_STOCHASTIC | QFLAG_ROW_SCALED | QFLAG_TILE_2D | QFLAG_RHT;
 
 }  // namespace fp4kit

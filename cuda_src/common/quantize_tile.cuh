@@ -236,7 +236,7 @@ __device__ __forceinline__ void seg_values(const uint4* raw, bool full, const vo
 template <int FMT, int DT, bool EXT, int R>
 __device__ __forceinline__ void quantize_rows_direct(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales,
                                                      const float* amax_row, int flags, u64 seed, i64 b) {
-    if constexpr (!EXT) flags &= ~(QFLAG_STOCHASTIC | QFLAG_ROW_SCALED | QFLAG_TILE_2D | QFLAG_RHT);
+    if constexpr (!EXT) flags &= ~QFLAG_EXT_ALL;
     const i64 tiles_k = (K + QT_K - 1) / QT_K;
     const i64 bq = div_fast(b, tiles_k);
     const i64 m0 = bq * (QT_M * R);
@@ -376,8 +376,6 @@ struct ColStage {
 // from global memory, quantizes them rowwise from registers and, when the columnwise operand is
 // wanted, stores the raw words into shared memory (two 16-byte stores for 16-bit input); after one
 // barrier it quantizes column c = tid % 64, rows 16 * (tid / 64) .. +15 of the tile.
-constexpr int QFLAG_EXT_ALL = QFLAG_STOCHASTIC | QFLAG_ROW_SCALED | QFLAG_TILE_2D | QFLAG_RHT;
-
 template <int FMT, int DT, bool EXT = true, int XM = QFLAG_EXT_ALL>
 __device__ __forceinline__ void quantize_tile(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales,
                                               u8* col_data, u8* col_scales, const float* amax_row,
