@@ -36,6 +36,7 @@ QFLAG_TILE_2D = 1 << 5
 QFLAG_ROW_SCALED = 1 << 6
 QFLAG_RHT = 1 << 7
 QFLAG_VEC_IN = 1 << 8
+QFLAG_COL_SWZ = 1 << 9
 
 QT_M = 64           # quantize tile (cuda_src/quantize.cu)
 QT_K = 64
@@ -192,6 +193,21 @@ def quantize_flags(opts) -> int:
     return flags
 
 
+# Formats whose compact columnwise scales the tile kernel writes in the swizzled layout to a staging
+# buffer that unswizzle_scales then copies into the compact output (an extra launch and 2 x 1/32 of
+# the codes' bytes). A tile holds 2 (MX) column blocks of each of its 64 columns, so compact stores
+# put 2 bytes into each 32-byte sector, which 16 tiles far apart in launch order complete; in the
+# swizzled layout 4 tiles close in launch order complete each 512-byte block (docs/performance.md).
+STAGED_COL_SCALE_FORMATS = {"mxfp8_e4m3", "mxfp8_e5m2"}
+
+
+def stage_col_scales(fmt: str, M: int, K: int) -> bool:
+    """Whether the tile kernel's compact columnwise scales go through a swizzled staging buffer:
+    formats in STAGED_COL_SCALE_FORMATS, and only shapes whose swizzled layout has no padding
+    (K % 128 == 0, blocks per column % 4 == 0), where every staged byte is written by the kernel."""
+    return fmt in STAGED_COL_SCALE_FORMATS and K % 128 == 0 and FORMATS[fmt].num_blocks(M) % 4 == 0
+
+
 def rht_only(opts, input_dtype: str) -> bool:
     """True for the fused RHT cast with no other extended option (NVFP4 from bfloat16, no
     tile_2d / row_scaled / stochastic rounding): quantize.cu's quantize_f5_d1_rht, which compiles
@@ -342,9 +358,17 @@ def build_quantize_plan(M: int, K: int, input_dtype: str, opts, amax_size: int |
             tiles = -(-M // QT_M) * -(-K // QT_K)
             rd, rs, ra = r[:3] if r else (None, None, None)
             cd, cs, ca = c[:3] if c else (None, None, None)
+            staged = c is not None and layout == "compact" and stage_col_scales(opts.format, M, K)
+            if staged:          # columnwise scales through a swizzled staging buffer (see stage_col_scales)
+                nb = c[4]
+                cs = b.buffer((K, nb), "uint8", EMPTY)
+                flags |= QFLAG_COL_SWZ
             b.launch("quantize", name + ("_rht" if rht_only(opts, input_dtype) else "" if ext else "_plain"), tiles,
                      (_X, _i64(M), _i64(K), _ptr(rd), _ptr(rs), _ptr(cd), _ptr(cs), _ptr(ra), _ptr(ca),
                       _i32(flags), _SEED, _u32(opts.rht_sign_mask)))
+            if staged:          # one thread per 16-byte swizzled row (swizzle.cu)
+                b.launch("swizzle", "unswizzle_scales", grid_stride_blocks(K * nb // 16, 16, sm),
+                         (_buf(cs), _i64(K), _i64(nb), _i64(nb), _buf(c[1])))
         if layout == "swizzled":
             for data, scales, _, rows, nb, (rp, cpd) in ops.values():
                 if rp * cpd == 0 or (rp == rows and cpd == nb):

@@ -77,6 +77,36 @@ def test_mxfp8_both_swizzled_float32_zeroes_padding():
     ]
 
 
+def test_mxfp8_compact_columnwise_scales_staged_swizzled():
+    # (256, 512): K % 128 == 0 and 256 / 32 = 8 column blocks (% 4 == 0): the tile kernel writes the
+    # columnwise scales swizzled into a staging buffer (no padding), unswizzle_scales copies them out
+    p = plan_of((256, 512), "bfloat16", "mxfp8_e4m3", axis="both")
+    assert [s for s in p.steps if type(s) is Buffer] == [
+        Buffer(0, (256, 512), "uint8", EMPTY), Buffer(1, (256, 16), "uint8", EMPTY),
+        Buffer(2, (512, 256), "uint8", EMPTY), Buffer(3, (512, 8), "uint8", EMPTY),
+        Buffer(4, (512, 8), "uint8", EMPTY)]                       # the staging buffer
+    flags = 1 | 2 | 256 | 512        # ROWWISE | COLUMNWISE | VEC_IN | COL_SWZ
+    assert p.launches() == [
+        Launch("quantize", "quantize_f0_d1_plain", 32, 256,
+               (X, i64(256), i64(512), buf(0), buf(1), buf(2), buf(4), NULL, NULL, i32(flags), SEED, u32(0xD7E8))),
+        Launch("swizzle", "unswizzle_scales", 1, 256, (buf(4), i64(512), i64(8), i64(8), buf(3))),
+    ]
+    assert p.outputs == (OperandSlots(0, 1, None), OperandSlots(2, 3, None))
+    # columnwise alone too; E5M2 too
+    assert [s.kernel for s in plan_of((256, 512), "float32", "mxfp8_e5m2", axis="columnwise").launches()] == [
+        "quantize_f1_d0_plain", "unswizzle_scales"]
+    # not: swizzled output, other formats, shapes whose swizzled layout would have padding
+    for shape, fmt, kw in (((256, 512), "mxfp8_e4m3", {"scale_layout": "swizzled"}),
+                           ((256, 512), "mxfp6_e2m3", {}), ((256, 512), "nvfp4", {}),
+                           ((256, 512), "mxfp4_e2m1", {}), ((96, 512), "mxfp8_e4m3", {}),
+                           ((256, 448), "mxfp8_e4m3", {}), ((961, 512), "mxfp8_e4m3", {})):
+        kernels = [s.kernel for s in plan_of(shape, "bfloat16", fmt, axis="both", **kw).launches()]
+        assert "unswizzle_scales" not in kernels, (shape, fmt, kw)
+    # a partial last block is fine: ceil(993 / 32) = 32 blocks per column, every one written
+    assert _plan.stage_col_scales("mxfp8_e4m3", 993, 512) is True
+    assert _plan.stage_col_scales("mxfp8_e4m3", 961, 512) is False        # 31 blocks
+
+
 def test_nvfp4_rowwise_computed_amax():
     p = plan_of((16, 4096), "bfloat16", "nvfp4")
     assert p.steps == (
@@ -519,9 +549,9 @@ def test_planned_arguments_match_the_kernel_signatures():
     for fmt in fmts:
         for kw in variants:
             for dtype in ("float32", "bfloat16"):
-                for align in (16, 4, 1):
+                for align, shape in ((16, (32, 96)), (4, (32, 96)), (1, (32, 96)), (16, (128, 256))):
                     try:
-                        p = plan_of((32, 96), dtype, fmt, align=align, **kw)
+                        p = plan_of(shape, dtype, fmt, align=align, **kw)
                     except (TypeError, ValueError):
                         continue
                     for s in p.launches():
@@ -532,7 +562,7 @@ def test_planned_arguments_match_the_kernel_signatures():
                         assert all(_fits(c, k) for c, k in zip(match[0], kinds)), (s.kernel, list(zip(match[0], kinds)))
                         seen.add(s.kernel.split("_f")[0] if s.module == "quantize" else s.kernel)
     assert {"quantize", "amax_global_d0", "amax_global_d1", "amax_rows_cols_d1", "amax_rht_bf16",
-            "amax_plain_rht_bf16", "swizzle_zero_padding"} <= seen
+            "amax_plain_rht_bf16", "swizzle_zero_padding", "unswizzle_scales"} <= seen
 
 
 # ---------------------------------------------------------------------------------------------

@@ -395,7 +395,7 @@ __device__ __forceinline__ void quantize_tile(const void* x, i64 M, i64 K, u8* r
     const i64 m0 = tq * QT_M;
     const i64 k0 = (tile_idx - tq * tiles_k) * QT_K;
     const int tid = threadIdx.x;
-    const bool swz = flags & QFLAG_SWIZZLED;
+    const bool col_swz = flags & (QFLAG_SWIZZLED | QFLAG_COL_SWZ);
     const bool floor_rule = flags & QFLAG_RULE_FLOOR;
     if constexpr (!EXT) flags &= ~QFLAG_EXT_ALL;
     else flags &= ~(QFLAG_EXT_ALL & ~XM);
@@ -506,7 +506,7 @@ __device__ __forceinline__ void quantize_tile(const void* x, i64 M, i64 K, u8* r
             else store_bytes(col_data + gkc * M + gmc, w, n, SEG);
             if (F::block == 16 || (sc_seg & 1) == 0) {
                 const i64 nb = (M + F::block - 1) / F::block;
-                col_scales[scale_offset(gkc, gmc / F::block, nb, swz)] = (u8)sc;
+                col_scales[scale_offset(gkc, gmc / F::block, nb, col_swz)] = (u8)sc;
             }
         }
         if (ColStage<FMT>::enabled && stage) {   // CTA-uniform

@@ -123,6 +123,22 @@ def test_quantize_shapes(gpu, fmt, dtype, layout):
         check_against_reference(gpu, x, fmt, axis=axis, scale_layout=layout)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("fmt", ["mxfp8_e4m3", "mxfp8_e5m2"])
+def test_quantize_compact_columnwise_scales_through_staging(gpu, fmt, dtype):
+    """Compact columnwise MXFP8 scales written swizzled to a staging buffer, then unswizzled
+    (fp4kit._plan.stage_col_scales): shapes that take that path (partial last block, several
+    128-row bands of scales) and shapes next to them that do not."""
+    from fp4kit import _plan
+
+    for i, (shape, staged) in enumerate((((128, 128), True), ((993, 512), True), ((1000, 384), True),
+                                         ((256, 1024), True), ((961, 512), False), ((256, 448), False))):
+        assert _plan.stage_col_scales(fmt, *shape) is staged, shape
+        x = make_input(shape, dtype, "special" if i % 2 else "normal", seed=40 + i)
+        for axis in ("columnwise", "both"):
+            check_against_reference(gpu, x, fmt, axis=axis, scale_layout="compact")
+
+
 ROWWISE_SHAPES = [(1, 16), (3, 48), (5, 34), (64, 256), (65, 264), (130, 62), (127, 1000), (200, 4096), (7, 770)]
 
 

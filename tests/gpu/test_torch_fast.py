@@ -128,7 +128,8 @@ def _input(torch, shape, dtype, seed=0, scale=3.0):
     return (torch.randn(shape, device="cuda", generator=g) * scale).to(getattr(torch, dtype))
 
 
-SHAPES = [("bfloat16", (64, 192)), ("float32", (48, 80)), ("float16", (130, 200)), ("bfloat16", (2, 34))]
+SHAPES = [("bfloat16", (64, 192)), ("float32", (48, 80)), ("float16", (130, 200)), ("bfloat16", (2, 34)),
+          ("bfloat16", (128, 256))]   # (128, 256): compact columnwise MXFP8 scales through the staging buffer
 
 
 @pytest.mark.parametrize("layout", ["compact", "swizzled"])

@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""How one op's efficiency depends on the shape: time per call, GB/s and % of a device-to-device
+copy of the same bytes, for several (M, K) at once (CUDA events around 10 back-to-back calls on
+inputs rotated among buffers that exceed L2; median of 15).
+
+Usage: PYTHONPATH=. python3 scripts/shape_sweep.py [--ops mxfp8-row,nvfp4-row,...]
+                                                   [--shapes 8192x8192,8192x7168,...] [--no-stage]
+"""
+import argparse
+import statistics
+
+import torch
+
+import fp4kit
+
+OPS = {
+    "mxfp8-row": lambda x, am: fp4kit.quantize(x, "mxfp8_e4m3", axis="rowwise"),
+    "mxfp8-col": lambda x, am: fp4kit.quantize(x, "mxfp8_e4m3", axis="columnwise"),
+    "mxfp8-both": lambda x, am: fp4kit.quantize(x, "mxfp8_e4m3", axis="both"),
+    "mxfp8-both-swz": lambda x, am: fp4kit.quantize(x, "mxfp8_e4m3", axis="both", scale_layout="swizzled"),
+    "mxfp4-row": lambda x, am: fp4kit.quantize(x, "mxfp4_e2m1", axis="rowwise"),
+    "nvfp4-row": lambda x, am: fp4kit.quantize(x, "nvfp4", axis="rowwise", amax=am),
+    "nvfp4-both": lambda x, am: fp4kit.quantize(x, "nvfp4", axis="both", amax=am),
+}
+
+
+def out_bytes(q):
+    n = 0
+    for op in (q.rowwise, q.columnwise):
+        if op is not None:
+            n += op.data.nbytes + op.scales.nbytes
+    return n
+
+
+def timed(fn, xs, reps=15, inner=10):
+    for i in range(3):
+        fn(xs[i % len(xs)])
+    torch.cuda.synchronize()
+    t = []
+    for _ in range(reps):
+        a = torch.cuda.Event(enable_timing=True)
+        b = torch.cuda.Event(enable_timing=True)
+        a.record()
+        for j in range(inner):
+            fn(xs[j % len(xs)])
+        b.record()
+        b.synchronize()
+        t.append(a.elapsed_time(b) * 1e3 / inner)
+    return statistics.median(t)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ops", default="mxfp8-row,nvfp4-row")
+    ap.add_argument("--shapes", default="8192x8192,8192x7168,8192x8320,16384x8192,16384x7168,4096x16384,32768x7168")
+    ap.add_argument("--no-stage", action="store_true",
+                    help="compact columnwise scales straight from the tile kernel (no staging buffer)")
+    a = ap.parse_args()
+    if a.no_stage:
+        from fp4kit import _plan
+        _plan.STAGED_COL_SCALE_FORMATS.clear()
+        _plan.clear_plans()
+    print(f"{'op':12s} {'shape':>12s} {'us':>8s} {'GB/s':>7s} {'copy%':>6s}")
+    for shape in a.shapes.split(","):
+        M, K = (int(v) for v in shape.split("x"))
+        nbuf = max(2, -(-200 * 2**20 // (M * K * 2)))        # rotate over > 200 MiB
+        xs = [(torch.randn(M, K, device="cuda") * (1 + i)).to(torch.bfloat16) for i in range(nbuf)]
+        am = xs[0].float().abs().amax().reshape(1)
+        for name in a.ops.split(","):
+            fn = OPS[name]
+            nbytes = M * K * 2 + out_bytes(fn(xs[0], am))
+            src = torch.empty(nbytes // 2 + 1, dtype=torch.uint8, device="cuda")
+            dsts = [torch.empty_like(src) for _ in range(2)]
+            srcs = [src, torch.empty_like(src)]
+            us = timed(lambda x, fn=fn: fn(x, am), xs)
+            cu = timed(lambda i: dsts[i].copy_(srcs[i]), [0, 1])
+            print(f"{name:12s} {shape:>12s} {us:8.1f} {nbytes / us / 1e3:7.0f} {100 * cu / us:5.0f}%", flush=True)
+            del src, dsts, srcs
+        del xs
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
