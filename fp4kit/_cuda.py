@@ -232,6 +232,7 @@ def unswizzle_scales(swizzled, shape):
     if R * C:
         swizzled = cp.ascontiguousarray(swizzled)
         cpd = int(swizzled.shape[1])
-        _fn("swizzle", "unswizzle_scales")((_grid_stride_blocks(int(swizzled.size) // 16),), (_THREADS,),
+        # one CTA per 128 x 64 compact tile (swizzle.cu)
+        _fn("swizzle", "unswizzle_scales")((max(1, min(-(-R // 128) * -(-cpd // 64), 1 << 24)),), (_THREADS,),
                                            (swizzled, np.int64(R), np.int64(C), np.int64(cpd), out))
     return out

@@ -36,7 +36,8 @@ QFLAG_TILE_2D = 1 << 5
 QFLAG_ROW_SCALED = 1 << 6
 QFLAG_RHT = 1 << 7
 QFLAG_VEC_IN = 1 << 8
-QFLAG_COL_SWZ = 1 << 9
+QFLAG_COL_SCALES_SWZ = 1 << 9
+QFLAG_ROW_SCALES_SWZ = 1 << 10
 
 QT_M = 64           # quantize tile (cuda_src/quantize.cu)
 QT_K = 64
@@ -193,19 +194,20 @@ def quantize_flags(opts) -> int:
     return flags
 
 
-# Formats whose compact columnwise scales the tile kernel writes in the swizzled layout to a staging
-# buffer that unswizzle_scales then copies into the compact output (an extra launch and 2 x 1/32 of
-# the codes' bytes). A tile holds 2 (MX) column blocks of each of its 64 columns, so compact stores
-# put 2 bytes into each 32-byte sector, which 16 tiles far apart in launch order complete; in the
-# swizzled layout 4 tiles close in launch order complete each 512-byte block (docs/performance.md).
-STAGED_COL_SCALE_FORMATS = {"mxfp8_e4m3", "mxfp8_e5m2"}
+# Formats whose compact scales the quantize kernels write in the swizzled layout to a staging buffer
+# that unswizzle_scales then copies into the compact output (one more launch, and 2 x 1/32 of the
+# codes' bytes moved again). A 64 x 64 tile holds 2 MX blocks of each of its 64 rows / columns, so
+# compact stores put 2 bytes into a 32-byte sector that 16 tiles complete (for columnwise scales,
+# tiles far apart in launch order); in the swizzled layout 4 tiles close in launch order complete
+# each 512-byte block (docs/performance.md).
+STAGED_SCALE_FORMATS = {"mxfp8_e4m3", "mxfp8_e5m2"}
 
 
-def stage_col_scales(fmt: str, M: int, K: int) -> bool:
-    """Whether the tile kernel's compact columnwise scales go through a swizzled staging buffer:
-    formats in STAGED_COL_SCALE_FORMATS, and only shapes whose swizzled layout has no padding
-    (K % 128 == 0, blocks per column % 4 == 0), where every staged byte is written by the kernel."""
-    return fmt in STAGED_COL_SCALE_FORMATS and K % 128 == 0 and FORMATS[fmt].num_blocks(M) % 4 == 0
+def stage_scales(fmt: str, rows: int, blocks: int) -> bool:
+    """Whether an operand's compact scales (rows, blocks) go through a swizzled staging buffer:
+    formats in STAGED_SCALE_FORMATS, and only shapes whose swizzled layout has no padding
+    (rows % 128 == 0, blocks % 4 == 0), where the kernel writes every staged byte."""
+    return fmt in STAGED_SCALE_FORMATS and rows % 128 == 0 and blocks % 4 == 0
 
 
 def rht_only(opts, input_dtype: str) -> bool:
@@ -348,27 +350,33 @@ def build_quantize_plan(M: int, K: int, input_dtype: str, opts, amax_size: int |
             flags |= QFLAG_VEC_IN
         ext = needs_ext(opts)
         name = f"quantize_f{fmt.format_id}_d{DTYPE_IDS[input_dtype]}"
+        # compact scales through a swizzled staging buffer (see stage_scales): operand -> staging slot
+        staged = {}
+        if layout == "compact":
+            for key, bit in (("rowwise", QFLAG_ROW_SCALES_SWZ), ("columnwise", QFLAG_COL_SCALES_SWZ)):
+                op = ops.get(key)
+                if op is not None and stage_scales(opts.format, op[3], op[4]):
+                    staged[key] = b.buffer((op[3], op[4]), "uint8", EMPTY)
+                    flags |= bit
+        rs = staged.get("rowwise", r[1] if r else None)
+        cs = staged.get("columnwise", c[1] if c else None)
         if c is None and not (fmt.is_nvfp4 and opts.tile_2d):
             # rowwise alone: R tiles of 64 rows per CTA, loads issued up front (quantize.cu)
             R = 2 if (ext or input_dtype == "float32") else 4
             tiles = -(-M // (QT_M * R)) * -(-K // QT_K)
             b.launch("quantize", name + ("_rowsx" if ext else "_rows"), tiles,
-                     (_X, _i64(M), _i64(K), _buf(r[0]), _buf(r[1]), _ptr(r[2]), _i32(flags), _SEED))
+                     (_X, _i64(M), _i64(K), _buf(r[0]), _buf(rs), _ptr(r[2]), _i32(flags), _SEED))
         else:
             tiles = -(-M // QT_M) * -(-K // QT_K)
-            rd, rs, ra = r[:3] if r else (None, None, None)
-            cd, cs, ca = c[:3] if c else (None, None, None)
-            staged = c is not None and layout == "compact" and stage_col_scales(opts.format, M, K)
-            if staged:          # columnwise scales through a swizzled staging buffer (see stage_col_scales)
-                nb = c[4]
-                cs = b.buffer((K, nb), "uint8", EMPTY)
-                flags |= QFLAG_COL_SWZ
+            rd, ra = (r[0], r[2]) if r else (None, None)
+            cd, ca = (c[0], c[2]) if c else (None, None)
             b.launch("quantize", name + ("_rht" if rht_only(opts, input_dtype) else "" if ext else "_plain"), tiles,
                      (_X, _i64(M), _i64(K), _ptr(rd), _ptr(rs), _ptr(cd), _ptr(cs), _ptr(ra), _ptr(ca),
                       _i32(flags), _SEED, _u32(opts.rht_sign_mask)))
-            if staged:          # one thread per 16-byte swizzled row (swizzle.cu)
-                b.launch("swizzle", "unswizzle_scales", grid_stride_blocks(K * nb // 16, 16, sm),
-                         (_buf(cs), _i64(K), _i64(nb), _i64(nb), _buf(c[1])))
+        for key, stage in staged.items():   # one CTA per 128 x 64 compact tile (swizzle.cu)
+            rows, nb = ops[key][3], ops[key][4]
+            b.launch("swizzle", "unswizzle_scales", min((rows // 128) * -(-nb // 64), 1 << 24),
+                     (_buf(stage), _i64(rows), _i64(nb), _i64(nb), _buf(ops[key][1])))
         if layout == "swizzled":
             for data, scales, _, rows, nb, (rp, cpd) in ops.values():
                 if rp * cpd == 0 or (rp == rows and cpd == nb):

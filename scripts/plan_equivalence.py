@@ -8,8 +8,8 @@ scalars by type and value), over every format / axis / layout / rule / NVFP4 var
 input dtype, a set of shapes (empty ones included), five input alignments and a given or computed
 amax, and reports the cases whose traces differ. The intended changes since then: the fused RHT cast
 alone runs quantize_f5_d1_rht instead of quantize_f5_d1 (mapped back and counted), and compact
-columnwise MXFP8 scales go through a swizzled staging buffer (fp4kit._plan.stage_col_scales; the
-comparison runs with that turned off, and counts the cases it would take).
+MXFP8 scales go through a swizzled staging buffer (fp4kit._plan.stage_scales; the comparison runs
+with that turned off, and counts the cases it would take).
 
     python scripts/plan_equivalence.py [REV]
 """
@@ -128,8 +128,8 @@ SHAPES = [(0, 64), (64, 0), (1, 64), (16, 4096), (2, 34), (48, 80), (130, 200), 
           (32, 48)]
 PTRS = [0x7F0000000000, 0x7F0000000002, 0x7F0000000004, 0x7F0000000008, 0x7F000000000C]
 n = bad = renamed = staged = 0
-STAGED_FORMATS = set(_plan.STAGED_COL_SCALE_FORMATS)
-_plan.STAGED_COL_SCALE_FORMATS.clear()     # compare the rest of the plan with the old launchers
+STAGED_FORMATS = set(_plan.STAGED_SCALE_FORMATS)
+_plan.STAGED_SCALE_FORMATS.clear()     # compare the rest of the plan with the old launchers
 _plan.clear_plans()
 for fmt in fp4kit.FORMATS:
     for axis, layout, rule, t2, rs, rht, rnd, dtype in itertools.product(
@@ -146,8 +146,11 @@ for fmt in fp4kit.FORMATS:
             except (TypeError, ValueError):
                 continue
             n += 1
-            if (fmt in STAGED_FORMATS and axis != "rowwise" and layout == "compact" and 0 not in shape
-                    and shape[1] % 128 == 0 and fp4kit.FORMATS[fmt].num_blocks(shape[0]) % 4 == 0):
+            nb = fp4kit.FORMATS[fmt].num_blocks
+            M, K = shape
+            if fmt in STAGED_FORMATS and layout == "compact" and M and K and (
+                    (axis != "columnwise" and M % 128 == 0 and nb(K) % 4 == 0)
+                    or (axis != "rowwise" and K % 128 == 0 and nb(M) % 4 == 0)):
                 staged += 1
             a = trace(old, "quantize", shape, dtype, ptr, opts, amax_shape=amax_shape)
             b = trace(new, "quantize", shape, dtype, ptr, opts, amax_shape=amax_shape)
@@ -164,7 +167,7 @@ for fmt in fp4kit.FORMATS:
                     for e1, e2 in itertools.zip_longest(a[0], b[0]):
                         print("   ", "==" if e1 == e2 else "!=", e1, "|", e2)
 print(f"quantize: {n} cases, {bad} with different traces ({renamed} run quantize_f5_d1_rht for quantize_f5_d1; "
-      f"{staged} would stage compact columnwise scales)")
+      f"{staged} would stage compact scales)")
 m = bad_amax = 0
 for shape, dtype, mode, ptr in itertools.product(SHAPES + [(16, 3), (32, 5)], ("float32", "bfloat16", "float16"),
                                                  ("global", "rows", "cols", "rht", "global+rht"), PTRS):

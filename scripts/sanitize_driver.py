@@ -14,7 +14,7 @@ import fp4kit  # noqa: E402
 
 cp.cuda.set_allocator(None)          # plain cudaMalloc per array: exact bounds for memcheck/initcheck
 rng = np.random.default_rng(0)
-SHAPES = [(1, 16), (3, 48), (34, 96), (130, 66), (0, 32), (32, 0)]
+SHAPES = [(1, 16), (3, 48), (34, 96), (130, 66), (0, 32), (32, 0), (256, 384), (128, 100)]   # last two: staged MXFP8 scales
 
 
 def bf16(x):

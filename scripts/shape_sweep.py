@@ -4,7 +4,7 @@ copy of the same bytes, for several (M, K) at once (CUDA events around 10 back-t
 inputs rotated among buffers that exceed L2; median of 15).
 
 Usage: PYTHONPATH=. python3 scripts/shape_sweep.py [--ops mxfp8-row,nvfp4-row,...]
-                                                   [--shapes 8192x8192,8192x7168,...] [--no-stage]
+                                                   [--shapes 8192x8192,8192x7168,...] [--stage FMT,...|none]
 """
 import argparse
 import statistics
@@ -18,7 +18,11 @@ OPS = {
     "mxfp8-col": lambda x, am: fp4kit.quantize(x, "mxfp8_e4m3", axis="columnwise"),
     "mxfp8-both": lambda x, am: fp4kit.quantize(x, "mxfp8_e4m3", axis="both"),
     "mxfp8-both-swz": lambda x, am: fp4kit.quantize(x, "mxfp8_e4m3", axis="both", scale_layout="swizzled"),
+    "mxfp8-row-swz": lambda x, am: fp4kit.quantize(x, "mxfp8_e4m3", axis="rowwise", scale_layout="swizzled"),
     "mxfp4-row": lambda x, am: fp4kit.quantize(x, "mxfp4_e2m1", axis="rowwise"),
+    "mxfp4-both": lambda x, am: fp4kit.quantize(x, "mxfp4_e2m1", axis="both"),
+    "mxfp6-row": lambda x, am: fp4kit.quantize(x, "mxfp6_e2m3", axis="rowwise"),
+    "mxfp6-both": lambda x, am: fp4kit.quantize(x, "mxfp6_e2m3", axis="both"),
     "nvfp4-row": lambda x, am: fp4kit.quantize(x, "nvfp4", axis="rowwise", amax=am),
     "nvfp4-both": lambda x, am: fp4kit.quantize(x, "nvfp4", axis="both", amax=am),
 }
@@ -53,13 +57,16 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ops", default="mxfp8-row,nvfp4-row")
     ap.add_argument("--shapes", default="8192x8192,8192x7168,8192x8320,16384x8192,16384x7168,4096x16384,32768x7168")
-    ap.add_argument("--no-stage", action="store_true",
-                    help="compact columnwise scales straight from the tile kernel (no staging buffer)")
+    ap.add_argument("--stage", default=None,
+                    help="formats whose compact scales go through the swizzled staging buffer "
+                         "(fp4kit._plan.STAGED_SCALE_FORMATS; comma-separated, or 'none')")
     a = ap.parse_args()
-    if a.no_stage:
+    if a.stage is not None:
         from fp4kit import _plan
-        _plan.STAGED_COL_SCALE_FORMATS.clear()
+        _plan.STAGED_SCALE_FORMATS.clear()
+        _plan.STAGED_SCALE_FORMATS.update(f for f in a.stage.split(",") if f and f != "none")
         _plan.clear_plans()
+        print(f"staged formats: {sorted(_plan.STAGED_SCALE_FORMATS)}")
     print(f"{'op':12s} {'shape':>12s} {'us':>8s} {'GB/s':>7s} {'copy%':>6s}")
     for shape in a.shapes.split(","):
         M, K = (int(v) for v in shape.split("x"))

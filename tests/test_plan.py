@@ -77,34 +77,44 @@ def test_mxfp8_both_swizzled_float32_zeroes_padding():
     ]
 
 
-def test_mxfp8_compact_columnwise_scales_staged_swizzled():
-    # (256, 512): K % 128 == 0 and 256 / 32 = 8 column blocks (% 4 == 0): the tile kernel writes the
-    # columnwise scales swizzled into a staging buffer (no padding), unswizzle_scales copies them out
+def test_mxfp8_compact_scales_staged_swizzled():
+    # (256, 512): both scale matrices, (256, 16) and (512, 8), have rows % 128 == 0 and blocks % 4 == 0:
+    # the kernel writes them swizzled into staging buffers (no padding), unswizzle_scales copies them out
     p = plan_of((256, 512), "bfloat16", "mxfp8_e4m3", axis="both")
     assert [s for s in p.steps if type(s) is Buffer] == [
         Buffer(0, (256, 512), "uint8", EMPTY), Buffer(1, (256, 16), "uint8", EMPTY),
         Buffer(2, (512, 256), "uint8", EMPTY), Buffer(3, (512, 8), "uint8", EMPTY),
-        Buffer(4, (512, 8), "uint8", EMPTY)]                       # the staging buffer
-    flags = 1 | 2 | 256 | 512        # ROWWISE | COLUMNWISE | VEC_IN | COL_SWZ
+        Buffer(4, (256, 16), "uint8", EMPTY), Buffer(5, (512, 8), "uint8", EMPTY)]   # the staging buffers
+    flags = 1 | 2 | 256 | 512 | 1024     # ROWWISE | COLUMNWISE | VEC_IN | COL_SCALES_SWZ | ROW_SCALES_SWZ
     assert p.launches() == [
         Launch("quantize", "quantize_f0_d1_plain", 32, 256,
-               (X, i64(256), i64(512), buf(0), buf(1), buf(2), buf(4), NULL, NULL, i32(flags), SEED, u32(0xD7E8))),
-        Launch("swizzle", "unswizzle_scales", 1, 256, (buf(4), i64(512), i64(8), i64(8), buf(3))),
+               (X, i64(256), i64(512), buf(0), buf(4), buf(2), buf(5), NULL, NULL, i32(flags), SEED, u32(0xD7E8))),
+        # one CTA per 128 x 64 tile of the compact scales
+        Launch("swizzle", "unswizzle_scales", 2, 256, (buf(4), i64(256), i64(16), i64(16), buf(1))),
+        Launch("swizzle", "unswizzle_scales", 4, 256, (buf(5), i64(512), i64(8), i64(8), buf(3))),
     ]
     assert p.outputs == (OperandSlots(0, 1, None), OperandSlots(2, 3, None))
-    # columnwise alone too; E5M2 too
-    assert [s.kernel for s in plan_of((256, 512), "float32", "mxfp8_e5m2", axis="columnwise").launches()] == [
-        "quantize_f1_d0_plain", "unswizzle_scales"]
-    # not: swizzled output, other formats, shapes whose swizzled layout would have padding
-    for shape, fmt, kw in (((256, 512), "mxfp8_e4m3", {"scale_layout": "swizzled"}),
-                           ((256, 512), "mxfp6_e2m3", {}), ((256, 512), "nvfp4", {}),
-                           ((256, 512), "mxfp4_e2m1", {}), ((96, 512), "mxfp8_e4m3", {}),
-                           ((256, 448), "mxfp8_e4m3", {}), ((961, 512), "mxfp8_e4m3", {})):
-        kernels = [s.kernel for s in plan_of(shape, "bfloat16", fmt, axis="both", **kw).launches()]
-        assert "unswizzle_scales" not in kernels, (shape, fmt, kw)
-    # a partial last block is fine: ceil(993 / 32) = 32 blocks per column, every one written
-    assert _plan.stage_col_scales("mxfp8_e4m3", 993, 512) is True
-    assert _plan.stage_col_scales("mxfp8_e4m3", 961, 512) is False        # 31 blocks
+    # rowwise alone (the rows kernel) and columnwise alone; E5M2 too
+    p = plan_of((256, 512), "bfloat16", "mxfp8_e5m2")
+    assert p.launches() == [
+        Launch("quantize", "quantize_f1_d1_rows", 8, 256,
+               (X, i64(256), i64(512), buf(0), buf(2), NULL, i32(1 | 256 | 1024), SEED)),
+        Launch("swizzle", "unswizzle_scales", 2, 256, (buf(2), i64(256), i64(16), i64(16), buf(1)))]
+    assert [s.kernel for s in plan_of((256, 512), "float32", "mxfp8_e4m3", axis="columnwise").launches()] == [
+        "quantize_f0_d0_plain", "unswizzle_scales"]
+    # only the operand whose scales qualify: (96, 512) -> rowwise (96, 16) no, columnwise (512, 3) no;
+    # (1000, 384) -> rowwise (1000, 12) no, columnwise (384, 32) yes (a partial last block is fine)
+    assert "unswizzle_scales" not in [s.kernel for s in plan_of((96, 512), "bfloat16", "mxfp8_e4m3",
+                                                                 axis="both").launches()]
+    p = plan_of((1000, 384), "bfloat16", "mxfp8_e4m3", axis="both")
+    assert [s.args[4] for s in p.launches() if s.kernel == "unswizzle_scales"] == [buf(3)]
+    # not: swizzled output, the other formats (measured slower that way)
+    for fmt, kw in (("mxfp8_e4m3", {"scale_layout": "swizzled"}), ("mxfp6_e2m3", {}), ("nvfp4", {}),
+                    ("mxfp4_e2m1", {})):
+        kernels = [s.kernel for s in plan_of((256, 512), "bfloat16", fmt, axis="both", **kw).launches()]
+        assert "unswizzle_scales" not in kernels, (fmt, kw)
+    assert _plan.stage_scales("mxfp8_e4m3", 384, 32) and not _plan.stage_scales("mxfp8_e4m3", 384, 31)
+    assert not _plan.stage_scales("mxfp8_e4m3", 320, 32) and not _plan.stage_scales("nvfp4", 384, 32)
 
 
 def test_nvfp4_rowwise_computed_amax():

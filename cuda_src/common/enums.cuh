@@ -57,9 +57,10 @@ enum QuantizeFlag : int {
     QFLAG_ROW_SCALED = 1 << 6,
     QFLAG_RHT = 1 << 7,
     QFLAG_VEC_IN = 1 << 8,   // input rows are 16-byte aligned: vector loads allowed
-    // Columnwise scales in the swizzled layout even though QFLAG_SWIZZLED is off: the launcher
-    // passes a staging buffer and unswizzles it into the compact output afterwards (tile kernels).
-    QFLAG_COL_SWZ = 1 << 9,
+    // Columnwise / rowwise scales in the swizzled layout even though QFLAG_SWIZZLED is off: the
+    // launcher passes a staging buffer and unswizzles it into the compact output afterwards.
+    QFLAG_COL_SCALES_SWZ = 1 << 9,
+    QFLAG_ROW_SCALES_SWZ = 1 << 10,
 };
 // The extended options: only the full (EXT) quantize kernels honour them.
 constexpr int QFLAG_EXT_ALL = QFLAG_STOCHASTIC | QFLAG_ROW_SCALED | QFLAG_TILE_2D | QFLAG_RHT;

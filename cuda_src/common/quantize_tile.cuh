@@ -192,7 +192,7 @@ __device__ __forceinline__ void row_segment(const float* v, i64 M, i64 K, i64 gm
         else store_bytes(row_data + gm * K + gk, w, n, SEG);
         if (F::block == 16 || (s & 1) == 0) {
             const i64 nb = (K + F::block - 1) / F::block;
-            row_scales[scale_offset(gm - r0, gk / F::block, nb, flags & QFLAG_SWIZZLED)] = (u8)sc;
+            row_scales[scale_offset(gm - r0, gk / F::block, nb, flags & (QFLAG_SWIZZLED | QFLAG_ROW_SCALES_SWZ))] = (u8)sc;
         }
     }
 }
@@ -395,7 +395,7 @@ __device__ __forceinline__ void quantize_tile(const void* x, i64 M, i64 K, u8* r
     const i64 m0 = tq * QT_M;
     const i64 k0 = (tile_idx - tq * tiles_k) * QT_K;
     const int tid = threadIdx.x;
-    const bool col_swz = flags & (QFLAG_SWIZZLED | QFLAG_COL_SWZ);
+    const bool col_swz = flags & (QFLAG_SWIZZLED | QFLAG_COL_SCALES_SWZ);
     const bool floor_rule = flags & QFLAG_RULE_FLOOR;
     if constexpr (!EXT) flags &= ~QFLAG_EXT_ALL;
     else flags &= ~(QFLAG_EXT_ALL & ~XM);

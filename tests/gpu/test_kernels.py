@@ -125,17 +125,20 @@ def test_quantize_shapes(gpu, fmt, dtype, layout):
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("fmt", ["mxfp8_e4m3", "mxfp8_e5m2"])
-def test_quantize_compact_columnwise_scales_through_staging(gpu, fmt, dtype):
-    """Compact columnwise MXFP8 scales written swizzled to a staging buffer, then unswizzled
-    (fp4kit._plan.stage_col_scales): shapes that take that path (partial last block, several
-    128-row bands of scales) and shapes next to them that do not."""
+def test_quantize_compact_scales_through_staging(gpu, fmt, dtype):
+    """Compact MXFP8 scales written swizzled to a staging buffer, then unswizzled
+    (fp4kit._plan.stage_scales), by the rows kernel and the tile kernel: shapes where both, one or
+    none of the operands take that path (partial last blocks, several 128-row bands)."""
     from fp4kit import _plan
 
-    for i, (shape, staged) in enumerate((((128, 128), True), ((993, 512), True), ((1000, 384), True),
-                                         ((256, 1024), True), ((961, 512), False), ((256, 448), False))):
-        assert _plan.stage_col_scales(fmt, *shape) is staged, shape
-        x = make_input(shape, dtype, "special" if i % 2 else "normal", seed=40 + i)
-        for axis in ("columnwise", "both"):
+    cases = (((128, 128), (True, True)), ((993, 512), (False, True)), ((1000, 384), (False, True)),
+             ((256, 1024), (True, True)), ((384, 4096), (True, True)), ((961, 512), (False, False)),
+             ((256, 100), (True, False)), ((128, 96), (False, False)))
+    for i, ((M, K), staged) in enumerate(cases):
+        nb = FORMATS[fmt].num_blocks
+        assert (_plan.stage_scales(fmt, M, nb(K)), _plan.stage_scales(fmt, K, nb(M))) == staged, (M, K)
+        x = make_input((M, K), dtype, "special" if i % 2 else "normal", seed=40 + i)
+        for axis in ("rowwise", "columnwise", "both"):
             check_against_reference(gpu, x, fmt, axis=axis, scale_layout="compact")
 
 

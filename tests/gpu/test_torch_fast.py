@@ -129,7 +129,7 @@ def _input(torch, shape, dtype, seed=0, scale=3.0):
 
 
 SHAPES = [("bfloat16", (64, 192)), ("float32", (48, 80)), ("float16", (130, 200)), ("bfloat16", (2, 34)),
-          ("bfloat16", (128, 256))]   # (128, 256): compact columnwise MXFP8 scales through the staging buffer
+          ("bfloat16", (128, 256))]   # (128, 256): compact MXFP8 scales through the staging buffers
 
 
 @pytest.mark.parametrize("layout", ["compact", "swizzled"])
