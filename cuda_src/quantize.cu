@@ -28,20 +28,23 @@ using namespace fp4kit;
     }
 
 // quantize_f<F>_d<D>_rows (plain; R = 2 for float32 input, 4 for 16-bit input) and _rowsx (every
-// option but 2D tiles; R = 2): rowwise only; ceil(M / (64 R)) * ceil(K / 64) CTAs of 256 threads.
+// option but 2D tiles; R = 2): rowwise only; ceil(M / (R * 256 / 2^lw)) * ceil(K / (16 * 2^lw)) CTAs
+// of 256 threads (quantize_rows_direct; the launcher picks lw).
 // LB: the launch bounds. Plain rowwise NVFP4 from 16-bit input asks for 3 CTAs per SM: the same 79
 // registers, another schedule. On the H200 scripts/perf_probe.py (same inputs every call) measured
 // 78.4 -> 68.4 us at 8192^2 and 524 -> 452 us at 65536 x 7168 (given amax); scripts/bench.py
-// (rotated inputs) 72.1 -> 72.3 us at 8192^2. The others keep the compiler's choice: MXFP8 measured
-// the same either way, and an explicit minimum of 1 is not the same as none (MXFP8: 69 registers, not 63).
+// (rotated inputs) 72.1 -> 72.3 us at 8192^2. The other plain kernels from 16-bit input ask for 4
+// (64 registers, no spills; the compiler's choice with a run-time lw is 69-80, i.e. 3 CTAs per SM).
+// The extended ones keep the compiler's choice: an explicit minimum of 1 is not the same as none.
 #define FP4KIT_LB_ANY __launch_bounds__(QT_THREADS)
 #define FP4KIT_LB_3 __launch_bounds__(QT_THREADS, 3)
+#define FP4KIT_LB_4 __launch_bounds__(QT_THREADS, 4)
 #define FP4KIT_QUANTIZE_ROWS_KERNEL(F, D, EXT, SUFFIX, R, LB)                                         \
     extern "C" __global__ void LB                                                                     \
     quantize_f##F##_d##D##SUFFIX(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales,           \
-                                 const float* amax_row, int flags, u64 seed) {                        \
+                                 const float* amax_row, int flags, u64 seed, int lw) {                \
         quantize_rows_direct<F, D, EXT, R>(x, M, K, row_data, row_scales, amax_row, flags, seed,      \
-                                           (i64)blockIdx.x);                                          \
+                                           (i64)blockIdx.x, lw);                                      \
     }
 
 // quantize_f<F>_d<D>: every option; quantize_f<F>_d<D>_plain: no tile_2d / row_scaled / rht /
@@ -70,9 +73,9 @@ quantize_f5_d1_rht(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales, u8
                                          flags, seed, rht_mask, (i64)blockIdx.x);
 }
 
-FP4KIT_QUANTIZE_ALL_DTYPES(0, FP4KIT_LB_ANY)
-FP4KIT_QUANTIZE_ALL_DTYPES(1, FP4KIT_LB_ANY)
-FP4KIT_QUANTIZE_ALL_DTYPES(2, FP4KIT_LB_ANY)
-FP4KIT_QUANTIZE_ALL_DTYPES(3, FP4KIT_LB_ANY)
-FP4KIT_QUANTIZE_ALL_DTYPES(4, FP4KIT_LB_ANY)
+FP4KIT_QUANTIZE_ALL_DTYPES(0, FP4KIT_LB_4)
+FP4KIT_QUANTIZE_ALL_DTYPES(1, FP4KIT_LB_4)
+FP4KIT_QUANTIZE_ALL_DTYPES(2, FP4KIT_LB_4)
+FP4KIT_QUANTIZE_ALL_DTYPES(3, FP4KIT_LB_4)
+FP4KIT_QUANTIZE_ALL_DTYPES(4, FP4KIT_LB_4)
 FP4KIT_QUANTIZE_ALL_DTYPES(5, FP4KIT_LB_3)

@@ -210,6 +210,16 @@ def stage_scales(fmt: str, rows: int, blocks: int) -> bool:
     return fmt in STAGED_SCALE_FORMATS and rows % 128 == 0 and blocks % 4 == 0
 
 
+# The rows kernel's widest CTA row: 2^ROWS_MAX_LW segments of 16 elements (6: 1024 columns).
+ROWS_MAX_LW = 6
+
+
+def rows_lw(K: int) -> int:
+    """lw of the rows kernel (a CTA row of 2^lw 16-element segments): the widest that K fills, 2 to
+    ROWS_MAX_LW (K = 64: 2, K = 1000: 5, K >= 1024: 6)."""
+    return max(2, min(ROWS_MAX_LW, (K // 16).bit_length() - 1))
+
+
 def rht_only(opts, input_dtype: str) -> bool:
     """True for the fused RHT cast with no other extended option (NVFP4 from bfloat16, no
     tile_2d / row_scaled / stochastic rounding): quantize.cu's quantize_f5_d1_rht, which compiles
@@ -350,9 +360,11 @@ def build_quantize_plan(M: int, K: int, input_dtype: str, opts, amax_size: int |
             flags |= QFLAG_VEC_IN
         ext = needs_ext(opts)
         name = f"quantize_f{fmt.format_id}_d{DTYPE_IDS[input_dtype]}"
-        # compact scales through a swizzled staging buffer (see stage_scales): operand -> staging slot
+        rows_kernel = c is None and not (fmt.is_nvfp4 and opts.tile_2d)
+        # the tile kernel's compact scales through a swizzled staging buffer (see stage_scales):
+        # operand -> staging slot (the rows kernel writes whole sectors of compact scales itself)
         staged = {}
-        if layout == "compact":
+        if layout == "compact" and not rows_kernel:
             for key, bit in (("rowwise", QFLAG_ROW_SCALES_SWZ), ("columnwise", QFLAG_COL_SCALES_SWZ)):
                 op = ops.get(key)
                 if op is not None and stage_scales(opts.format, op[3], op[4]):
@@ -360,12 +372,14 @@ def build_quantize_plan(M: int, K: int, input_dtype: str, opts, amax_size: int |
                     flags |= bit
         rs = staged.get("rowwise", r[1] if r else None)
         cs = staged.get("columnwise", c[1] if c else None)
-        if c is None and not (fmt.is_nvfp4 and opts.tile_2d):
-            # rowwise alone: R tiles of 64 rows per CTA, loads issued up front (quantize.cu)
+        if rows_kernel:
+            # rowwise alone: CTAs of R x (256 / 2^lw) rows x 16 * 2^lw columns, loads issued up front
+            # (quantize_rows_direct in cuda_src/common/quantize_tile.cuh)
             R = 2 if (ext or input_dtype == "float32") else 4
-            tiles = -(-M // (QT_M * R)) * -(-K // QT_K)
+            lw = rows_lw(K)
+            tiles = -(-M // (R * (THREADS >> lw))) * -(-K // (16 << lw))
             b.launch("quantize", name + ("_rowsx" if ext else "_rows"), tiles,
-                     (_X, _i64(M), _i64(K), _buf(r[0]), _buf(rs), _ptr(r[2]), _i32(flags), _SEED))
+                     (_X, _i64(M), _i64(K), _buf(r[0]), _buf(rs), _ptr(r[2]), _i32(flags), _SEED, _i32(lw)))
         else:
             tiles = -(-M // QT_M) * -(-K // QT_K)
             rd, ra = (r[0], r[2]) if r else (None, None)

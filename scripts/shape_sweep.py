@@ -60,7 +60,14 @@ def main():
     ap.add_argument("--stage", default=None,
                     help="formats whose compact scales go through the swizzled staging buffer "
                          "(fp4kit._plan.STAGED_SCALE_FORMATS; comma-separated, or 'none')")
+    ap.add_argument("--rows-max-lw", type=int, default=None,
+                    help="fp4kit._plan.ROWS_MAX_LW (the rows kernel's widest CTA row: 2^lw segments of 16)")
     a = ap.parse_args()
+    if a.rows_max_lw is not None:
+        from fp4kit import _plan
+        _plan.ROWS_MAX_LW = a.rows_max_lw
+        _plan.clear_plans()
+        print(f"rows kernel: lw <= {a.rows_max_lw}")
     if a.stage is not None:
         from fp4kit import _plan
         _plan.STAGED_SCALE_FORMATS.clear()

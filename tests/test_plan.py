@@ -54,9 +54,10 @@ def test_mxfp8_rowwise_bf16_aligned():
     assert p.steps == (
         Buffer(0, (16, 4096), "uint8", EMPTY),
         Buffer(1, (16, 128), "uint8", EMPTY),
-        # rowwise alone: _rows kernel, R = 4 for 16-bit input: ceil(16/256) * ceil(4096/64) CTAs
-        Launch("quantize", "quantize_f0_d1_rows", 64, 256,
-               (X, i64(16), i64(4096), buf(0), buf(1), NULL, i32(1 | 256), SEED)),   # ROWWISE | VEC_IN
+        # rowwise alone: _rows kernel, R = 4 for 16-bit input, lw = 6 (CTA rows of 64 segments of 16):
+        # ceil(16 / (4 * 256 / 64)) * ceil(4096 / 1024) CTAs
+        Launch("quantize", "quantize_f0_d1_rows", 4, 256,
+               (X, i64(16), i64(4096), buf(0), buf(1), NULL, i32(1 | 256), SEED, i32(6))),   # ROWWISE | VEC_IN
     )
     assert p.outputs == (OperandSlots(0, 1, None), None)
 
@@ -94,12 +95,12 @@ def test_mxfp8_compact_scales_staged_swizzled():
         Launch("swizzle", "unswizzle_scales", 4, 256, (buf(5), i64(512), i64(8), i64(8), buf(3))),
     ]
     assert p.outputs == (OperandSlots(0, 1, None), OperandSlots(2, 3, None))
-    # rowwise alone (the rows kernel) and columnwise alone; E5M2 too
+    # rowwise alone: the rows kernel writes whole sectors of compact scales itself (no staging)
     p = plan_of((256, 512), "bfloat16", "mxfp8_e5m2")
     assert p.launches() == [
-        Launch("quantize", "quantize_f1_d1_rows", 8, 256,
-               (X, i64(256), i64(512), buf(0), buf(2), NULL, i32(1 | 256 | 1024), SEED)),
-        Launch("swizzle", "unswizzle_scales", 2, 256, (buf(2), i64(256), i64(16), i64(16), buf(1)))]
+        Launch("quantize", "quantize_f1_d1_rows", 8, 256,     # lw = 5: 32 x 512 per CTA
+               (X, i64(256), i64(512), buf(0), buf(1), NULL, i32(1 | 256), SEED, i32(5)))]
+    # columnwise alone; E5M2 too
     assert [s.kernel for s in plan_of((256, 512), "float32", "mxfp8_e4m3", axis="columnwise").launches()] == [
         "quantize_f0_d0_plain", "unswizzle_scales"]
     # only the operand whose scales qualify: (96, 512) -> rowwise (96, 16) no, columnwise (512, 3) no;
@@ -117,6 +118,12 @@ def test_mxfp8_compact_scales_staged_swizzled():
     assert not _plan.stage_scales("mxfp8_e4m3", 320, 32) and not _plan.stage_scales("nvfp4", 384, 32)
 
 
+def test_rows_kernel_width():
+    # lw: CTA rows of 2^lw segments of 16 elements, the widest that K fills (2 .. 6)
+    assert [_plan.rows_lw(k) for k in (1, 16, 64, 100, 127, 128, 256, 1000, 1023, 1024, 7168, 1 << 20)] == \
+        [2, 2, 2, 2, 2, 3, 4, 5, 5, 6, 6, 6]
+
+
 def test_nvfp4_rowwise_computed_amax():
     p = plan_of((16, 4096), "bfloat16", "nvfp4")
     assert p.steps == (
@@ -125,8 +132,8 @@ def test_nvfp4_rowwise_computed_amax():
         Buffer(2, (1,), "float32", ZEROS),
         # 65536 elements in 16-byte vectors of 8: 8192 items -> 32 CTAs (8 per SM at most)
         Launch("amax", "amax_global_d1", 32, 256, (X, i64(65536), i32(1), buf(2))),
-        Launch("quantize", "quantize_f5_d1_rows", 64, 256,
-               (X, i64(16), i64(4096), buf(0), buf(1), buf(2), i32(1 | 256), SEED)),
+        Launch("quantize", "quantize_f5_d1_rows", 4, 256,
+               (X, i64(16), i64(4096), buf(0), buf(1), buf(2), i32(1 | 256), SEED, i32(6))),
     )
     assert p.outputs == (OperandSlots(0, 1, 2), None)
 
@@ -195,9 +202,10 @@ def test_nvfp4_row_scaled_stochastic():
 
 def test_rowwise_ext_and_tile_2d_kernels():
     p = plan_of((130, 200), "bfloat16", "mxfp4_e2m1", rounding="stochastic")
-    # _rowsx: R = 2: ceil(130/128) * ceil(200/64); K*2 = 400 bytes is a multiple of 16
-    assert p.launches() == [Launch("quantize", "quantize_f4_d1_rowsx", 8, 256,
-                                   (X, i64(130), i64(200), buf(0), buf(1), NULL, i32(1 | 16 | 256), SEED))]
+    # _rowsx: R = 2, lw = 3 (K = 200: CTA rows of 128 columns, 32 of them): ceil(130/64) * ceil(200/128);
+    # K*2 = 400 bytes is a multiple of 16
+    assert p.launches() == [Launch("quantize", "quantize_f4_d1_rowsx", 6, 256,
+                                   (X, i64(130), i64(200), buf(0), buf(1), NULL, i32(1 | 16 | 256), SEED, i32(3)))]
     p = plan_of((130, 200), "bfloat16", "nvfp4", tile_2d=True)      # rowwise, but 2-D tiles: tile kernel
     assert [s.kernel for s in p.launches()] == ["amax_global_d1", "quantize_f5_d1"]
     assert p.launches()[1].grid == 3 * 4

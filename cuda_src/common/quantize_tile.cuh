@@ -197,16 +197,16 @@ __device__ __forceinline__ void row_segment(const float* v, i64 M, i64 K, i64 gm
     }
 }
 
-// Issue the 16-byte loads of segments x[gm0 + 64 j, gk .. gk + 15] (j < R) that lie wholly inside the
+// Issue the 16-byte loads of segments x[gm0 + rs j, gk .. gk + 15] (j < R) that lie wholly inside the
 // (M, K) matrix when vector loads are allowed (full[j]); the others are read later by seg_values.
 template <int DT, int R>
 __device__ __forceinline__ void load_rows_raw(const void* x, i64 M, i64 K, i64 gm0, i64 gk, bool vec_ok,
-                                              uint4 (&raw)[R][SEG / In<DT>::vec], bool (&full)[R]) {
+                                              uint4 (&raw)[R][SEG / In<DT>::vec], bool (&full)[R], int rs = QT_M) {
     typedef typename In<DT>::T T;
     constexpr int V = In<DT>::vec;
 #pragma unroll
     for (int j = 0; j < R; ++j) {
-        const i64 gm = gm0 + j * QT_M;
+        const i64 gm = gm0 + j * rs;
         full[j] = vec_ok && gm < M && gk + SEG <= K;
         if (full[j]) {
             const T* src = reinterpret_cast<const T*>(x) + gm * K + gk;
@@ -230,25 +230,30 @@ __device__ __forceinline__ void seg_values(const uint4* raw, bool full, const vo
     }
 }
 
-// Rowwise only, no 2D tiles: one CTA covers R tiles stacked along M (R*64 rows x 64 columns);
-// each thread issues the loads of its R segments before computing (more bytes in flight).
-// Block index b: (b / tiles_k) * R * 64 is the first row, (b % tiles_k) * 64 the first column.
+// Rowwise only, no 2D tiles. lw (2..6): a CTA row is 2^lw segments of 16 (W = 16 * 2^lw columns),
+// rs = 256 / 2^lw rows of them, R such row groups (R * rs rows x W columns per CTA); each thread issues
+// the loads of its R segments before computing (more bytes in flight). With lw = 6 a warp covers 512
+// consecutive elements of one row, so its codes and scales (16 MX / 32 NVFP4 bytes of a scale row)
+// go out as whole 32-byte sectors; with lw = 2 (64 columns) a CTA wrote 2 bytes of each of its rows'
+// scale sectors, which 16 CTAs completed.
+// Block index b: (b / tiles_k) * R * rs is the first row, (b % tiles_k) * W the first column.
 template <int FMT, int DT, bool EXT, int R>
 __device__ __forceinline__ void quantize_rows_direct(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales,
-                                                     const float* amax_row, int flags, u64 seed, i64 b) {
+                                                     const float* amax_row, int flags, u64 seed, i64 b, int lw) {
     if constexpr (!EXT) flags &= ~QFLAG_EXT_ALL;
-    const i64 tiles_k = (K + QT_K - 1) / QT_K;
+    const int W = SEG << lw, rs = QT_THREADS >> lw;
+    const i64 tiles_k = (K + W - 1) / W;
     const i64 bq = div_fast(b, tiles_k);
-    const i64 m0 = bq * (QT_M * R);
-    const i64 k0 = (b - bq * tiles_k) * QT_K;
-    const int hi = threadIdx.x >> 2, s = threadIdx.x & 3;
+    const i64 m0 = bq * (rs * R);
+    const i64 k0 = (b - bq * tiles_k) * W;
+    const int hi = threadIdx.x >> lw, s = threadIdx.x & ((1 << lw) - 1);
     const i64 gk = k0 + s * SEG;
     float s_enc = 1.0f, s_dec = 1.0f;   // NVFP4 with one amax: the multiplier table instead
     __shared__ float enc_tab[Fmt<FMT>::mx ? 1 : NV_TAB + 1];
     const bool use_tab = !Fmt<FMT>::mx && !(flags & QFLAG_ROW_SCALED);
     uint4 raw[R][SEG / In<DT>::vec];   // raw input words: R * 32 bytes (bf16/fp16) in registers
     bool full[R];
-    load_rows_raw<DT, R>(x, M, K, m0 + hi, gk, flags & QFLAG_VEC_IN, raw, full);
+    load_rows_raw<DT, R>(x, M, K, m0 + hi, gk, flags & QFLAG_VEC_IN, raw, full, rs);
     if constexpr (!Fmt<FMT>::mx) {   // while the loads are in flight
         if (use_tab) {
             nvfp4_fill_table(enc_tab, amax_row[0], 0);
@@ -257,7 +262,7 @@ __device__ __forceinline__ void quantize_rows_direct(const void* x, i64 M, i64 K
     }
 #pragma unroll
     for (int j = 0; j < R; ++j) {
-        const i64 gm = m0 + hi + j * QT_M;
+        const i64 gm = m0 + hi + j * rs;
         float v[SEG];
         seg_values<DT>(raw[j], full[j], x, M, K, gm, gk, flags & QFLAG_VEC_IN, v);
         row_segment<FMT>(v, M, K, gm, gk, s, row_data, row_scales, amax_row, flags, seed, -1.0f, s_enc, s_dec,

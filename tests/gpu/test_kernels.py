@@ -142,7 +142,8 @@ def test_quantize_compact_scales_through_staging(gpu, fmt, dtype):
             check_against_reference(gpu, x, fmt, axis=axis, scale_layout="compact")
 
 
-ROWWISE_SHAPES = [(1, 16), (3, 48), (5, 34), (64, 256), (65, 264), (130, 62), (127, 1000), (200, 4096), (7, 770)]
+ROWWISE_SHAPES = [(1, 16), (3, 48), (5, 34), (64, 256), (65, 264), (130, 62), (127, 1000), (200, 4096), (7, 770),
+                  (37, 1500), (33, 2112)]   # K >= 1024 with a partial last CTA column (lw = 6)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
