@@ -441,17 +441,19 @@ __device__ __forceinline__ void group_quantize_rows(const void* x, i64 G, const 
 // in flight, thread t looks up the member of the block's row t and leaves those in shared memory
 // (double-buffered by iteration parity, so one barrier per block); a block inside one member (all
 // but those that straddle a member boundary) uses that member's NVFP4 multiplier table.
+// lw: as in quantize_rows_direct (a block is R x 256 / 2^lw rows of 16 * 2^lw columns).
 template <int FMT, int DT, bool EXT, int R>
 __device__ __forceinline__ void group_quantize_rows_k(const void* x, i64 G, const i64* meta, const i64* band, i64 K,
                                                       u8* row_data, u8* row_scales, const float* amax_row, int flags,
-                                                      u64 seed) {
+                                                      u64 seed, int lw) {
     typedef Fmt<FMT> F;
     constexpr int V = In<DT>::vec;
-    constexpr int BR = QT_M * R;   // rows per block
-    static_assert(BR <= QT_THREADS, "one thread per row of the block");
+    constexpr int BR_MAX = QT_M * R;   // rows per block at lw = 2
+    static_assert(BR_MAX <= QT_THREADS, "one thread per row of the block");
+    const int rs = QT_THREADS >> lw, BR = rs * R, W = SEG << lw;   // rows per block, columns per block
     __shared__ float rtab[2][F::mx ? 1 : NV_TAB + 1];   // NVFP4 multiplier tables of members tab_g[p]
-    __shared__ i64 r0s[2][BR], sos[2][BR];               // per row: member's first row, scale offset
-    __shared__ float2 scs[2][F::mx ? 1 : BR];            // NVFP4 per row: s_enc, s_dec of its member
+    __shared__ i64 r0s[2][BR_MAX], sos[2][BR_MAX];       // per row: member's first row, scale offset
+    __shared__ float2 scs[2][F::mx ? 1 : BR_MAX];        // NVFP4 per row: s_enc, s_dec of its member
     const i64* rows = meta + (i64)META_ROWS * (G + 1);
     const i64* srow = meta + (i64)META_SROW * (G + 1);
     if constexpr (!EXT) flags &= ~QFLAG_EXT_ALL;
@@ -460,19 +462,20 @@ __device__ __forceinline__ void group_quantize_rows_k(const void* x, i64 G, cons
     const bool use_tab = !F::mx && !(flags & QFLAG_ROW_SCALED);
     const i64 Mt = rows[G];   // 0 after a metadata error: nothing to do
     if (K <= 0 || Mt <= 0) return;
-    const i64 tiles_k = (K + QT_K - 1) / QT_K;
+    const i64 tiles_k = (K + W - 1) / W;
     const i64 nblk = ((Mt + BR - 1) / BR) * tiles_k;
-    const int tid = threadIdx.x, hi = tid >> 2, s = tid & 3;
+    const int tid = threadIdx.x, hi = tid >> lw, s = tid & ((1 << lw) - 1);
     i64 tab_g0 = -1, tab_g1 = -1;
     int p = 0;
     for (i64 b = blockIdx.x; b < nblk; b += gridDim.x, p ^= 1) {
         const i64 bq = div_fast(b, tiles_k);
         const i64 m0 = bq * BR;
-        const i64 gk = (b - bq * tiles_k) * QT_K + s * SEG;
+        const i64 gk = (b - bq * tiles_k) * W + s * SEG;
         uint4 raw[R][SEG / V];
         bool full[R];
-        load_rows_raw<DT, R>(x, Mt, K, m0 + hi, gk, flags & QFLAG_VEC_IN, raw, full);
-        // while the loads are in flight: the members of the block's rows
+        load_rows_raw<DT, R>(x, Mt, K, m0 + hi, gk, flags & QFLAG_VEC_IN, raw, full, rs);
+        // while the loads are in flight: the members of the block's rows (band[i]: the member of
+        // row 64 i, which starts at or before m0; `one` also needs the block to end inside it)
         const i64 g0 = band[m0 / QT_M];
         const bool one = (m0 + BR < Mt ? m0 + BR : Mt) <= rows[g0 + 1];   // uniform across the CTA
         if (tid < BR) {
@@ -497,7 +500,7 @@ __device__ __forceinline__ void group_quantize_rows_k(const void* x, i64 G, cons
         __syncthreads();   // row data of buffer p written; buffer p ^ 1 no longer read (last block's)
 #pragma unroll
         for (int j = 0; j < R; ++j) {
-            const int r = hi + j * QT_M;
+            const int r = hi + j * rs;
             const i64 gm = m0 + r;
             float v[SEG];
             seg_values<DT>(raw[j], full[j], x, Mt, K, gm, gk, flags & QFLAG_VEC_IN, v);
@@ -623,15 +626,16 @@ FP4KIT_GROUP_QUANTIZE1_ALL(4)
     }
 
 // group_quantize_rowsk_f<F>_d<D>[_plain]: rowwise only, no tile_2d, one K (group_quantize_rows_k);
-// R = 4 stacked tiles for 16-bit input with the plain recipes, else 2 (quantize.cu's _rows / _rowsx).
+// R = 4 row groups for 16-bit input with the plain recipes, else 2 (quantize.cu's _rows / _rowsx);
+// lw from the launcher (fp4kit._plan.rows_lw).
 // 3 CTAs per SM (80 registers): on the H200 (G = 8, MXFP8) 387 us, against 402 us at 4 (64
 // registers, spills) and 433 us with no minimum (92 registers, 2 per SM).
 #define FP4KIT_GROUP_QUANTIZE_ROWSK(F, D, EXT, SUFFIX, R)                                               \
     extern "C" __global__ void __launch_bounds__(QT_THREADS, 3)                                         \
     group_quantize_rowsk_f##F##_d##D##SUFFIX(const void* x, i64 G, const i64* meta, const i64* band, i64 K, \
                                              u8* row_data, u8* row_scales, const float* amax_row, int flags, \
-                                             u64 seed) {                                                 \
-        group_quantize_rows_k<F, D, EXT, R>(x, G, meta, band, K, row_data, row_scales, amax_row, flags, seed); \
+                                             u64 seed, int lw) {                                         \
+        group_quantize_rows_k<F, D, EXT, R>(x, G, meta, band, K, row_data, row_scales, amax_row, flags, seed, lw); \
     }
 
 // U = 4 tiles per iteration for 16-bit input with the plain recipes (FP6: 2, its software encode

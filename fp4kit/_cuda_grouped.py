@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._cuda import _DTYPE_IDS, _NULL, _THREADS, _empty, _fn, _resident_per_sm, _sm_count
-from ._plan import needs_ext, quantize_flags
+from ._plan import needs_ext, quantize_flags, rows_lw
 from .formats import FORMATS
 
 __all__ = ["group_quantize", "group_dequantize"]
@@ -63,7 +63,8 @@ def _quantize_grid(f, ext, input_dtype, rows_only, one_k, G, n_el, Kshared, rows
     """CTAs of the grouped quantize launch, from bounds known on the host (never the dims' values).
 
     With one K (kinds same / varying_first) the work is bounded by the caller's row count: the rows
-    kernel gets one CTA per block of 64 R rows x 64 columns, and the tile kernel for MX formats one
+    kernel gets one CTA per block of R x 256 / 2^lw rows x 16 x 2^lw columns (lw = rows_lw(K), as
+    the single-tensor rows kernel), and the tile kernel for MX formats one
     per 64 x 64 tile (at most one partial row band per member). The hardware block scheduler then
     hands them out in order, which measured faster than a persistent grid on the H200 (G = 8,
     65536 x 7168 bfloat16: MXFP8 rowwise 441 -> 387 us, "both" with even sizes 1608 -> 1179 us),
@@ -74,7 +75,8 @@ def _quantize_grid(f, ext, input_dtype, rows_only, one_k, G, n_el, Kshared, rows
     if one_k:
         tiles_k = -(-Kshared // _QT)
         if rows_only:
-            blocks = -(-rows_total // (_QT * rows_k_stack(ext, input_dtype))) * tiles_k
+            lw = rows_lw(Kshared)
+            blocks = -(-rows_total // ((_THREADS >> lw) * rows_k_stack(ext, input_dtype))) * -(-Kshared // (16 << lw))
             return max(1, min(blocks, _MAX_GRID))
         if not f.is_nvfp4:
             return max(1, min(_tile_bands_bound(rows_total, G) * tiles_k, _MAX_GRID))
@@ -175,7 +177,7 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
     if rows_only and one_k:
         qfn((grid,), (_THREADS,), (
             x, np.int64(G), meta, band if band is not None else _NULL, np.int64(Kshared), out["row_data"], out["row_scales"],
-            a_row if a_row is not None else _NULL, np.int32(flags), np.uint64(opts.seed)))
+            a_row if a_row is not None else _NULL, np.int32(flags), np.uint64(opts.seed), np.int32(rows_lw(Kshared))))
     elif rows_only:
         qfn((grid,), (_THREADS,), (
             x, np.int64(G), meta, fd, ld, out["row_data"], out["row_scales"],

@@ -1006,7 +1006,7 @@ def test_resident_grids_from_one_occupancy_query(monkeypatch):
 
 def test_grouped_quantize_grid_sizes(monkeypatch):
     """_cuda_grouped._quantize_grid: with one K (kinds same / varying_first), one CTA per block of
-    the rows kernel (64 R rows x 64 columns) or per 64 x 64 tile for MX tile kernels, from the
+    the rows kernel (R x 256 / 2^lw rows x 16 x 2^lw columns) or per 64 x 64 tile for MX tile kernels, from the
     caller's row count; NVFP4 tile kernels and other kinds stay persistent."""
     from fp4kit import _cuda_grouped
     from fp4kit.formats import FORMATS
@@ -1016,8 +1016,10 @@ def test_grouped_quantize_grid_sizes(monkeypatch):
     mx, nv = FORMATS["mxfp8_e4m3"], FORMATS["nvfp4"]
     n_el = 65536 * 7168
     grid = _cuda_grouped._quantize_grid
-    # rows kernel: R = 4 for 16-bit input with the plain recipes, 2 for float32 or extended recipes
-    assert grid(mx, False, "bfloat16", True, True, 8, n_el, 7168, 65536, None) == 256 * 112
+    # rows kernel: R = 4 for 16-bit input with the plain recipes, 2 for float32 or extended recipes;
+    # K = 7168: lw = 6, blocks of R x 4 rows x 1024 columns (65536 / 16 * 7 = 256 * 112)
+    assert grid(mx, False, "bfloat16", True, True, 8, n_el, 7168, 65536, None) == 4096 * 7
+    assert grid(mx, False, "bfloat16", True, True, 8, 65536 * 1000, 1000, 65536, None) == 65536 // 32 * 2  # lw 5
     assert grid(mx, False, "float32", True, True, 8, n_el, 7168, 65536, None) == 512 * 112
     assert grid(nv, True, "bfloat16", True, True, 8, n_el, 7168, 65536, None) == 512 * 112
     assert grid(mx, False, "bfloat16", True, True, 3, 0, 7168, 0, None) == 1        # empty input
