@@ -28,7 +28,29 @@ OPS = {
 }
 
 
+def _grouped(fmt, layout):
+    """group_quantize rowwise of the (M, K) input as 8 skewed members (device dims, sizes % 128)."""
+    def run(x, am):
+        key = (x.shape[0], layout)
+        if key not in _DIMS:
+            import os
+            import sys
+            sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+            from bench import _skewed_dims
+            _DIMS[key] = torch.tensor(_skewed_dims(8, x.shape[0], seed=8, multiple=128), dtype=torch.int64,
+                                      device="cuda")
+        return fp4kit.group_quantize(x, fmt, first_dims=_DIMS[key], axis="rowwise", scale_layout=layout)
+    return run
+
+
+_DIMS = {}
+OPS["grp8-mxfp8-row"] = _grouped("mxfp8_e4m3", "compact")
+OPS["grp8-mxfp8-row-swz"] = _grouped("mxfp8_e4m3", "swizzled")
+
+
 def out_bytes(q):
+    if hasattr(q, "rowwise_data"):                  # a GroupedQuantizedTensor: its rowwise buffers
+        return sum(int(b.nbytes) for b in (q.rowwise_data, q.rowwise_scales) if b is not None)
     n = 0
     for op in (q.rowwise, q.columnwise):
         if op is not None:
