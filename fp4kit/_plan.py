@@ -214,10 +214,15 @@ def stage_scales(fmt: str, rows: int, blocks: int) -> bool:
 ROWS_MAX_LW = 6
 
 
-def rows_lw(K: int) -> int:
+def rows_lw(K: int, M: int | None = None) -> int:
     """lw of the rows kernel (a CTA row of 2^lw 16-element segments): the widest that K fills, 2 to
-    ROWS_MAX_LW (K = 64: 2, K = 1000: 5, K >= 1024: 6)."""
-    return max(2, min(ROWS_MAX_LW, (K // 16).bit_length() - 1))
+    ROWS_MAX_LW (K = 64: 2, K = 1000: 5, K >= 1024: 6). With M < 256 rows, at most the lw whose
+    256 / 2^lw rows per row group hold all M rows (M = 16: 4), so that each thread has one segment
+    and the work spreads over more CTAs: a small call's time is the kernel's latency."""
+    lw = max(2, min(ROWS_MAX_LW, (K // 16).bit_length() - 1))
+    if M is not None and 0 < M < 256:
+        lw = min(lw, max(2, (256 // M).bit_length() - 1))
+    return lw
 
 
 def rht_only(opts, input_dtype: str) -> bool:
@@ -376,7 +381,7 @@ def build_quantize_plan(M: int, K: int, input_dtype: str, opts, amax_size: int |
             # rowwise alone: CTAs of R x (256 / 2^lw) rows x 16 * 2^lw columns, loads issued up front
             # (quantize_rows_direct in cuda_src/common/quantize_tile.cuh)
             R = 2 if (ext or input_dtype == "float32") else 4
-            lw = rows_lw(K)
+            lw = rows_lw(K, M)
             tiles = -(-M // (R * (THREADS >> lw))) * -(-K // (16 << lw))
             b.launch("quantize", name + ("_rowsx" if ext else "_rows"), tiles,
                      (_X, _i64(M), _i64(K), _buf(r[0]), _buf(rs), _ptr(r[2]), _i32(flags), _SEED, _i32(lw)))

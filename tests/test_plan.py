@@ -54,10 +54,10 @@ def test_mxfp8_rowwise_bf16_aligned():
     assert p.steps == (
         Buffer(0, (16, 4096), "uint8", EMPTY),
         Buffer(1, (16, 128), "uint8", EMPTY),
-        # rowwise alone: _rows kernel, R = 4 for 16-bit input, lw = 6 (CTA rows of 64 segments of 16):
-        # ceil(16 / (4 * 256 / 64)) * ceil(4096 / 1024) CTAs
-        Launch("quantize", "quantize_f0_d1_rows", 4, 256,
-               (X, i64(16), i64(4096), buf(0), buf(1), NULL, i32(1 | 256), SEED, i32(6))),   # ROWWISE | VEC_IN
+        # rowwise alone: _rows kernel, R = 4 for 16-bit input, lw = 4 (CTA rows of 16 segments of 16,
+        # 16 rows per row group: M = 16 fits one): ceil(16 / (4 * 256 / 16)) * ceil(4096 / 256) CTAs
+        Launch("quantize", "quantize_f0_d1_rows", 16, 256,
+               (X, i64(16), i64(4096), buf(0), buf(1), NULL, i32(1 | 256), SEED, i32(4))),   # ROWWISE | VEC_IN
     )
     assert p.outputs == (OperandSlots(0, 1, None), None)
 
@@ -122,6 +122,9 @@ def test_rows_kernel_width():
     # lw: CTA rows of 2^lw segments of 16 elements, the widest that K fills (2 .. 6)
     assert [_plan.rows_lw(k) for k in (1, 16, 64, 100, 127, 128, 256, 1000, 1023, 1024, 7168, 1 << 20)] == \
         [2, 2, 2, 2, 2, 3, 4, 5, 5, 6, 6, 6]
+    # fewer than 256 rows: row groups of 256 / 2^lw rows that hold all M rows (one segment per thread)
+    assert [_plan.rows_lw(4096, m) for m in (1, 2, 4, 15, 16, 17, 64, 128, 255, 256, 10**6)] == \
+        [6, 6, 6, 4, 4, 3, 2, 2, 2, 6, 6]
 
 
 def test_nvfp4_rowwise_computed_amax():
@@ -132,8 +135,8 @@ def test_nvfp4_rowwise_computed_amax():
         Buffer(2, (1,), "float32", ZEROS),
         # 65536 elements in 16-byte vectors of 8: 8192 items -> 32 CTAs (8 per SM at most)
         Launch("amax", "amax_global_d1", 32, 256, (X, i64(65536), i32(1), buf(2))),
-        Launch("quantize", "quantize_f5_d1_rows", 4, 256,
-               (X, i64(16), i64(4096), buf(0), buf(1), buf(2), i32(1 | 256), SEED, i32(6))),
+        Launch("quantize", "quantize_f5_d1_rows", 16, 256,
+               (X, i64(16), i64(4096), buf(0), buf(1), buf(2), i32(1 | 256), SEED, i32(4))),
     )
     assert p.outputs == (OperandSlots(0, 1, 2), None)
 
@@ -202,10 +205,10 @@ def test_nvfp4_row_scaled_stochastic():
 
 def test_rowwise_ext_and_tile_2d_kernels():
     p = plan_of((130, 200), "bfloat16", "mxfp4_e2m1", rounding="stochastic")
-    # _rowsx: R = 2, lw = 3 (K = 200: CTA rows of 128 columns, 32 of them): ceil(130/64) * ceil(200/128);
-    # K*2 = 400 bytes is a multiple of 16
-    assert p.launches() == [Launch("quantize", "quantize_f4_d1_rowsx", 6, 256,
-                                   (X, i64(130), i64(200), buf(0), buf(1), NULL, i32(1 | 16 | 256), SEED, i32(3)))]
+    # _rowsx: R = 2, lw = 2 (K = 200 would take 3, but M = 130 < 256 rows: 64-row groups):
+    # ceil(130/128) * ceil(200/64); K*2 = 400 bytes is a multiple of 16
+    assert p.launches() == [Launch("quantize", "quantize_f4_d1_rowsx", 8, 256,
+                                   (X, i64(130), i64(200), buf(0), buf(1), NULL, i32(1 | 16 | 256), SEED, i32(2)))]
     p = plan_of((130, 200), "bfloat16", "nvfp4", tile_2d=True)      # rowwise, but 2-D tiles: tile kernel
     assert [s.kernel for s in p.launches()] == ["amax_global_d1", "quantize_f5_d1"]
     assert p.launches()[1].grid == 3 * 4

@@ -143,7 +143,8 @@ def test_quantize_compact_scales_through_staging(gpu, fmt, dtype):
 
 
 ROWWISE_SHAPES = [(1, 16), (3, 48), (5, 34), (64, 256), (65, 264), (130, 62), (127, 1000), (200, 4096), (7, 770),
-                  (37, 1500), (33, 2112)]   # K >= 1024 with a partial last CTA column (lw = 6)
+                  (37, 1500), (260, 1500), (257, 2112), (3, 1100), (1, 4096)]
+# (fp4kit._plan.rows_lw: lw = 6 for the last four, with a partial last CTA column for K = 1500, 2112, 1100)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
