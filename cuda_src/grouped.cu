@@ -8,8 +8,8 @@
 //                   dbias column sums (float64 atomics), one pass over the input.
 // group_quantize_*  persistent, statically scheduled: CTA b takes tiles b, b + grid, ... of the
 //                   concatenated 64x64 tile list and finds each tile's member by binary search.
-// group_quantize1_* MX, one K: the tile kernel with one tile per CTA (no loop, no spills); the
-//                   grid covers every tile.
+// group_quantize1_* MX and plain NVFP4, one K: the tile kernel with one tile per CTA (no loop; no
+//                   spills but for FP6); the grid covers every tile.
 // group_quantize_rowsk_* rowwise with one K (same / varying_first): blocks of the (sum M_i, K)
 //                   matrix, one per CTA (grid-strided beyond the grid); members from the band table.
 // group_dequantize_* grid-stride over 16-element segments of every member.
@@ -593,7 +593,8 @@ FP4KIT_GROUP_STATS(2)
         group_quantize<F, D, EXT>(x, G, meta, first, last, row_data, row_scales, col_data, col_scales, \
                                   amax_row, amax_col, flags, seed, rht_mask, band_tiles, K1);          \
     }
-// group_quantize1_f<F>_d<D>_plain (MX formats): one tile per CTA, one K (group_quantize<.., ONE>).
+// group_quantize1_f<F>_d<D>_plain (MX formats, plain NVFP4): one tile per CTA, one K
+// (group_quantize<.., ONE>; NVFP4 fills its member's multiplier tables in every CTA).
 #define FP4KIT_GROUP_QUANTIZE1(F, D)                                                                    \
     extern "C" __global__ void __launch_bounds__(QT_THREADS, 8)                                        \
     group_quantize1_f##F##_d##D##_plain(const void* x, i64 G, const i64* meta, const i64* first,       \
@@ -610,6 +611,7 @@ FP4KIT_GROUP_QUANTIZE1_ALL(1)
 FP4KIT_GROUP_QUANTIZE1_ALL(2)
 FP4KIT_GROUP_QUANTIZE1_ALL(3)
 FP4KIT_GROUP_QUANTIZE1_ALL(4)
+FP4KIT_GROUP_QUANTIZE1_ALL(5)
 
 // group_quantize_rows_f<F>_d<D>[_plain]: rowwise only, no tile_2d (group_quantize_rows above).
 // CTAs per SM: 4 for plain NVFP4 from float32 / bfloat16 (64 registers, no spills: bfloat16 598 ->

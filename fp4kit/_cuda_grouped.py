@@ -68,17 +68,18 @@ def _quantize_grid(f, ext, input_dtype, rows_only, one_k, G, n_el, Kshared, rows
     per 64 x 64 tile (at most one partial row band per member). The hardware block scheduler then
     hands them out in order, which measured faster than a persistent grid on the H200 (G = 8,
     65536 x 7168 bfloat16: MXFP8 rowwise 441 -> 387 us, "both" with even sizes 1608 -> 1179 us),
-    since the CTAs in flight stay within a narrow band of the matrix. Otherwise the kernels are
-    persistent: the tile kernel runs one wave of resident CTAs (NVFP4 reuses a member's multiplier
-    tables across a CTA's tiles: 1213 us vs 1270 us with one CTA per tile), the run kernel
-    SMs x 8 CTAs (it hid the per-member table refills better: 563 us vs 600 us for one wave)."""
+    since the CTAs in flight stay within a narrow band of the matrix. Plain NVFP4 takes the same
+    grid and the loop-free kernel (one_tile_per_cta; H100, "both", G = 8: 2058 -> 1575 us with even
+    member sizes, 1552 -> 1524 us with sizes % 128). Otherwise the kernels are persistent: the tile
+    kernel runs one wave of resident CTAs, the run kernel SMs x 8 CTAs (it hid the per-member table
+    refills better: 563 us vs 600 us for one wave)."""
     if one_k:
         tiles_k = -(-Kshared // _QT)
         if rows_only:
             lw = rows_lw(Kshared)
             blocks = -(-rows_total // ((_THREADS >> lw) * rows_k_stack(ext, input_dtype))) * -(-Kshared // (16 << lw))
             return max(1, min(blocks, _MAX_GRID))
-        if not f.is_nvfp4:
+        if not f.is_nvfp4 or (NVFP4_ONE_TILE and not ext):
             return max(1, min(_tile_bands_bound(rows_total, G) * tiles_k, _MAX_GRID))
     tiles_bound = _tiles_bound(n_el, G)
     if rows_only:
@@ -86,10 +87,15 @@ def _quantize_grid(f, ext, input_dtype, rows_only, one_k, G, n_el, Kshared, rows
     return _persistent_grid(tiles_bound, qfn)
 
 
+# Plain NVFP4 with one K takes the loop-free tile kernel too (one tile per CTA; each CTA fills its
+# member's multiplier tables): see docs/performance.md.
+NVFP4_ONE_TILE = True
+
+
 def one_tile_per_cta(f, ext, rows_only, one_k, band, G, Kshared, rows_total) -> bool:
-    """Whether the MX tile kernel's grid (_quantize_grid) has one CTA for every tile, so that
-    group_quantize1 (one tile per CTA, no loop) can run instead of group_quantize."""
-    return (not rows_only and one_k and not f.is_nvfp4 and not ext and band is not None
+    """Whether the tile kernel's grid (_quantize_grid) has one CTA for every tile, so that
+    group_quantize1 (one tile per CTA, no loop; MX and plain NVFP4) can run instead of group_quantize."""
+    return (not rows_only and one_k and (not f.is_nvfp4 or NVFP4_ONE_TILE) and not ext and band is not None
             and _tile_bands_bound(rows_total, G) * -(-Kshared // _QT) <= _MAX_GRID)
 
 

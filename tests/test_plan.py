@@ -1010,7 +1010,7 @@ def test_resident_grids_from_one_occupancy_query(monkeypatch):
 def test_grouped_quantize_grid_sizes(monkeypatch):
     """_cuda_grouped._quantize_grid: with one K (kinds same / varying_first), one CTA per block of
     the rows kernel (R x 256 / 2^lw rows x 16 x 2^lw columns) or per 64 x 64 tile for MX tile kernels, from the
-    caller's row count; NVFP4 tile kernels and other kinds stay persistent."""
+    caller's row count; extended-recipe tile kernels and other kinds stay persistent."""
     from fp4kit import _cuda_grouped
     from fp4kit.formats import FORMATS
 
@@ -1029,8 +1029,10 @@ def test_grouped_quantize_grid_sizes(monkeypatch):
     assert grid(mx, False, "bfloat16", True, True, 3, 130 * 100, 100, 130, None) == 1 * 2
     # MX tile kernel: one CTA per tile of (rows // 64 + G) row bands
     assert grid(mx, False, "bfloat16", False, True, 8, n_el, 7168, 65536, object()) == (1024 + 8) * 112
-    # NVFP4 tile kernel and kinds without one K: one wave of resident CTAs (3 per SM here)
-    assert grid(nv, False, "bfloat16", False, True, 8, n_el, 7168, 65536, object()) == 300
+    # plain NVFP4 too (the loop-free kernel); NVFP4 with extended recipes and kinds without one K:
+    # one wave of resident CTAs (3 per SM here)
+    assert grid(nv, False, "bfloat16", False, True, 8, n_el, 7168, 65536, object()) == (1024 + 8) * 112
+    assert grid(nv, True, "bfloat16", False, True, 8, n_el, 7168, 65536, object()) == 300
     assert grid(mx, False, "bfloat16", False, False, 8, n_el, None, None, object()) == 300
     # rows kernel without one K: runs of U tiles, SMs x 8 CTAs
     assert grid(mx, False, "bfloat16", True, False, 8, n_el, None, None, object()) == 800
@@ -1039,7 +1041,8 @@ def test_grouped_quantize_grid_sizes(monkeypatch):
     one = _cuda_grouped.one_tile_per_cta
     band = object()
     assert one(mx, False, False, True, band, 8, 7168, 65536)
-    assert not one(nv, False, False, True, band, 8, 7168, 65536)          # NVFP4: persistent
+    assert one(nv, False, False, True, band, 8, 7168, 65536)              # plain NVFP4 too
+    assert not one(nv, True, False, True, band, 8, 7168, 65536)           # NVFP4 extended: persistent
     assert not one(mx, True, False, True, band, 8, 7168, 65536)           # stochastic rounding
     assert not one(mx, False, True, True, band, 8, 7168, 65536)           # rowwise: rows kernel
     assert not one(mx, False, False, False, None, 8, 7168, None)          # no single K
