@@ -219,7 +219,7 @@ def swizzle_scales(compact):
     if rp * cpd:
         compact = cp.ascontiguousarray(compact)
         # one CTA per 128 x 64 tile (swizzle.cu)
-        _fn("swizzle", "swizzle_scales")((max(1, min((rp // 128) * -(-cpd // 64), 1 << 24)),), (_THREADS,),
+        _fn("swizzle", "swizzle_scales")((_plan.swizzle_tiles(rp, cpd),), (_THREADS,),
                                          (compact, np.int64(R), np.int64(C), out, np.int64(rp), np.int64(cpd)))
     return out
 
@@ -233,6 +233,6 @@ def unswizzle_scales(swizzled, shape):
         swizzled = cp.ascontiguousarray(swizzled)
         cpd = int(swizzled.shape[1])
         # one CTA per 128 x 64 compact tile (swizzle.cu)
-        _fn("swizzle", "unswizzle_scales")((max(1, min(-(-R // 128) * -(-cpd // 64), 1 << 24)),), (_THREADS,),
+        _fn("swizzle", "unswizzle_scales")((_plan.swizzle_tiles(R, cpd),), (_THREADS,),
                                            (swizzled, np.int64(R), np.int64(C), np.int64(cpd), out))
     return out

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._cuda import _DTYPE_IDS, _NULL, _THREADS, _empty, _fn, _resident_per_sm, _sm_count
-from ._plan import needs_ext, quantize_flags, rows_lw
+from ._plan import needs_ext, quantize_flags, rows_blocks, rows_lw, rows_stack
 from .formats import FORMATS
 
 __all__ = ["group_quantize", "group_dequantize"]
@@ -37,11 +37,6 @@ def rows_unit(f, ext: bool, input_dtype: str) -> int:
     if ext or input_dtype == "float32" or f.elem.bits == 6:
         return 2
     return 4
-
-
-def rows_k_stack(ext: bool, input_dtype: str) -> int:
-    """64-row tiles stacked per block of group_quantize_rowsk (grouped.cu FP4KIT_GROUP_QUANTIZE_ROWSK)."""
-    return 2 if ext or input_dtype == "float32" else 4
 
 
 _MAX_GRID = 1 << 24   # CTAs; the kernels stride over any work beyond it
@@ -76,10 +71,9 @@ def _quantize_grid(f, ext, input_dtype, rows_only, one_k, G, n_el, Kshared, rows
     if one_k:
         tiles_k = -(-Kshared // _QT)
         if rows_only:
-            lw = rows_lw(Kshared)
-            blocks = -(-rows_total // ((_THREADS >> lw) * rows_k_stack(ext, input_dtype))) * -(-Kshared // (16 << lw))
+            blocks = rows_blocks(rows_total, Kshared, rows_stack(ext, input_dtype), rows_lw(Kshared))
             return max(1, min(blocks, _MAX_GRID))
-        if not f.is_nvfp4 or (NVFP4_ONE_TILE and not ext):
+        if not (f.is_nvfp4 and ext):
             return max(1, min(_tile_bands_bound(rows_total, G) * tiles_k, _MAX_GRID))
     tiles_bound = _tiles_bound(n_el, G)
     if rows_only:
@@ -87,15 +81,10 @@ def _quantize_grid(f, ext, input_dtype, rows_only, one_k, G, n_el, Kshared, rows
     return _persistent_grid(tiles_bound, qfn)
 
 
-# Plain NVFP4 with one K takes the loop-free tile kernel too (one tile per CTA; each CTA fills its
-# member's multiplier tables): see docs/performance.md.
-NVFP4_ONE_TILE = True
-
-
 def one_tile_per_cta(f, ext, rows_only, one_k, band, G, Kshared, rows_total) -> bool:
     """Whether the tile kernel's grid (_quantize_grid) has one CTA for every tile, so that
     group_quantize1 (one tile per CTA, no loop; MX and plain NVFP4) can run instead of group_quantize."""
-    return (not rows_only and one_k and (not f.is_nvfp4 or NVFP4_ONE_TILE) and not ext and band is not None
+    return (not rows_only and one_k and not ext and band is not None
             and _tile_bands_bound(rows_total, G) * -(-Kshared // _QT) <= _MAX_GRID)
 
 

@@ -214,6 +214,23 @@ def stage_scales(fmt: str, rows: int, blocks: int) -> bool:
 ROWS_MAX_LW = 6
 
 
+def rows_stack(ext: bool, input_dtype: str) -> int:
+    """R, the row groups of a rows-kernel block: 4 for 16-bit input with the plain recipes, else 2
+    (quantize.cu _rows / _rowsx, grouped.cu group_quantize_rowsk)."""
+    return 2 if ext or input_dtype == "float32" else 4
+
+
+def rows_blocks(M: int, K: int, R: int, lw: int) -> int:
+    """Blocks of the rows kernel over an (M, K) matrix: R x 256 / 2^lw rows x 16 x 2^lw columns each."""
+    return -(-M // (R * (THREADS >> lw))) * -(-K // (16 << lw))
+
+
+def swizzle_tiles(rows: int, cols: int) -> int:
+    """CTAs of swizzle_scales / unswizzle_scales: one per 128 x 64 tile of the compact (rows, cols)
+    scale matrix (cols: the swizzled width), at most 2^24 (the kernels stride beyond)."""
+    return max(1, min(-(-rows // 128) * -(-cols // 64), 1 << 24))
+
+
 def rows_lw(K: int, M: int | None = None) -> int:
     """lw of the rows kernel (a CTA row of 2^lw 16-element segments): the widest that K fills, 2 to
     ROWS_MAX_LW (K = 64: 2, K = 1000: 5, K >= 1024: 6). With M < 256 rows, at most the lw whose
@@ -380,10 +397,9 @@ def build_quantize_plan(M: int, K: int, input_dtype: str, opts, amax_size: int |
         if rows_kernel:
             # rowwise alone: CTAs of R x (256 / 2^lw) rows x 16 * 2^lw columns, loads issued up front
             # (quantize_rows_direct in cuda_src/common/quantize_tile.cuh)
-            R = 2 if (ext or input_dtype == "float32") else 4
             lw = rows_lw(K, M)
-            tiles = -(-M // (R * (THREADS >> lw))) * -(-K // (16 << lw))
-            b.launch("quantize", name + ("_rowsx" if ext else "_rows"), tiles,
+            b.launch("quantize", name + ("_rowsx" if ext else "_rows"),
+                     rows_blocks(M, K, rows_stack(ext, input_dtype), lw),
                      (_X, _i64(M), _i64(K), _buf(r[0]), _buf(rs), _ptr(r[2]), _i32(flags), _SEED, _i32(lw)))
         else:
             tiles = -(-M // QT_M) * -(-K // QT_K)
@@ -394,7 +410,7 @@ def build_quantize_plan(M: int, K: int, input_dtype: str, opts, amax_size: int |
                       _i32(flags), _SEED, _u32(opts.rht_sign_mask)))
         for key, stage in staged.items():   # one CTA per 128 x 64 compact tile (swizzle.cu)
             rows, nb = ops[key][3], ops[key][4]
-            b.launch("swizzle", "unswizzle_scales", min((rows // 128) * -(-nb // 64), 1 << 24),
+            b.launch("swizzle", "unswizzle_scales", swizzle_tiles(rows, nb),
                      (_buf(stage), _i64(rows), _i64(nb), _i64(nb), _buf(ops[key][1])))
         if layout == "swizzled":
             for data, scales, _, rows, nb, (rp, cpd) in ops.values():

@@ -7,9 +7,11 @@ records every allocation, poison fill, copy and kernel launch (arrays named by a
 scalars by type and value), over every format / axis / layout / rule / NVFP4 variant / rounding /
 input dtype, a set of shapes (empty ones included), five input alignments and a given or computed
 amax, and reports the cases whose traces differ. The intended changes since then: the fused RHT cast
-alone runs quantize_f5_d1_rht instead of quantize_f5_d1 (mapped back and counted), and compact
+alone runs quantize_f5_d1_rht instead of quantize_f5_d1 (mapped back and counted); compact
 MXFP8 scales go through a swizzled staging buffer (fp4kit._plan.stage_scales; the comparison runs
-with that turned off, and counts the cases it would take).
+with that turned off, and counts the cases it would take); the rows kernel takes its CTA width lw
+as a last argument (the comparison runs with fp4kit._plan.ROWS_MAX_LW = 2, the old 64-column
+blocks, drops that argument and counts the launches).
 
     python scripts/plan_equivalence.py [REV]
 """
@@ -130,7 +132,9 @@ PTRS = [0x7F0000000000, 0x7F0000000002, 0x7F0000000004, 0x7F0000000008, 0x7F0000
 n = bad = renamed = staged = 0
 STAGED_FORMATS = set(_plan.STAGED_SCALE_FORMATS)
 _plan.STAGED_SCALE_FORMATS.clear()     # compare the rest of the plan with the old launchers
+_plan.ROWS_MAX_LW = 2                   # the old rows-kernel blocks (64 columns)
 _plan.clear_plans()
+with_lw = 0
 for fmt in fp4kit.FORMATS:
     for axis, layout, rule, t2, rs, rht, rnd, dtype in itertools.product(
             ("rowwise", "columnwise", "both"), ("compact", "swizzled"), ("rceil", "floor"), (False, True),
@@ -160,6 +164,11 @@ for fmt in fp4kit.FORMATS:
                 renamed += 1
                 b = ([e[:2] + ("quantize_f5_d1",) + e[3:] if e[0] == "launch" and e[2] == "quantize_f5_d1_rht" else e
                       for e in b[0]], b[1])
+            # the rows kernels' last argument, lw (always 2 here), did not exist before
+            if any(e[0] == "launch" and e[2].endswith(("_rows", "_rowsx")) for e in b[0]):
+                with_lw += 1
+                b = ([e[:5] + (e[5][:-1],) if e[0] == "launch" and e[2].endswith(("_rows", "_rowsx"))
+                      and e[5][-1] == ("int32", 2) else e for e in b[0]], b[1])
             if a != b:
                 bad += 1
                 if bad <= 3:
@@ -167,7 +176,7 @@ for fmt in fp4kit.FORMATS:
                     for e1, e2 in itertools.zip_longest(a[0], b[0]):
                         print("   ", "==" if e1 == e2 else "!=", e1, "|", e2)
 print(f"quantize: {n} cases, {bad} with different traces ({renamed} run quantize_f5_d1_rht for quantize_f5_d1; "
-      f"{staged} would stage compact scales)")
+      f"{staged} would stage compact scales; {with_lw} rows-kernel launches with lw = 2)")
 m = bad_amax = 0
 for shape, dtype, mode, ptr in itertools.product(SHAPES + [(16, 3), (32, 5)], ("float32", "bfloat16", "float16"),
                                                  ("global", "rows", "cols", "rht", "global+rht"), PTRS):

@@ -111,7 +111,6 @@ def main():
             us = timed(lambda x, fn=fn: fn(x, am), xs)
             cu = timed(lambda i: dsts[i].copy_(srcs[i]), [0, 1])
             print(f"{name:12s} {shape:>12s} {us:8.1f} {nbytes / us / 1e3:7.0f} {100 * cu / us:5.0f}%", flush=True)
-            del src, dsts, srcs
         del xs
         torch.cuda.empty_cache()
 
