@@ -79,6 +79,53 @@ __device__ __forceinline__ void cta_max_atomic(u32 b, u32* red, u32* row, u32* c
     __syncthreads();   // red is reused by the next call
 }
 
+// Zero the padding bytes of one swizzled (R, C) scale matrix at `s` (C: blocks per row): rows
+// R .. roundup(R, 128) and columns C .. roundup(C, 4) (SPEC: padding reads 0). Only the 16-byte
+// chunks of the last 128-row tile and of the last 4-column group hold padding (swizzle.cu's chunk
+// layout: chunk (bi, bj, rr) holds rows 128 bi + rr + 32 g, columns 4 bj + c at byte 4 g + c);
+// the CTA's threads take them in turn and write only padding bytes, so the quantize work that
+// writes the other bytes of those chunks may run at the same time.
+__device__ __forceinline__ void zero_swizzled_padding(u8* s, i64 R, i64 C) {
+    if (R <= 0 || C <= 0) return;
+    const i64 nbi = (R + 127) >> 7, nbj = (C + 3) >> 2;
+    const i64 n_row = (R & 127) ? nbj * 32 : 0;                 // the last row tile, every column group
+    const i64 n_col = (C & 3) ? (nbi - (n_row ? 1 : 0)) * 32 : 0;   // the last column group, other tiles
+    for (i64 e = threadIdx.x; e < n_row + n_col; e += blockDim.x) {
+        i64 bi, bj;
+        const int rr = (int)(e & 31);
+        if (e < n_row) { bi = nbi - 1; bj = e >> 5; }
+        else { bi = (e - n_row) >> 5; bj = nbj - 1; }
+        const i64 i0 = bi * 128 + rr, j0 = bj * 4;
+        u8* p = s + ((bi * nbj + bj) * 32 + rr) * 16;
+        if (i0 >= R && (reinterpret_cast<u64>(p) & 15) == 0) {   // four padding rows
+            *reinterpret_cast<uint4*>(p) = make_uint4(0u, 0u, 0u, 0u);
+            continue;
+        }
+#pragma unroll
+        for (int g = 0; g < 4; ++g)
+#pragma unroll
+            for (int c = 0; c < 4; ++c)
+                if (i0 + 32 * g >= R || j0 + c >= C) p[4 * g + c] = 0;
+    }
+}
+
+// The padding of every member's swizzled scales (the grouped scale buffers are not cleared
+// first): CTA b takes members b, b + grid, ... Dims come from meta (all zero after a metadata
+// error, so nothing is written then); K1 > 0: every member's K, else last[g].
+__device__ __forceinline__ void group_zero_padding(i64 G, const i64* meta, const i64* last, i64 K1, int block,
+                                                   u8* row_scales, u8* col_scales) {
+    const i64* rows = meta + (i64)META_ROWS * (G + 1);
+    const i64* srow = meta + (i64)META_SROW * (G + 1);
+    const i64* scol = meta + (i64)META_SCOL * (G + 1);
+    for (i64 g = blockIdx.x; g < G; g += gridDim.x) {
+        const i64 M = rows[g + 1] - rows[g];
+        if (M <= 0) continue;
+        const i64 K = K1 > 0 ? K1 : last[g];
+        if (row_scales) zero_swizzled_padding(row_scales + srow[g], M, (K + block - 1) / block);
+        if (col_scales) zero_swizzled_padding(col_scales + scol[g], K, (M + block - 1) / block);
+    }
+}
+
 }  // namespace fp4kit
 
 using namespace fp4kit;
@@ -430,6 +477,7 @@ __device__ __forceinline__ void group_quantize_rows(const void* x, i64 G, const 
         }
         t = te < tend ? te : (t / U) * U + (i64)gridDim.x * U;   // rest of this iteration, or the next
     }
+    if (flags & QFLAG_SWIZZLED) group_zero_padding(G, meta, last, 0, F::block, row_scales, nullptr);
 }
 
 // Rowwise only, no 2D tiles, one K for every member (kinds same / varying_first): the members are
@@ -512,6 +560,7 @@ __device__ __forceinline__ void group_quantize_rows_k(const void* x, i64 G, cons
                              s_enc, s_dec, (use_tab && one) ? rtab[p] : nullptr, r0s[p][r]);
         }
     }
+    if (flags & QFLAG_SWIZZLED) group_zero_padding(G, meta, nullptr, K, F::block, row_scales, nullptr);
 }
 
 // ONE: a CTA quantizes only tile blockIdx.x (the grid covers every tile; one K, band_tiles given),
@@ -546,6 +595,7 @@ __device__ __forceinline__ void group_quantize(const void* x, i64 G, const i64* 
         prev = g;
         __syncthreads();   // the tile buffer is reused by the next iteration
     }
+    if (flags & QFLAG_SWIZZLED) group_zero_padding(G, meta, last, K1, F::block, row_scales, col_scales);
 }
 
 template <int FMT, int OT>

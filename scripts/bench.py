@@ -456,13 +456,23 @@ HEADER = ("| op | format | axis | scales | variant | shape | us (device) | GB/s 
           "|---|---|---|---|---|---|---|---|---|---|---|---|")
 
 
+SECTIONS = ("quantize", "torchao", "dequantize", "swizzle", "recipes", "grouped", "small", "startup")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="one shape, fewer formats and repetitions")
     ap.add_argument("--csv", default=os.path.join(os.environ.get("OUT", "."), "bench.csv"))
     ap.add_argument("--md", default=os.path.join(os.environ.get("OUT", "."), "bench.md"))
     ap.add_argument("--no-startup", action="store_true")
+    ap.add_argument("--only", default="", metavar="SECTIONS",
+                    help="comma-separated subset of " + ",".join(SECTIONS) + " (default: all)")
     args = ap.parse_args(argv)
+    only = [s for s in args.only.split(",") if s]
+    bad = sorted(set(only) - set(SECTIONS))
+    if bad:
+        ap.error(f"--only: unknown section(s) {', '.join(bad)}; choose from {', '.join(SECTIONS)}")
+    run = set(only or SECTIONS)
     torch = _torch()
     import fp4kit
     fp4kit.warmup()
@@ -480,16 +490,24 @@ def main(argv=None):
     global _PROGRESS
     from fp4kit.cli import Progress
     n_rows = expected_rows(shapes, formats, axes) + (len(shapes) if torchao_mxfp8()[0] is not None else 0)
+    if only:
+        n_rows = None
     with Progress(total=n_rows, label="bench") as _PROGRESS:
-        bench_quantize(rows, shapes, formats, axes, reps)
-        bench_torchao(rows, shapes, reps)
-        bench_dequantize(rows, shapes, formats, reps)
-        bench_swizzle(rows, shapes, reps)
-        bench_recipes(rows, reps)
-        bench_grouped(rows, reps)
+        if "quantize" in run:
+            bench_quantize(rows, shapes, formats, axes, reps)
+        if "torchao" in run:
+            bench_torchao(rows, shapes, reps)
+        if "dequantize" in run:
+            bench_dequantize(rows, shapes, formats, reps)
+        if "swizzle" in run:
+            bench_swizzle(rows, shapes, reps)
+        if "recipes" in run:
+            bench_recipes(rows, reps)
+        if "grouped" in run:
+            bench_grouped(rows, reps)
     _PROGRESS = None
-    small = bench_small()
-    startup = None if args.no_startup else bench_startup()
+    small = bench_small() if "small" in run else []
+    startup = None if args.no_startup or "startup" not in run else bench_startup()
     with open(args.csv, "w", newline="") as fh:
         fields = list(dict.fromkeys(k for r in rows for k in r))
         w = csv.DictWriter(fh, fieldnames=fields)
@@ -503,7 +521,7 @@ def main(argv=None):
                   f"warm start (disk cache): {startup[1]:.2f} s"]
     Path(args.md).write_text("\n".join(lines) + "\n")
     print("\n".join(lines[-(len(small) + 4):]))
-    worst = min(r["copy_pct"] for r in rows)
+    worst = min((r["copy_pct"] for r in rows), default=float("nan"))
     print(f"\nbench summary on {dev}: {len(rows)} rows, worst copy% {worst:.0f}; table in {args.md}, CSV in {args.csv}")
 
 

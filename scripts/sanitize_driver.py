@@ -69,11 +69,12 @@ for axis in ("rowwise", "both"):
     fp4kit.group_quantize(xm, "nvfp4", first_dims=cp.asarray(np.array(many, np.int64)), axis=axis,
                           scale_layout="swizzled").check()
 # device dims that exceed the buffer: flagged, nothing written out of bounds
-try:
-    fp4kit.group_quantize(xg, "mxfp8_e4m3", first_dims=cp.asarray(np.array([100, 10**6], np.int64)),
-                          axis="both").check()
-except ValueError as e:
-    print(f"sanitize driver: bad device dims flagged: {str(e)[:80]}")
+for layout in ("compact", "swizzled"):
+    try:
+        fp4kit.group_quantize(xg, "mxfp8_e4m3", first_dims=cp.asarray(np.array([100, 10**6], np.int64)),
+                              axis="both", scale_layout=layout).check()
+    except ValueError as e:
+        print(f"sanitize driver: bad device dims flagged ({layout}): {str(e)[:80]}")
 for (r, c) in [(1, 1), (3, 5), (129, 7), (0, 4)]:
     s = fp4kit.swizzle_scales(cp.asarray(rng.integers(0, 255, (r, c)).astype(np.uint8)))
     fp4kit.unswizzle_scales(s, (r, c))

@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Where an op's device time goes: every kernel and memset one call launches, with its device time
+(torch.profiler / CUPTI, which sees CuPy's launches too), averaged over several calls on inputs
+rotated beyond L2. For finding which launch of a multi-launch op (NVFP4 computed amax, grouped
+ops, staged scales) to work on; scripts/bench.py remains the benchmark of record.
+
+Usage: PYTHONPATH=. python3 scripts/kernel_times.py [--ops grp8-nvfp4-both,nvfp4-both,...] [--calls 20]
+"""
+import argparse
+import os
+import sys
+from collections import defaultdict
+
+import numpy as np
+import torch
+
+import fp4kit
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench import _skewed_dims, rotating  # noqa: E402
+
+N = 8192
+GK, GM = 7168, 65536
+
+
+def _single(fmt, **kw):
+    def make():
+        nxt = rotating(lambda i: (torch.randn(N, N, device="cuda") * (1 + i)).to(torch.bfloat16), N * N * 2)
+        return lambda: fp4kit.quantize(nxt(), fmt, **kw)
+    return make
+
+
+def _grouped(fmt, G, multiple, loop, **kw):
+    def make():
+        x = torch.randn(GM, GK, device="cuda").to(torch.bfloat16)
+        dims = _skewed_dims(G, GM, seed=G, multiple=multiple)
+        if loop:
+            starts = np.cumsum([0] + dims[:-1])
+            per = [x[s:s + m] for s, m in zip(starts, dims) if m]
+            return lambda: [fp4kit.quantize(p, fmt, **kw) for p in per]
+        d = torch.tensor(dims, dtype=torch.int64, device="cuda")
+        return lambda: fp4kit.group_quantize(x, fmt, first_dims=d, **kw)
+    return make
+
+
+OPS = {
+    "mxfp8-both": _single("mxfp8_e4m3", axis="both"),
+    "mxfp8-both-swz": _single("mxfp8_e4m3", axis="both", scale_layout="swizzled"),
+    "mxfp4-both": _single("mxfp4_e2m1", axis="both"),
+    "mxfp6-both": _single("mxfp6_e2m3", axis="both"),
+    "nvfp4-row": _single("nvfp4", axis="rowwise"),
+    "nvfp4-both": _single("nvfp4", axis="both"),
+    "nvfp4-both-swz": _single("nvfp4", axis="both", scale_layout="swizzled"),
+    "nvfp4-rht": _single("nvfp4", axis="both", rht=True, scale_layout="swizzled"),
+    "nvfp4-sr": _single("nvfp4", axis="both", rounding="stochastic", seed=7),
+}
+for _G in (8, 64):
+    for _m in (128, 2):
+        for _f, _fn in (("mxfp8", "mxfp8_e4m3"), ("nvfp4", "nvfp4")):
+            for _ax in ("rowwise", "both"):
+                _name = f"grp{_G}-{_f}-{'row' if _ax == 'rowwise' else 'both'}{'' if _m == 128 else '-even'}"
+                OPS[_name] = _grouped(_fn, _G, _m, False, axis=_ax, scale_layout="swizzled")
+                OPS[_name + "-loop"] = _grouped(_fn, _G, _m, True, axis=_ax, scale_layout="swizzled")
+
+
+def profile(fn, calls):
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity
+    with torch.profiler.profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    agg = defaultdict(lambda: [0, 0.0])
+    for ev in prof.events():
+        if ev.device_type == DeviceType.CUDA:
+            a = agg[ev.name]
+            a[0] += 1
+            a[1] += ev.time_range.elapsed_us()
+    return agg
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ops", default="grp8-nvfp4-both,grp8-nvfp4-both-loop")
+    ap.add_argument("--calls", type=int, default=20)
+    args = ap.parse_args()
+    fp4kit.warmup()
+    print(f"# kernel times on {torch.cuda.get_device_name()} ({args.calls} calls each; us per call)")
+    for name in args.ops.split(","):
+        agg = profile(OPS[name](), args.calls)
+        total = sum(v[1] for v in agg.values()) / args.calls
+        print(f"\n{name}: {total:.1f} us of kernels per call")
+        for k, (n, us) in sorted(agg.items(), key=lambda kv: -kv[1][1]):
+            print(f"  {us / args.calls:9.1f} us  {n / args.calls:5.1f}x  {us / n:8.1f} us each  {k[:90]}")
+
+
+if __name__ == "__main__":
+    main()
