@@ -8,8 +8,8 @@
 //                   dbias column sums (float64 atomics), one pass over the input.
 // group_quantize_*  persistent, statically scheduled: CTA b takes tiles b, b + grid, ... of the
 //                   concatenated 64x64 tile list and finds each tile's member by binary search.
-// group_quantize1_* MX and plain NVFP4, one K: the tile kernel with one tile per CTA (no loop; no
-//                   spills but for FP6); the grid covers every tile.
+// group_quantize1_* MX and plain NVFP4, one K: the tile kernel with one tile per CTA (no loop); the
+//                   grid covers every tile (NVFP4: each CTA reads its band's descriptor).
 // group_quantize_rowsk_* rowwise with one K (same / varying_first): blocks of the (sum M_i, K)
 //                   matrix, one per CTA (grid-strided beyond the grid); members from the band table.
 // group_dequantize_* grid-stride over 16-element segments of every member.
@@ -130,8 +130,28 @@ __device__ __forceinline__ void group_zero_padding(i64 G, const i64* meta, const
 
 using namespace fp4kit;
 
-// bits: 1 packed, 2 swizzled, 4 row_scaled, 8 rht, 16 want_row, 32 want_col (scalars only, so the
-// launch can be captured in a CUDA graph without host-to-device copies).
+// With one K and bit 64 of its `bits`, group_meta also writes a descriptor of every 64-row band of
+// the tile list (band + band_desc_offset(..), BAND_DESC int64 each): everything the loop-free NVFP4
+// tile kernel (group_quantize1) needs about the band's member, so that a CTA's input loads wait for one lookup
+// (16-byte loads of one descriptor) instead of three dependent ones (tile count, band -> member,
+// member -> offsets). Bands past the last one have M = 0. fp4kit/_cuda_grouped.py sizes the buffer.
+enum BandDesc : int {
+    BD_OFF = 0,    // member's element offset
+    BD_M = 1,      // member's rows (0: no tile in this band)
+    BD_SROW = 2,   // member's rowwise / columnwise scale offsets
+    BD_SCOL = 3,
+    BD_AROW = 4,   // member's rowwise / columnwise amax offsets
+    BD_ACOL = 5,
+    BD_BAND = 6,   // the band's index within its member
+    BD_G = 7,      // the member
+    BAND_DESC = 8,
+};
+__host__ __device__ __forceinline__ i64 band_desc_offset(i64 n_band_rows, i64 n_band_tiles) {
+    return (n_band_rows + n_band_tiles + 1) & ~(i64)1;   // 16-byte aligned
+}
+
+// bits: 1 packed, 2 swizzled, 4 row_scaled, 8 rht, 16 want_row, 32 want_col, 64 band descriptors
+// (scalars only, so the launch can be captured in a CUDA graph without host-to-device copies).
 // With one K (K1 > 0) and a `band` buffer, it also memoises the quantize kernels' member lookups:
 // band[i] (i < n_band_rows) is the member of global row 64 i, band[n_band_rows + j] the member of
 // the j-th 64-row band of the tile list (tiles j * tiles_k ..), so a tile's loads wait for one
@@ -241,8 +261,14 @@ group_meta(i64 G, const i64* first, const i64* last, int block, int bits, i64 ma
         *err = e;
     }
     __syncthreads();
-    if (e_sh) {   // no work at all: every prefix and offset back to zero
+    // bit 64: with one K, also the tile bands' descriptors (group_quantize_one for NVFP4)
+    i64* desc = (band != nullptr && K1 > 0 && (bits & 64)) ? band + band_desc_offset(n_band_rows, n_band_tiles) : nullptr;
+    if (e_sh) {   // no work at all: every prefix and offset back to zero, every tile band empty
         for (i64 i = tid; i < (i64)META_COUNT * W; i += META_THREADS) meta[i] = 0;
+        if (desc != nullptr) {
+            longlong2* dv = reinterpret_cast<longlong2*>(desc);
+            for (i64 i = tid; i < n_band_tiles * (BAND_DESC / 2); i += META_THREADS) dv[i] = make_longlong2(0, 0);
+        }
         return;
     }
     if (band != nullptr && K1 > 0) {   // one K: a warp per member writes that member's entries
@@ -253,9 +279,32 @@ group_meta(i64 G, const i64* first, const i64* last, int block, int bits, i64 ma
             i64 r1 = (rows[g + 1] + QT_M - 1) / QT_M;          // rows 64 i in [rows[g], rows[g+1])
             r1 = r1 < n_band_rows ? r1 : n_band_rows;
             for (i64 i = (rows[g] + QT_M - 1) / QT_M + lane; i < r1; i += 32) band[i] = g;
-            i64 t1 = tiles[g + 1] / tiles_k;                    // bands [tiles[g], tiles[g+1]) / tiles_k
+            const i64 t0 = tiles[g] / tiles_k;                  // bands [tiles[g], tiles[g+1]) / tiles_k
+            i64 t1 = tiles[g + 1] / tiles_k;
             t1 = t1 < n_band_tiles ? t1 : n_band_tiles;
-            for (i64 j = tiles[g] / tiles_k + lane; j < t1; j += 32) band[n_band_rows + j] = g;
+            if (desc == nullptr) {
+                for (i64 j = t0 + lane; j < t1; j += 32) band[n_band_rows + j] = g;
+                continue;
+            }
+            // the member's descriptor fields, read once (the stores below may alias meta for the compiler)
+            const longlong2 f0 = make_longlong2(meta[(i64)META_OFF * W + g], rows[g + 1] - rows[g]);
+            const longlong2 f1 = make_longlong2(meta[(i64)META_SROW * W + g], meta[(i64)META_SCOL * W + g]);
+            const longlong2 f2 = make_longlong2(meta[(i64)META_AROW * W + g], meta[(i64)META_ACOL * W + g]);
+            for (i64 j = t0 + lane; j < t1; j += 32) {
+                band[n_band_rows + j] = g;
+                longlong2* dv = reinterpret_cast<longlong2*>(desc + j * BAND_DESC);
+                dv[0] = f0;
+                dv[1] = f1;
+                dv[2] = f2;
+                dv[3] = make_longlong2(j - t0, g);
+            }
+        }
+        if (desc != nullptr) {   // bands past the last one: empty
+            const longlong2 z = make_longlong2(0, 0);
+            for (i64 j = tiles[G] / tiles_k + tid; j < n_band_tiles; j += META_THREADS) {
+                longlong2* dv = reinterpret_cast<longlong2*>(desc + j * BAND_DESC);
+                dv[0] = z; dv[1] = z; dv[2] = z; dv[3] = z;
+            }
         }
     }
 }
@@ -563,9 +612,7 @@ __device__ __forceinline__ void group_quantize_rows_k(const void* x, i64 G, cons
     if (flags & QFLAG_SWIZZLED) group_zero_padding(G, meta, nullptr, K, F::block, row_scales, nullptr);
 }
 
-// ONE: a CTA quantizes only tile blockIdx.x (the grid covers every tile; one K, band_tiles given),
-// so no loop state stays live across the tile (32 registers without spills for MXFP8).
-template <int FMT, int DT, bool EXT, bool ONE = false>
+template <int FMT, int DT, bool EXT>
 __device__ __forceinline__ void group_quantize(const void* x, i64 G, const i64* meta, const i64* first,
                                                const i64* last, u8* row_data, u8* row_scales, u8* col_data,
                                                u8* col_scales, const float* amax_row, const float* amax_col,
@@ -581,7 +628,7 @@ __device__ __forceinline__ void group_quantize(const void* x, i64 G, const i64* 
     i64 prev = -1;   // member of this CTA's previous tile: its NVFP4 multiplier tables are still valid
     const i64 tiles_k1 = (K1 + QT_K - 1) / QT_K;   // one K (band_tiles given): tiles per row band
     for (i64 t = blockIdx.x; t < total; t += gridDim.x) {
-        const i64 g = (ONE || band_tiles != nullptr) ? band_tiles[div_fast(t, tiles_k1)] : find_member(tiles, G, t);
+        const i64 g = band_tiles != nullptr ? band_tiles[div_fast(t, tiles_k1)] : find_member(tiles, G, t);
         const i64 M = first[g], K = last[g];
         const char* xg = reinterpret_cast<const char*>(x) + off[g] * input_itemsize(DT);
         const i64 doff = F::packed ? off[g] / 2 : off[g];
@@ -590,12 +637,61 @@ __device__ __forceinline__ void group_quantize(const void* x, i64 G, const i64* 
         quantize_tile<FMT, DT, EXT>(xg, M, K, row_data ? row_data + doff : row_data, row_scales ? row_scales + srow[g] : row_scales,
                                col_data ? col_data + doff : col_data, col_scales ? col_scales + scol[g] : col_scales,
                                amax_row ? amax_row + arow[g] : amax_row, amax_col ? amax_col + acol[g] : amax_col,
-                               fl, seed, rht_mask, t - tiles[g], !ONE && g == prev);
-        if constexpr (ONE) break;
+                               fl, seed, rht_mask, t - tiles[g], g == prev);
         prev = g;
         __syncthreads();   // the tile buffer is reused by the next iteration
     }
     if (flags & QFLAG_SWIZZLED) group_zero_padding(G, meta, last, K1, F::block, row_scales, col_scales);
+}
+
+// One K, plain recipes: a CTA quantizes only tile blockIdx.x of the tile list (the grid covers every
+// tile), so no loop state stays live across the tile (32 registers without spills for MXFP8).
+// band: for MX formats the member of every tile band (the member's offsets then come from meta);
+// for NVFP4 the bands' descriptors (group_meta), so that the input loads wait for one lookup
+// instead of three dependent ones (H100, G = 8, "both": 1186 -> 1145 us; the same change made the
+// MXFP8 kernel 2 % slower, 769 -> 784 us, so MX keeps the lookups).
+template <int FMT, int DT>
+__device__ __forceinline__ void group_quantize_one(const void* x, i64 G, const i64* meta, const i64* first,
+                                                   const i64* last, u8* row_data, u8* row_scales, u8* col_data,
+                                                   u8* col_scales, const float* amax_row, const float* amax_col,
+                                                   int flags, const i64* band, i64 K) {
+    typedef Fmt<FMT> F;
+    const i64 tiles_k = (K + QT_K - 1) / QT_K;
+    if constexpr (F::mx) {
+        const i64 t = blockIdx.x;
+        const i64* tiles = meta + (i64)META_TILES * (G + 1);
+        if (t < tiles[G]) {
+            const i64 g = band[div_fast(t, tiles_k)];
+            const i64 o = meta[(i64)META_OFF * (G + 1) + g];
+            const char* xg = reinterpret_cast<const char*>(x) + o * input_itemsize(DT);
+            int fl = flags & ~QFLAG_VEC_IN;
+            if (((reinterpret_cast<u64>(xg) & 15) == 0) && ((K * input_itemsize(DT)) % 16 == 0)) fl |= QFLAG_VEC_IN;
+            const i64 doff = F::packed ? o / 2 : o;
+            const i64* srow = meta + (i64)META_SROW * (G + 1);
+            const i64* scol = meta + (i64)META_SCOL * (G + 1);
+            quantize_tile<FMT, DT, false>(xg, first[g], K, row_data ? row_data + doff : row_data,
+                                          row_scales ? row_scales + srow[g] : row_scales, col_data ? col_data + doff : col_data,
+                                          col_scales ? col_scales + scol[g] : col_scales, amax_row, amax_col, fl, 0ull,
+                                          0u, t - tiles[g]);
+        }
+    } else {
+        const i64 j = div_fast((i64)blockIdx.x, tiles_k);
+        const longlong2* d = reinterpret_cast<const longlong2*>(band + j * BAND_DESC);
+        const longlong2 d0 = __ldg(d), d1 = __ldg(d + 1), d2 = __ldg(d + 2), d3 = __ldg(d + 3);
+        const i64 o = d0.x, M = d0.y;   // M = 0: a band past the last one
+        if (M > 0) {
+            const char* xg = reinterpret_cast<const char*>(x) + o * input_itemsize(DT);
+            const i64 doff = F::packed ? o / 2 : o;
+            int fl = flags & ~QFLAG_VEC_IN;
+            if (((reinterpret_cast<u64>(xg) & 15) == 0) && ((K * input_itemsize(DT)) % 16 == 0)) fl |= QFLAG_VEC_IN;
+            quantize_tile<FMT, DT, false>(xg, M, K, row_data ? row_data + doff : row_data,
+                                          row_scales ? row_scales + d1.x : row_scales, col_data ? col_data + doff : col_data,
+                                          col_scales ? col_scales + d1.y : col_scales, amax_row ? amax_row + d2.x : amax_row,
+                                          amax_col ? amax_col + d2.y : amax_col, fl, 0ull, 0u,
+                                          d3.x * tiles_k + ((i64)blockIdx.x - j * tiles_k));
+        }
+    }
+    if (flags & QFLAG_SWIZZLED) group_zero_padding(G, meta, last, K, F::block, row_scales, col_scales);
 }
 
 template <int FMT, int OT>
@@ -644,16 +740,16 @@ FP4KIT_GROUP_STATS(2)
                                   amax_row, amax_col, flags, seed, rht_mask, band_tiles, K1);          \
     }
 // group_quantize1_f<F>_d<D>_plain (MX formats, plain NVFP4): one tile per CTA, one K
-// (group_quantize<.., ONE>; NVFP4 fills its member's multiplier tables in every CTA).
+// (group_quantize_one; NVFP4 fills its member's multiplier tables in every CTA). band: group_meta's
+// band buffer from n_band_rows (MX) or from band_desc_offset(n_band_rows, n_band_tiles) (NVFP4).
 #define FP4KIT_GROUP_QUANTIZE1(F, D)                                                                    \
     extern "C" __global__ void __launch_bounds__(QT_THREADS, 8)                                        \
     group_quantize1_f##F##_d##D##_plain(const void* x, i64 G, const i64* meta, const i64* first,       \
                                const i64* last, u8* row_data, u8* row_scales, u8* col_data,            \
                                u8* col_scales, const float* amax_row, const float* amax_col, int flags, \
-                               u64 seed, u32 rht_mask, const i64* band_tiles, i64 K1) {                \
-        group_quantize<F, D, false, true>(x, G, meta, first, last, row_data, row_scales, col_data,     \
-                                          col_scales, amax_row, amax_col, flags, seed, rht_mask,       \
-                                          band_tiles, K1);                                              \
+                               u64 seed, u32 rht_mask, const i64* band, i64 K1) {                      \
+        group_quantize_one<F, D>(x, G, meta, first, last, row_data, row_scales, col_data, col_scales,   \
+                                 amax_row, amax_col, flags, band, K1);                                 \
     }
 #define FP4KIT_GROUP_QUANTIZE1_ALL(F) FP4KIT_GROUP_QUANTIZE1(F, 0) FP4KIT_GROUP_QUANTIZE1(F, 1) FP4KIT_GROUP_QUANTIZE1(F, 2)
 FP4KIT_GROUP_QUANTIZE1_ALL(0)

@@ -81,39 +81,56 @@ def _quantize_grid(f, ext, input_dtype, rows_only, one_k, G, n_el, Kshared, rows
     return _persistent_grid(tiles_bound, qfn)
 
 
-def one_tile_per_cta(f, ext, rows_only, one_k, band, G, Kshared, rows_total) -> bool:
+def one_tile_per_cta(f, ext, rows_only, one_k, G, Kshared, rows_total) -> bool:
     """Whether the tile kernel's grid (_quantize_grid) has one CTA for every tile, so that
     group_quantize1 (one tile per CTA, no loop; MX and plain NVFP4) can run instead of group_quantize."""
-    return (not rows_only and one_k and not ext and band is not None
+    return (not rows_only and one_k and bool(Kshared) and not ext
             and _tile_bands_bound(rows_total, G) * -(-Kshared // _QT) <= _MAX_GRID)
 
 
-def _meta(G, fd, ld, f, opts, n_el, caps, rows_total, Kshared=None):
-    """Launch group_meta. Returns (meta, err, band, n_band_rows): with one K (Kshared > 0 and the
-    caller's row count known) `band` memoises the member lookups of the quantize kernels (grouped.cu
-    group_meta), else it is None."""
+def _band_desc_offset(n_rows: int, n_tiles: int) -> int:
+    """Where group_meta's band descriptors start in its band buffer (grouped.cu band_desc_offset)."""
+    return (n_rows + n_tiles + 1) & ~1
+
+
+def _meta(G, fd, ld, f, opts, n_el, caps, rows_total, Kshared=None, descriptors=False):
+    """Launch group_meta. Returns (meta, err, band, n_band_rows, n_band_tiles): with one K (Kshared > 0
+    and the caller's row count known) `band` memoises the member lookups of the quantize kernels
+    (grouped.cu group_meta), and with `descriptors` also holds the tile bands' descriptors (from
+    _band_desc_offset, 8 int64 each: grouped.cu BandDesc); else it is None."""
     cp = _cp()
     meta = cp.empty(_NMETA * (G + 1), dtype=cp.int64)
     err = cp.empty(1, dtype=cp.int32)   # group_meta always writes it
     band, n_rows, n_tiles = None, 0, 0
+    descriptors = bool(descriptors and Kshared and rows_total is not None)
     if Kshared and rows_total is not None:
         n_rows = -(-rows_total // _QT)            # one entry per 64 rows of the input
         n_tiles = _tile_bands_bound(rows_total, G) + 1   # the 64-row bands of the tile list
-        band = cp.empty(n_rows + n_tiles, dtype=cp.int64)
+        n = _band_desc_offset(n_rows, n_tiles) + 8 * n_tiles if descriptors else n_rows + n_tiles
+        band = cp.empty(n, dtype=cp.int64)
     bits = (int(f.packed) | int(opts.scale_layout == "swizzled") << 1 | int(opts.row_scaled) << 2 | int(opts.rht) << 3
-            | int(opts.want_rowwise) << 4 | int(opts.want_columnwise) << 5)
+            | int(opts.want_rowwise) << 4 | int(opts.want_columnwise) << 5 | int(descriptors) << 6)
     _fn("grouped", "group_meta")((1,), (_META_THREADS,), (
         np.int64(G), fd, ld, np.int32(f.block), np.int32(bits), np.int64(n_el), np.int64(-1 if rows_total is None else rows_total),
         np.int64(caps["srow"]), np.int64(caps["scol"]), np.int64(caps["arow"]), np.int64(caps["acol"]), meta, err,
         np.int64(Kshared or 0), band if band is not None else _NULL, np.int64(n_rows), np.int64(n_tiles)))
-    return meta, err, band, n_rows
+    return meta, err, band, n_rows, n_tiles
 
 
 def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=False, Kshared=None, rows_total=None):
     """x: flat CuPy input; fd/ld: int64 device dims (G,); n_el: element bound; caps: buffer bounds."""
     cp = _cp()
     f = FORMATS[opts.format]
-    meta, err, band, n_band_rows = _meta(G, fd, ld, f, opts, n_el, caps, rows_total, Kshared)
+    ext = needs_ext(opts)
+    # rowwise only (no 2D tiles): with one K (kinds same / varying_first) blocks of the whole
+    # (sum M_i, K) matrix (grouped.cu group_quantize_rows_k), else runs of U tiles per CTA iteration
+    # (group_quantize_rows)
+    rows_only = not opts.want_columnwise and not (f.is_nvfp4 and opts.tile_2d)
+    one_k = Kshared is not None and rows_total is not None
+    # the grid covers every tile: the loop-free tile kernel (NVFP4 with the bands' descriptors)
+    one = one_tile_per_cta(f, ext, rows_only, one_k, G, Kshared, rows_total)
+    meta, err, band, n_band_rows, n_band_tiles = _meta(G, fd, ld, f, opts, n_el, caps, rows_total, Kshared,
+                                                       descriptors=one and f.is_nvfp4)
     out = {"meta": meta, "err": err, "fd": fd, "ld": ld}
     nbytes = f.packed_len(n_el) if f.packed else n_el
     # the quantize kernel writes every byte of every member's scales, the swizzled padding too
@@ -125,18 +142,14 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
     if opts.want_columnwise:
         out["col_data"] = _empty((nbytes,), np.uint8)
         out["col_scales"] = _empty((caps["scol"],), np.uint8)
-    ext = needs_ext(opts)
-    # rowwise only (no 2D tiles): with one K (kinds same / varying_first) blocks of the whole
-    # (sum M_i, K) matrix (grouped.cu group_quantize_rows_k), else runs of U tiles per CTA iteration
-    # (group_quantize_rows)
-    rows_only = not opts.want_columnwise and not (f.is_nvfp4 and opts.tile_2d)
-    one_k = Kshared is not None and rows_total is not None
     kname = "group_quantize_rowsk" if rows_only and one_k else "group_quantize_rows" if rows_only else "group_quantize"
     qfn = _fn("grouped", f"{kname}_f{f.format_id}_d{_DTYPE_IDS[input_dtype]}" + ("" if ext else "_plain"))
     grid = _quantize_grid(f, ext, input_dtype, rows_only, one_k, G, n_el, Kshared, rows_total, qfn)
-    if one_tile_per_cta(f, ext, rows_only, one_k, band, G, Kshared, rows_total):
-        # the grid covers every tile: the loop-free kernel (no spills for MXFP8)
+    band_arg = band[n_band_rows:] if band is not None else _NULL   # member of every tile band
+    if one:
         qfn = _fn("grouped", f"group_quantize1_f{f.format_id}_d{_DTYPE_IDS[input_dtype]}_plain")
+        if f.is_nvfp4:
+            band_arg = band[_band_desc_offset(n_band_rows, n_band_tiles):]
     # statistics pass: NVFP4 amaxes (unless supplied) and dbias, one read of the input
     mode = 0
     a_row = a_col = row_t = col_t = None
@@ -184,7 +197,7 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
             out.get("col_data", _NULL), out.get("col_scales", _NULL),
             a_row if a_row is not None else _NULL, a_col if a_col is not None else _NULL,
             np.int32(flags), np.uint64(opts.seed), np.uint32(opts.rht_sign_mask),
-            band[n_band_rows:] if band is not None else _NULL, np.int64(Kshared or 0)))
+            band_arg, np.int64(Kshared or 0)))
     if f.is_nvfp4:
         if opts.want_rowwise:
             out["row_amax"] = a_row

@@ -1039,11 +1039,13 @@ def test_grouped_quantize_grid_sizes(monkeypatch):
     assert grid(mx, False, "bfloat16", True, False, 1, 64 * 64, None, None, object()) == -(-(1 + 4 + 64 + 1) // 4)
     # the loop-free MX tile kernel only where that grid covers every tile
     one = _cuda_grouped.one_tile_per_cta
-    band = object()
-    assert one(mx, False, False, True, band, 8, 7168, 65536)
-    assert one(nv, False, False, True, band, 8, 7168, 65536)              # plain NVFP4 too
-    assert not one(nv, True, False, True, band, 8, 7168, 65536)           # NVFP4 extended: persistent
-    assert not one(mx, True, False, True, band, 8, 7168, 65536)           # stochastic rounding
-    assert not one(mx, False, True, True, band, 8, 7168, 65536)           # rowwise: rows kernel
-    assert not one(mx, False, False, False, None, 8, 7168, None)          # no single K
-    assert not one(mx, False, False, True, band, 8, 7168, 2**40)          # more tiles than CTAs
+    assert one(mx, False, False, True, 8, 7168, 65536)
+    assert one(nv, False, False, True, 8, 7168, 65536)              # plain NVFP4 too
+    assert not one(nv, True, False, True, 8, 7168, 65536)           # NVFP4 extended: persistent
+    assert not one(mx, True, False, True, 8, 7168, 65536)           # stochastic rounding
+    assert not one(mx, False, True, True, 8, 7168, 65536)           # rowwise: rows kernel
+    assert not one(mx, False, False, False, 8, 7168, None)          # no single K
+    assert not one(mx, False, False, True, 8, 0, 65536)             # K = 0: no band table
+    assert not one(mx, False, False, True, 8, 7168, 2**40)          # more tiles than CTAs
+    # where group_meta's band descriptors start: 16-byte aligned (grouped.cu band_desc_offset)
+    assert [_cuda_grouped._band_desc_offset(r, t) for r, t in ((1024, 1033), (1, 1), (2, 3))] == [2058, 2, 6]
