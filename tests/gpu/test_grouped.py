@@ -170,17 +170,21 @@ def test_dbias(cp):
     assert np.all(np.abs(gb.astype(np.float64) - exp.dbias) <= tol)
 
 
+@pytest.mark.parametrize("fmt,layout", [("mxfp4_e2m1", "compact"), ("mxfp4_e2m1", "swizzled"), ("nvfp4", "swizzled")])
 @pytest.mark.parametrize("bad,why", [([100, -1, 50], "negative"), ([400, 200, 0], "more elements"),
                                       ([3, 4, 5], "odd length")])
-def test_bad_device_dims_flagged_nothing_written(cp, bad, why):
+def test_bad_device_dims_flagged_nothing_written(cp, bad, why, fmt, layout):
+    """One K with device dims: MX takes the band -> member lookups, NVFP4 the band descriptors,
+    whose every entry group_meta empties on an error; swizzled scale buffers are not cleared
+    before the launch, so they must stay poisoned too (no padding written)."""
     x = _x((512, 32), seed=12)
-    g = fp4kit.group_quantize(cp.asarray(x), "mxfp4_e2m1", first_dims=cp.asarray(np.array(bad, np.int64)),
-                              axis="both", max_elements=512 * 32)
+    g = fp4kit.group_quantize(cp.asarray(x), fmt, first_dims=cp.asarray(np.array(bad, np.int64)),
+                              axis="both", max_elements=512 * 32, scale_layout=layout)
     with pytest.raises(ValueError, match=why):
         g.check()
-    # nothing written: the poisoned code buffers are untouched
-    assert np.all(cp.asnumpy(g.rowwise_data) == 0xA5)
-    assert np.all(cp.asnumpy(g.columnwise_data) == 0xA5)
+    # nothing written: the poisoned code and scale buffers are untouched
+    for buf in (g.rowwise_data, g.columnwise_data, g.rowwise_scales, g.columnwise_scales):
+        assert np.all(cp.asnumpy(buf) == 0xA5)
 
 
 def test_host_dims_errors_before_launch(cp):
