@@ -3,7 +3,8 @@
 // group_meta        one CTA: member dims (device int64) -> prefixes and offsets, checked; on any
 //                   error it sets the error flags and zeroes every work list, so the kernels below
 //                   do nothing and nothing is written out of bounds. With one K it also writes the
-//                   member of every 64-row band (the quantize kernels' lookups, memoised).
+//                   member of every 64-row band (the quantize kernels' lookups, memoised) and, for
+//                   plain NVFP4, a descriptor of every tile band (BandDesc).
 // group_stats_d*    persistent: per-member NVFP4 amax (plain, per row / per column, post-RHT) and
 //                   dbias column sums (float64 atomics), one pass over the input.
 // group_quantize_*  persistent, statically scheduled: CTA b takes tiles b, b + grid, ... of the
@@ -13,6 +14,8 @@
 // group_quantize_rowsk_* rowwise with one K (same / varying_first): blocks of the (sum M_i, K)
 //                   matrix, one per CTA (grid-strided beyond the grid); members from the band table.
 // group_dequantize_* grid-stride over 16-element segments of every member.
+// Swizzled scale buffers are not cleared before the launch: every group_quantize* kernel ends by
+// writing the zero padding of the members' swizzled matrices (group_zero_padding).
 #include "common/quantize_tile.cuh"
 #include "common/dequantize_op.cuh"
 
@@ -612,6 +615,8 @@ __device__ __forceinline__ void group_quantize_rows_k(const void* x, i64 G, cons
     if (flags & QFLAG_SWIZZLED) group_zero_padding(G, meta, nullptr, K, F::block, row_scales, nullptr);
 }
 
+// Persistent tile kernel (kinds without one K, the NVFP4 recipes): CTA b takes tiles b, b + grid, ...
+// of the tile list; a tile's member comes from band_tiles (one K) or a binary search.
 template <int FMT, int DT, bool EXT>
 __device__ __forceinline__ void group_quantize(const void* x, i64 G, const i64* meta, const i64* first,
                                                const i64* last, u8* row_data, u8* row_scales, u8* col_data,
