@@ -146,7 +146,7 @@ enum BandDesc : int {
     BD_AROW = 4,   // member's rowwise / columnwise amax offsets
     BD_ACOL = 5,
     BD_BAND = 6,   // the band's index within its member
-    BD_G = 7,      // the member
+    BD_G = 7,      // the member (not read by the kernels; fills the descriptor to 4 x 16 bytes)
     BAND_DESC = 8,
 };
 __host__ __device__ __forceinline__ i64 band_desc_offset(i64 n_band_rows, i64 n_band_tiles) {
@@ -654,7 +654,9 @@ __device__ __forceinline__ void group_quantize(const void* x, i64 G, const i64* 
 // band: for MX formats the member of every tile band (the member's offsets then come from meta);
 // for NVFP4 the bands' descriptors (group_meta), so that the input loads wait for one lookup
 // instead of three dependent ones (H100, G = 8, "both": 1186 -> 1145 us; the same change made the
-// MXFP8 kernel 2 % slower, 769 -> 784 us, so MX keeps the lookups).
+// MXFP8 kernel 2 % slower, 769 -> 784 us, so MX keeps the lookups). Each branch has its own
+// quantize_tile call: one shared call after the branches (offsets in variables set by either)
+// made the MX kernels spill 52-68 bytes at their 32 registers.
 template <int FMT, int DT>
 __device__ __forceinline__ void group_quantize_one(const void* x, i64 G, const i64* meta, const i64* first,
                                                    const i64* last, u8* row_data, u8* row_scales, u8* col_data,
