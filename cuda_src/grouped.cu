@@ -104,11 +104,7 @@ __device__ __forceinline__ void zero_swizzled_padding(u8* s, i64 R, i64 C) {
             *reinterpret_cast<uint4*>(p) = make_uint4(0u, 0u, 0u, 0u);
             continue;
         }
-#pragma unroll
-        for (int g = 0; g < 4; ++g)
-#pragma unroll
-            for (int c = 0; c < 4; ++c)
-                if (i0 + 32 * g >= R || j0 + c >= C) p[4 * g + c] = 0;
+        zero_chunk_padding(p, i0, j0, R, C);
     }
 }
 

@@ -85,50 +85,60 @@ extern "C" __global__ void __launch_bounds__(256) swizzle_scales(const u8* compa
 // for rows off a 16-byte boundary), so every 32-byte sector of the output is written whole by one
 // CTA. (One thread per 16-byte chunk scattering four 4-byte runs to 4 compact rows left each
 // sector to 8 CTAs: 0.3 TB/s on an H100.)
-extern "C" __global__ void __launch_bounds__(256) unswizzle_scales(const u8* swizzled, i64 R, i64 C, i64 Cp,
-                                                                   u8* out) {
-    __shared__ u32 tile[128 * SWZ_PITCH];
+namespace fp4kit {
+__device__ __forceinline__ void unswizzle_tile(u32* tile, const u8* swizzled, i64 R, i64 C, i64 Cp, u8* out, i64 t) {
     const int tid = threadIdx.x;
     const i64 tiles_j = (Cp + SWZ_TC - 1) / SWZ_TC;
-    const i64 ntiles = ((R + 127) / 128) * tiles_j;
     const bool in16 = (reinterpret_cast<u64>(swizzled) & 15u) == 0;
+    const i64 bi = div_fast(t, tiles_j);
+    const i64 j0 = (t - bi * tiles_j) * SWZ_TC;
+    const i64 nblk = (Cp - j0) / 4 < SWZ_TC / 4 ? (Cp - j0) / 4 : SWZ_TC / 4;
+    const u8* const ib = swizzled + (bi * (Cp / 4) + j0 / 4) * 512;
+    __syncthreads();   // the previous tile's reads are done
+    for (int c = tid; c < nblk * 32; c += 256) {
+        const int blk = c >> 5, rr = c & 31;
+        u32 w[4] = {0u, 0u, 0u, 0u};
+        if (in16) {
+            const uint4 q = reinterpret_cast<const uint4*>(ib)[c];
+            w[0] = q.x; w[1] = q.y; w[2] = q.z; w[3] = q.w;
+        } else {   // a view at an odd offset
+#pragma unroll
+            for (int b = 0; b < 16; ++b) w[b >> 2] |= (u32)ib[c * 16 + b] << (8 * (b & 3));
+        }
+#pragma unroll
+        for (int g = 0; g < 4; ++g) tile[(32 * g + rr) * SWZ_PITCH + blk] = w[g];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {   // 128 rows x 4 vectors of 16 bytes
+        const int v = tid + 256 * k, r = v >> 2, seg = v & 3;
+        const i64 i = bi * 128 + r, j = j0 + 16 * seg;
+        if (i >= R || j >= C) continue;
+        u32 w[4];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) w[q] = tile[r * SWZ_PITCH + 4 * seg + q];
+        u8* p = out + i * C + j;
+        if (j + 16 <= C && (reinterpret_cast<u64>(p) & 15u) == 0) {
+            *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+        } else {
+#pragma unroll
+            for (int c = 0; c < 16; ++c)
+                if (j + c < C) p[c] = (u8)(w[c >> 2] >> (8 * (c & 3)));
+        }
+    }
+}
+}  // namespace fp4kit
+
+// Two matrices in one launch (a quantize's staged rowwise and columnwise scales: one launch and one
+// tail instead of two): tiles 0 .. T0 - 1 are matrix 0's, the rest matrix 1's. R1 = 0 for one matrix.
+extern "C" __global__ void __launch_bounds__(256) unswizzle_scales(const u8* sw0, i64 R0, i64 C0, i64 Cp0, u8* out0,
+                                                                   const u8* sw1, i64 R1, i64 C1, i64 Cp1, u8* out1) {
+    __shared__ u32 tile[128 * SWZ_PITCH];
+    const i64 t0 = ((R0 + 127) / 128) * ((Cp0 + SWZ_TC - 1) / SWZ_TC);
+    const i64 ntiles = t0 + ((R1 + 127) / 128) * ((Cp1 + SWZ_TC - 1) / SWZ_TC);
     for (i64 t = blockIdx.x; t < ntiles; t += gridDim.x) {
-        const i64 bi = div_fast(t, tiles_j);
-        const i64 j0 = (t - bi * tiles_j) * SWZ_TC;
-        const i64 nblk = (Cp - j0) / 4 < SWZ_TC / 4 ? (Cp - j0) / 4 : SWZ_TC / 4;
-        const u8* const ib = swizzled + (bi * (Cp / 4) + j0 / 4) * 512;
-        __syncthreads();   // the previous tile's reads are done
-        for (int c = tid; c < nblk * 32; c += 256) {
-            const int blk = c >> 5, rr = c & 31;
-            u32 w[4] = {0u, 0u, 0u, 0u};
-            if (in16) {
-                const uint4 q = reinterpret_cast<const uint4*>(ib)[c];
-                w[0] = q.x; w[1] = q.y; w[2] = q.z; w[3] = q.w;
-            } else {   // a view at an odd offset
-#pragma unroll
-                for (int b = 0; b < 16; ++b) w[b >> 2] |= (u32)ib[c * 16 + b] << (8 * (b & 3));
-            }
-#pragma unroll
-            for (int g = 0; g < 4; ++g) tile[(32 * g + rr) * SWZ_PITCH + blk] = w[g];
-        }
-        __syncthreads();
-#pragma unroll
-        for (int k = 0; k < 2; ++k) {   // 128 rows x 4 vectors of 16 bytes
-            const int v = tid + 256 * k, r = v >> 2, seg = v & 3;
-            const i64 i = bi * 128 + r, j = j0 + 16 * seg;
-            if (i >= R || j >= C) continue;
-            u32 w[4];
-#pragma unroll
-            for (int q = 0; q < 4; ++q) w[q] = tile[r * SWZ_PITCH + 4 * seg + q];
-            u8* p = out + i * C + j;
-            if (j + 16 <= C && (reinterpret_cast<u64>(p) & 15u) == 0) {
-                *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
-            } else {
-#pragma unroll
-                for (int c = 0; c < 16; ++c)
-                    if (j + c < C) p[c] = (u8)(w[c >> 2] >> (8 * (c & 3)));
-            }
-        }
+        if (t < t0) unswizzle_tile(tile, sw0, R0, C0, Cp0, out0, t);   // CTA-uniform
+        else unswizzle_tile(tile, sw1, R1, C1, Cp1, out1, t - t0);
     }
 }
 
@@ -140,11 +150,6 @@ extern "C" __global__ void swizzle_zero_padding(u8* out, i64 R, i64 C, i64 Rp, i
         i64 i0, j0;
         chunk_position(q, Cp, i0, j0);
         if (i0 + 96 < R && j0 + 4 <= C) continue;   // no padding in this chunk
-        u8* p = out + q * 16;
-#pragma unroll
-        for (int g = 0; g < 4; ++g)
-#pragma unroll
-            for (int c = 0; c < 4; ++c)
-                if (i0 + 32 * g >= R || j0 + c >= C) p[4 * g + c] = 0;
+        zero_chunk_padding(out + q * 16, i0, j0, R, C);
     }
 }

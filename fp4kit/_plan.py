@@ -225,6 +225,10 @@ def rows_blocks(M: int, K: int, R: int, lw: int) -> int:
     return -(-M // (R * (THREADS >> lw))) * -(-K // (16 << lw))
 
 
+# unswizzle_scales converts two matrices per launch; the second one's arguments when there is one.
+UNSWIZZLE_NO_JOB = (Arg("null"), Arg("i64", 0), Arg("i64", 0), Arg("i64", 0), Arg("null"))
+
+
 def swizzle_tiles(rows: int, cols: int) -> int:
     """CTAs of swizzle_scales / unswizzle_scales: one per 128 x 64 tile of the compact (rows, cols)
     scale matrix (cols: the swizzled width), at most 2^24 (the kernels stride beyond)."""
@@ -408,10 +412,14 @@ def build_quantize_plan(M: int, K: int, input_dtype: str, opts, amax_size: int |
             b.launch("quantize", name + ("_rht" if rht_only(opts, input_dtype) else "" if ext else "_plain"), tiles,
                      (_X, _i64(M), _i64(K), _ptr(rd), _ptr(rs), _ptr(cd), _ptr(cs), _ptr(ra), _ptr(ca),
                       _i32(flags), _SEED, _u32(opts.rht_sign_mask)))
-        for key, stage in staged.items():   # one CTA per 128 x 64 compact tile (swizzle.cu)
-            rows, nb = ops[key][3], ops[key][4]
-            b.launch("swizzle", "unswizzle_scales", swizzle_tiles(rows, nb),
-                     (_buf(stage), _i64(rows), _i64(nb), _i64(nb), _buf(ops[key][1])))
+        if staged:   # one launch for both operands, one CTA per 128 x 64 compact tile (swizzle.cu)
+            jobs = [(_buf(stage), _i64(ops[key][3]), _i64(ops[key][4]), _i64(ops[key][4]), _buf(ops[key][1]))
+                    for key, stage in staged.items()]
+            if len(jobs) == 1:
+                jobs.append(UNSWIZZLE_NO_JOB)
+            b.launch("swizzle", "unswizzle_scales",
+                     min(sum(swizzle_tiles(ops[key][3], ops[key][4]) for key in staged), 1 << 24),
+                     jobs[0] + jobs[1])
         if layout == "swizzled":
             for data, scales, _, rows, nb, (rp, cpd) in ops.values():
                 if rp * cpd == 0 or (rp == rows and cpd == nb):

@@ -14,4 +14,14 @@ __device__ __forceinline__ i64 scale_offset(i64 i, i64 j, i64 C, bool swizzled) 
     return swizzled ? swizzled_offset(i, j, (C + 3) & ~(i64)3) : i * C + j;
 }
 
+// Zeroes the padding bytes (rows >= R or columns >= C) of the 16-byte swizzled chunk p whose byte
+// 4 g + c holds compact (i0 + 32 g, j0 + c), and writes nothing else.
+__device__ __forceinline__ void zero_chunk_padding(u8* p, i64 i0, i64 j0, i64 R, i64 C) {
+#pragma unroll
+    for (int g = 0; g < 4; ++g)
+#pragma unroll
+        for (int c = 0; c < 4; ++c)
+            if (i0 + 32 * g >= R || j0 + c >= C) p[4 * g + c] = 0;
+}
+
 }  // namespace fp4kit

@@ -334,9 +334,9 @@ struct ColStage {
     static constexpr int RUNB = QT_M;                   // bytes per run
     static constexpr int LPR = RUNB / 4;                // lanes per run (one word each)
     static constexpr int WORDS = enabled ? QT_K * RUNB / 4 : 1;
-    static __device__ __forceinline__ int byte_at(int c, int b) {
-        return c * RUNB + ((((b >> 4) ^ (((c >> 1) & 1) << 1))) << 4) + (b & 15);
-    }
+    // byte b of run c: chunk b / 16 XORed with 2 on odd run pairs, i.e. bit 5 of b flipped
+    static __device__ __forceinline__ int run_swz(int c) { return ((c >> 1) & 1) << 5; }
+    static __device__ __forceinline__ int byte_at(int c, int b) { return c * RUNB + (b ^ run_swz(c)); }
     static __device__ __forceinline__ bool needed(const u8* col_data, i64 M) {
         return enabled && ((reinterpret_cast<u64>(col_data) | (u64)M) & 15u) != 0;
     }
@@ -344,31 +344,37 @@ struct ColStage {
     static __device__ __forceinline__ void put(u32* buf, int c, int sc_seg, const u32* w) {
         *reinterpret_cast<uint4*>(reinterpret_cast<u8*>(buf) + byte_at(c, sc_seg * 16)) = make_uint4(w[0], w[1], w[2], w[3]);
     }
-    static __device__ __forceinline__ u32 word(const u32* buf, int c, int b) {   // b % 4 == 0
-        return buf[byte_at(c, b) >> 2];
-    }
-    // All threads of the CTA, after a barrier that follows every put().
-    static __device__ __forceinline__ void write(const u32* buf, u8* col_data, i64 M, i64 K, i64 m0, i64 k0) {
+    // All threads of the CTA, after a barrier that follows every put(). Not inlined: the tile
+    // kernels keep their registers for the common, unstaged path (an inlined writer cost the
+    // aligned grouped 'both' ~1 %), and the writer's own code stays out of the hot loop.
+    static __device__ __noinline__ void write(const u32* buf, u8* col_data, i64 M, i64 K, i64 m0, i64 k0) {
+        constexpr int RUNS_PER_PASS = (QT_THREADS / 32) * (32 / LPR);
         const u8* bb = reinterpret_cast<const u8*>(buf);
         const int lane = threadIdx.x & 31, h = lane % LPR;
-        const int L = (int)((M - m0) < RUNB ? (M - m0) : RUNB);   // bytes of each run
-        for (int c = (threadIdx.x >> 5) * (32 / LPR) + lane / LPR; c < QT_K; c += (QT_THREADS / 32) * (32 / LPR)) {
-            if (k0 + c >= K) break;                       // runs ascend with c
+        const int L = (int)((M - m0) < RUNB ? (M - m0) : RUNB);     // bytes of each run
+        const int nc = (int)((K - k0) < QT_K ? (K - k0) : QT_K);    // runs of this tile
+        const int cf = (threadIdx.x >> 5) * (32 / LPR) + lane / LPR;
+#pragma unroll
+        for (int i = 0; i < QT_K / RUNS_PER_PASS; ++i) {
+            const int c = cf + i * RUNS_PER_PASS;
+            if (c >= nc) continue;
+            const int sw = run_swz(c);
+            const u8* src = bb + c * RUNB;
             u8* dst = col_data + (k0 + c) * M + m0;
-            const int lead = (int)((4u - (u32)(reinterpret_cast<u64>(dst) & 3u)) & 3u);
+            const int lead = (int)((0u - (u32)reinterpret_cast<u64>(dst)) & 3u);
             const int head = lead < L ? lead : L;
             const int nw = (L - head) >> 2;               // whole aligned words
-            const int tail = L - head - 4 * nw;
+            const int tb = head + 4 * nw;                 // first tail byte
             if (h < nw) {
                 const int off = head + 4 * h;              // byte offset of this word within the run
-                const int sh = 8 * (off & 3);
                 const int ob = off & ~3;
-                const u32 lo = word(buf, c, ob);
-                const u32 hi = ob + 4 < RUNB ? word(buf, c, ob + 4) : 0u;
-                *reinterpret_cast<u32*>(dst + off) = sh ? __funnelshift_r(lo, hi, sh) : lo;
+                // ob + 4 wraps to the run's first word when off is aligned (the shift then ignores it)
+                const u32 lo = *reinterpret_cast<const u32*>(src + (ob ^ sw));
+                const u32 hi = *reinterpret_cast<const u32*>(src + (((ob + 4) & (RUNB - 1)) ^ sw));
+                *reinterpret_cast<u32*>(dst + off) = __funnelshift_r(lo, hi, 8 * (off & 3));
             }
-            if (h < head) dst[h] = bb[byte_at(c, h)];
-            if (h < tail) dst[head + 4 * nw + h] = bb[byte_at(c, head + 4 * nw + h)];
+            if (h < head) dst[h] = src[h ^ sw];
+            if (h < L - tb) dst[tb + h] = src[(tb + h) ^ sw];
         }
     }
 };
