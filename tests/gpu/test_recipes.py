@@ -38,6 +38,79 @@ def test_rht_transform_matches_reference(torch, shape, mask):
     assert np.array_equal(got.view(np.uint16), exp.view(np.uint16))
 
 
+def _rht_edge_columns():
+    """(16, n) float32 columns (bfloat16 values), each one 16-point transform group, around the
+    kernels' float32 shortcut (cuda_src/common/rht.cuh F32Exact: exponent fields within 12 of each
+    other, subnormals counted as field 1, largest field <= 248, finite) and across it."""
+    big, small = 1.9921875, 1.0078125          # bfloat16 significands 1.1111111b and 1.0000001b
+    cols = []
+    for span in (11, 12, 13, 14, 20, 40, 60):
+        for e in (-110, -3, 0, 50, 100):
+            c = np.full(16, big * 2.0**e)           # the largest sums the shortcut admits ...
+            c[7] = small * 2.0**(e - span)          # ... with the finest ulp it admits (span 12)
+            cols.append(c)
+            alt = c * np.where(np.arange(16) % 3 == 0, -1.0, 1.0)
+            cols.append(alt)
+            one = np.zeros(16)                      # two values only: the sum of big + small rounds
+            one[[2, 9]] = big * 2.0**e, small * 2.0**(e - span)   # in float32 from span 16 on
+            cols.append(one)
+    sub = 2.0**-133                                 # the smallest bfloat16 subnormal
+    for hi in (sub * 127, 2.0**-126 * big, 2.0**-115 * big, 2.0**-114 * big, 2.0**-113 * big, 2.0**-100):
+        c = np.full(16, sub * 3)
+        c[0], c[5] = hi, -sub
+        cols.append(c)
+    for e in (119, 120, 121, 122, 123, 126, 127):   # fields 246 .. 254: float32 overflow of the sums
+        cols.append(np.full(16, big * 2.0**e))
+        c = np.full(16, big * 2.0**e)
+        c[1::2] *= -1
+        cols.append(c)
+        c = np.zeros(16)
+        c[:4] = big * 2.0**e                        # 4 x max: finite only after the 0.25 in float64
+        cols.append(c)
+    z = np.zeros(16)
+    cols += [z, -z, np.where(np.arange(16) % 2, 0.0, -0.0)]
+    for special in (np.inf, -np.inf, np.nan):
+        c = np.linspace(-3, 3, 16)
+        c[4] = special
+        cols.append(c)
+    m = np.stack(cols, axis=1)
+    return m.astype(ml_dtypes.bfloat16).astype(np.float32)
+
+
+@pytest.mark.parametrize("mask", [0, 0xD7E8, 0xFFFF])
+@pytest.mark.parametrize("K_extra", [0, 1])     # even K: the two-column amax kernel; odd: the other
+def test_rht_float32_shortcut_boundaries(torch, mask, K_extra):
+    """Every RHT kernel (rht_transform, the amax passes, the fused quantize tile kernel and the
+    grouped statistics pass) gives the reference's bytes on groups at and beyond the limits of the
+    float32 butterfly shortcut, and on the ones where float32 would round."""
+    m = _rht_edge_columns()
+    rng = np.random.default_rng(mask + K_extra)
+    m = np.concatenate([m, m[:, rng.permutation(m.shape[1])[:1 + K_extra]]], axis=1)   # K even / odd
+    if m.shape[1] % 2 != K_extra:
+        m = m[:, :-1]
+    x = np.concatenate([m, m[rng.permutation(16)]], axis=0).astype(ml_dtypes.bfloat16)   # 32 rows
+    xd = _bf16(torch, x)
+    got = _np(fp4kit.rht_transform(xd, sign_mask=mask))
+    exp = fp4kit.reference.rht_transform(x, sign_mask=mask)
+    assert np.array_equal(got.view(np.uint16), exp.view(np.uint16))
+    # the finite groups only for quantize (one inf / NaN would set the amax for all)
+    fin = np.isfinite(x.astype(np.float32)).all(axis=0) & (np.abs(x.astype(np.float32)) < 2.0**100).all(axis=0)
+    xf = np.ascontiguousarray(x[:, fin])
+    xfd = _bf16(torch, xf)
+    for axis in ("both", "columnwise"):
+        q = fp4kit.quantize(xfd, "nvfp4", axis=axis, rht=True, rht_sign_mask=mask)
+        ref = fp4kit.reference.quantize(xf, "nvfp4", axis=axis, rht=True, rht_sign_mask=mask)
+        rep = fp4kit.compare(q, ref)
+        assert rep.ok, str(rep)
+    g = fp4kit.group_quantize(_bf16(torch, np.concatenate([xf, xf[::-1]], axis=0)), "nvfp4", num_groups=2,
+                              axis="both", rht=True, rht_sign_mask=mask)
+    gref = fp4kit.reference.group_quantize(np.concatenate([xf, xf[::-1]], axis=0), "nvfp4", num_groups=2,
+                                           axis="both", rht=True, rht_sign_mask=mask)
+    for i in range(2):
+        rep = fp4kit.compare(g[i], gref[i])
+        assert rep.ok, str(rep)
+
+
 @pytest.mark.parametrize("layout", ["compact", "swizzled"])
 @pytest.mark.parametrize("tile_2d", [False, True])
 def test_fused_rht_equals_unfused(torch, layout, tile_2d):
