@@ -124,31 +124,15 @@ __device__ __forceinline__ void amax_plain_rht(const u32* x, i64 M, i64 K, u32 s
         const u32 plo = pm << 16, phi = pm & 0xFFFF0000u;
         acc_plain = plo > acc_plain ? plo : acc_plain;
         acc_plain = phi > acc_plain ? phi : acc_plain;
-        F32Exact elo, ehi;   // one path for both columns (the float64 one's registers as before)
-#pragma unroll
-        for (int i = 0; i < 16; ++i) {
-            elo.add(raw[i] << 16);
-            ehi.add(raw[i] & 0xFFFF0000u);
-        }
         float v[16];   // low column, then high column
-        u32 m0, m1;
-        if (elo.ok() && ehi.ok()) {
 #pragma unroll
-            for (int i = 0; i < 16; ++i) v[i] = u2f(raw[i] << 16);
-            m0 = rht16_absmax_bits_in<float>(v, sign_mask);
+        for (int i = 0; i < 16; ++i) v[i] = u2f(raw[i] << 16);
+        u32 m = rht16_absmax_bits(v, sign_mask);
+        acc = m > acc ? m : acc;
 #pragma unroll
-            for (int i = 0; i < 16; ++i) v[i] = u2f(raw[i] & 0xFFFF0000u);
-            m1 = rht16_absmax_bits_in<float>(v, sign_mask);
-        } else {
-#pragma unroll
-            for (int i = 0; i < 16; ++i) v[i] = u2f(raw[i] << 16);
-            m0 = rht16_absmax_bits_in<double>(v, sign_mask);
-#pragma unroll
-            for (int i = 0; i < 16; ++i) v[i] = u2f(raw[i] & 0xFFFF0000u);
-            m1 = rht16_absmax_bits_in<double>(v, sign_mask);
-        }
-        acc = m0 > acc ? m0 : acc;
-        acc = m1 > acc ? m1 : acc;
+        for (int i = 0; i < 16; ++i) v[i] = u2f(raw[i] & 0xFFFF0000u);
+        m = rht16_absmax_bits(v, sign_mask);
+        acc = m > acc ? m : acc;
     }
     block_atomic_max(acc, out_rht);
     if (out_plain != nullptr) {
