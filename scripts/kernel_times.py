@@ -46,6 +46,8 @@ def _grouped(fmt, G, multiple, loop, **kw):
 OPS = {
     "mxfp8-both": _single("mxfp8_e4m3", axis="both"),
     "mxfp8-both-swz": _single("mxfp8_e4m3", axis="both", scale_layout="swizzled"),
+    "mxfp8-col": _single("mxfp8_e4m3", axis="columnwise"),
+    "mxfp8-both-16k": _single("mxfp8_e4m3", M=16384, axis="both", scale_layout="swizzled"),
     # M % 16 != 0: columnwise code rows off a 16-byte boundary (staged run writer)
     "mxfp8-both-m8200": _single("mxfp8_e4m3", M=8200, axis="both"),
     "mxfp4-both": _single("mxfp4_e2m1", axis="both"),
