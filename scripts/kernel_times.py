@@ -51,6 +51,7 @@ OPS = {
     # M % 16 != 0: columnwise code rows off a 16-byte boundary (staged run writer)
     "mxfp8-both-m8200": _single("mxfp8_e4m3", M=8200, axis="both"),
     "mxfp4-both": _single("mxfp4_e2m1", axis="both"),
+    "mxfp4-row": _single("mxfp4_e2m1", axis="rowwise"),
     "mxfp6-both": _single("mxfp6_e2m3", axis="both"),
     "nvfp4-row": _single("nvfp4", axis="rowwise"),
     "nvfp4-both": _single("nvfp4", axis="both"),

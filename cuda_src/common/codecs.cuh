@@ -102,19 +102,33 @@ __device__ __forceinline__ u32 native_ue8m0_rp(float v) {
 //   a = |y|; NaN -> nan_code; a = min(a, max); e = max(floor(log2 a), emin) from the exponent
 //   field; n = rint_even(a * 2^(mbits - e)) (exact scaling, one rounding);
 //   code = ((e - emin) << mbits) + n; sign bit from signbit(y).
-// E2M1 (grid 0 .5 1 1.5 2 3 4 6) in a few instructions, same results as encode<E2M1>'s general form:
-// NaN -> +inf via fminf (positive, saturates to code 7); a = min(|y|, 6); C = 2^22, 2^23, 2^24 for
-// a < 2, < 4, <= 6 so that ulp(C) is the grid spacing of a's binade; n = bits(a + C) - bits(C) =
-// rint_even(a / spacing) (one RNE fp32 addition), code = n + 0, 2, 4.
-__device__ __forceinline__ u32 encode_e2m1_fast(float y) {
-    const float s = fminf(y, u2f(FP4KIT_INF_BITS));
-    const float a = fminf(fabsf(s), 6.0f);
-    u32 cb = f2u(a) & 0x7F800000u;
-    cb = (cb > 0x3F800000u ? cb : 0x3F800000u) + (22u << 23);
-    const u32 n = f2u(__fadd_rn(a, u2f(cb))) - cb;
-    const u32 code = n + (((cb >> 23) - 149u) << 1);
-    return code | ((f2u(s) >> 28) & 8u);
+// E2M1 (grid 0 .5 1 1.5 2 3 4 6) in a few instructions, same results as encode<E2M1>'s general form,
+// with most of the work on the FMA pipe (the NVFP4 / MXFP4 tile kernels are ALU-pipe bound: ncu on
+// the H100, docs/performance.md). For a = |y| (NaN -> +inf via fminf) the magnitude code is
+//   min(rint(2 a), 2 + rint(a), 4 + rint(a / 2), 7)          (rint: round half to even)
+// (each term is the code when a lies in [0, 2], [2, 4], [4, 6] resp. and larger than it elsewhere;
+// ties keep E2M1's round-half-to-even because every offset is even), and rint(t) + k is one fp32
+// FMA or addition with M + k, M = 2^23, whose ulp is 1: e2m1_idx_bits returns the bits of M + code
+// (all four candidates lie in [M, 2^24), where float order is integer order). Checked against the
+// previous form for every fp32 bit pattern (NumPy) and by the exhaustive GPU self-test.
+__device__ __forceinline__ u32 e2m1_idx_bits(float s) {
+    constexpr float M = 8388608.0f;
+    const float a = fabsf(s);
+    const float f1 = __fmaf_rn(a, 2.0f, M), f2 = __fadd_rn(a, M + 2.0f), f3 = __fmaf_rn(a, 0.5f, M + 4.0f);
+    return f2u(fminf(fminf(f1, f2), fminf(f3, M + 7.0f)));
 }
+constexpr u32 E2M1_IDX_OFFSET = 0x4B000000u;   // bits of M
+
+// acc * 16 + code(y) + E2M1_IDX_OFFSET: y's code appended to a nibble accumulator filled from the
+// last element down; after n appends the accumulated offsets are E2M1_IDX_OFFSET * (16^n - 1) / 15
+// (mod 2^32), which the caller subtracts once. Multiply-adds only (IMAD, FMA pipe).
+__device__ __forceinline__ u32 e2m1_append(u32 acc, float y) {
+    const float s = fminf(y, u2f(FP4KIT_INF_BITS));
+    const u32 sgn = __umulhi(f2u(s), 2u);   // the sign bit
+    return acc * 16u + sgn * 8u + e2m1_idx_bits(s);
+}
+
+__device__ __forceinline__ u32 encode_e2m1_fast(float y) { return e2m1_append(0u, y) - E2M1_IDX_OFFSET; }
 
 template <class E>
 __device__ __forceinline__ u32 encode(float y) {

@@ -128,6 +128,18 @@ __device__ __forceinline__ void encode_seg(const float* v, float mul, bool stoch
                               mul_rn(v[4 * q + 3], mul));
         return;
     } else {
+#if !FP4KIT_NATIVE_CVT
+        if constexpr (E::ebits == 2 && E::mbits == 1) {   // 8 codes per word, appended high to low
+#pragma unroll
+            for (int q = 0; q < 2; ++q) {
+                u32 acc = 0u;
+#pragma unroll
+                for (int i = 7; i >= 0; --i) acc = e2m1_append(acc, mul_rn(v[8 * q + i], mul));
+                w[q] = acc - E2M1_IDX_OFFSET * 0x11111111u;
+            }
+            return;
+        }
+#endif
 #pragma unroll
         for (int i = 0; i < SEG; ++i) codes[i] = encode<E>(mul_rn(v[i], mul));
     }
