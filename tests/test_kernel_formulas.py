@@ -1,0 +1,89 @@
+"""NumPy emulations of arithmetic shortcuts in the CUDA kernels, checked against the reference on
+the CPU (the GPU tests check the kernels themselves, including an exhaustive run over all 2^32 fp32
+inputs of every element encoder).
+
+E2M1 (cuda_src/common/codecs.cuh e2m1_idx_bits / e2m1_append): the magnitude code of
+a = |y| is min(rint(2a), 2 + rint(a), 4 + rint(a / 2), 7), each rint(t) + k computed as one fp32
+FMA or addition with 2^23 + k, and 8 codes go into a word by multiply-adds with the 2^23 offsets
+subtracted once at the end (mod 2^32).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from fp4kit.reference import numerics
+
+M = 8388608.0   # 2^23
+OFFSET = 0x4B000000
+
+
+def _f32(x):
+    return np.asarray(x, dtype=np.float32)
+
+
+def e2m1_idx_bits(y: np.ndarray) -> np.ndarray:
+    """fp32 bits of 2^23 + magnitude code, as the kernel computes them (y: float32 array)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        s = np.fmin(y, np.float32(np.inf))                    # NaN -> +inf (fminf keeps the number)
+        a = np.abs(s).astype(np.float64)
+        # fmaf(a, 2, M), a + (M + 2), fmaf(a, 0.5, M + 4): exact in float64, then one rounding to fp32
+        f1 = _f32(a * 2.0 + M)
+        f2 = _f32(a + (M + 2.0))
+        f3 = _f32(a * 0.5 + (M + 4.0))
+        m = np.fmin(np.fmin(f1, f2), np.fmin(f3, np.float32(M + 7.0)))
+    return m.view(np.uint32)
+
+
+def e2m1_sign(y: np.ndarray) -> np.ndarray:
+    s = np.fmin(y, np.float32(np.inf))
+    return s.view(np.uint32) >> np.uint32(31)                 # umulhi(bits, 2)
+
+
+def e2m1_codes(y: np.ndarray) -> np.ndarray:
+    return ((e2m1_idx_bits(y) - np.uint32(OFFSET)) + e2m1_sign(y) * np.uint32(8)).astype(np.uint8)
+
+
+def _test_values() -> np.ndarray:
+    rng = np.random.default_rng(0)
+    parts = [
+        (np.arange(1 << 16, dtype=np.uint32) << np.uint32(16)),              # every bfloat16
+        rng.integers(0, 1 << 32, 1 << 20, dtype=np.uint64).astype(np.uint32),  # random fp32
+    ]
+    # every fp32 with exponent 2^-3 .. 2^2 and any of the top 12 mantissa bits, low bits 0 / 1 / all
+    e = np.arange(124, 130, dtype=np.uint32)[:, None, None]
+    m = (np.arange(1 << 12, dtype=np.uint32) << np.uint32(11))[None, :, None]
+    low = np.array([0, 1, 0x3FF, 0x400, 0x7FF], dtype=np.uint32)[None, None, :]
+    parts.append(((e << np.uint32(23)) | m | low).reshape(-1))
+    # the grid's midpoints (ties) and their neighbours, and the saturation edge
+    mids = np.array([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, 6.0, 6.5, 7.0, 1e30, 0.0], dtype=np.float32)
+    mb = mids.view(np.uint32).astype(np.int64)
+    near = np.concatenate([mb + d for d in (-2, -1, 0, 1, 2)])
+    parts.append(near[near >= 0].astype(np.uint32))
+    specials = np.array([0x7F800000, 0x7FC00000, 0x7F800001, 0x7FFFFFFF, 0x00000001, 0x007FFFFF,
+                         0x00800000, 0x7F7FFFFF], dtype=np.uint32)
+    parts.append(specials)
+    b = np.concatenate(parts)
+    return np.concatenate([b, b ^ np.uint32(0x80000000)]).view(np.float32)   # both signs
+
+
+def test_e2m1_fma_form_equals_reference_encode():
+    y = _test_values()
+    got = e2m1_codes(y)
+    exp = numerics.encode(y, "e2m1")
+    bad = np.flatnonzero(got != exp)
+    assert bad.size == 0, [(hex(int(y.view(np.uint32)[i])), int(got[i]), int(exp[i])) for i in bad[:5]]
+
+
+def test_e2m1_multiply_add_packing_equals_nibble_packing():
+    rng = np.random.default_rng(1)
+    y = (rng.standard_normal((4096, 8)) * np.exp2(rng.integers(-4, 4, (4096, 8)))).astype(np.float32)
+    y[0, :3] = [np.nan, -np.nan, -0.0]
+    acc = np.zeros(4096, dtype=np.uint64)
+    for i in range(7, -1, -1):   # appended from the last element down, as encode_seg does
+        acc = (acc * 16 + e2m1_sign(y[:, i]).astype(np.uint64) * 8 + e2m1_idx_bits(y[:, i])) % (1 << 32)
+    word = (acc - (OFFSET * 0x11111111) % (1 << 32)) % (1 << 32)
+    codes = numerics.encode(y, "e2m1").astype(np.uint64)
+    exp = np.zeros(4096, dtype=np.uint64)
+    for i in range(8):
+        exp |= codes[:, i] << np.uint64(4 * i)
+    assert np.array_equal(word, exp)
