@@ -232,8 +232,7 @@ def unswizzle_scales(swizzled, shape):
     if R * C:
         swizzled = cp.ascontiguousarray(swizzled)
         cpd = int(swizzled.shape[1])
-        # one CTA per 128 x 64 compact tile (swizzle.cu)
-        # (the kernel's second matrix: none)
+        # one CTA per 128 x 64 compact tile (swizzle.cu); the kernel's second matrix: none
         _fn("swizzle", "unswizzle_scales")((_plan.swizzle_tiles(R, cpd),), (_THREADS,),
                                            (swizzled, np.int64(R), np.int64(C), np.int64(cpd), out,
                                             _NULL, np.int64(0), np.int64(0), np.int64(0), _NULL))

@@ -127,21 +127,20 @@ __device__ __forceinline__ void encode_seg(const float* v, float mul, bool stoch
             w[q] = encode4<E>(mul_rn(v[4 * q], mul), mul_rn(v[4 * q + 1], mul), mul_rn(v[4 * q + 2], mul),
                               mul_rn(v[4 * q + 3], mul));
         return;
-    } else {
-#if !FP4KIT_NATIVE_CVT
-        if constexpr (E::ebits == 2 && E::mbits == 1) {   // 8 codes per word, appended high to low
-#pragma unroll
-            for (int q = 0; q < 2; ++q) {
-                u32 acc = 0u;
-#pragma unroll
-                for (int i = 7; i >= 0; --i) acc = e2m1_append(acc, mul_rn(v[8 * q + i], mul));
-                w[q] = acc - E2M1_IDX_OFFSET * 0x11111111u;
-            }
-            return;
-        }
-#endif
+    } else {   // packed: E2M1
+#if FP4KIT_NATIVE_CVT
 #pragma unroll
         for (int i = 0; i < SEG; ++i) codes[i] = encode<E>(mul_rn(v[i], mul));
+#else
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {   // 8 codes per word, appended high to low
+            u32 acc = 0u;
+#pragma unroll
+            for (int i = 7; i >= 0; --i) acc = e2m1_append(acc, mul_rn(v[8 * q + i], mul));
+            w[q] = acc - E2M1_IDX_OFFSET * 0x11111111u;
+        }
+        return;
+#endif
     }
     if constexpr (F::packed) {
 #pragma unroll
