@@ -2,9 +2,9 @@
 // encode_exhaustive_e<i>: for every fp32 bit pattern in [start, start + count), compares the fast
 // encode<E> with encode_reference<E> (docs/design.md algorithm) and counts mismatches; the first
 // mismatching input is kept in out[1] (out[0] counts). FP8/FP6 also check encode4<E> (packed,
-// hardware cvt for FP8 on sm_89+) with y and -y in every byte position. On Blackwell family targets
-// (FP4KIT_NATIVE_CVT) encode<E2M1> and encode4<E2M3/E3M2> are the native cvt forms, so the same
-// kernels check those.
+// hardware cvt for FP8 on sm_89+, FP6 through the FP8 cvt on Hopper) with y and -y in every byte
+// position. On Blackwell family targets (FP4KIT_NATIVE_CVT) encode<E2M1> and encode4<E2M3/E3M2>
+// are the native cvt forms, so the same kernels check those.
 // e8m0_rceil_exhaustive: e8m0_rceil_code(v) (native cvt.rp.satfinite.ue8m0x2 on Blackwell) against
 // e8m0_rceil_reference(v) for every fp32 bit pattern v in [start, start + count); the values the rceil
 // rule sees are v = amax * R >= +0 or NaN, i.e. the patterns below 0x80000000 (pass count = 2^31).

@@ -53,6 +53,10 @@ OPS = {
     "mxfp4-both": _single("mxfp4_e2m1", axis="both"),
     "mxfp4-row": _single("mxfp4_e2m1", axis="rowwise"),
     "mxfp6-both": _single("mxfp6_e2m3", axis="both"),
+    "mxfp6-row": _single("mxfp6_e2m3", axis="rowwise"),
+    "mxfp6-col": _single("mxfp6_e2m3", axis="columnwise"),
+    "mxfp6-e3m2-both": _single("mxfp6_e3m2", axis="both"),
+    "mxfp6-both-m8200": _single("mxfp6_e2m3", M=8200, axis="both"),
     "nvfp4-row": _single("nvfp4", axis="rowwise"),
     "nvfp4-both": _single("nvfp4", axis="both"),
     "nvfp4-both-swz": _single("nvfp4", axis="both", scale_layout="swizzled"),
@@ -61,7 +65,7 @@ OPS = {
 }
 for _G in (8, 64):
     for _m in (128, 2):
-        for _f, _fn in (("mxfp8", "mxfp8_e4m3"), ("nvfp4", "nvfp4")):
+        for _f, _fn in (("mxfp8", "mxfp8_e4m3"), ("mxfp6", "mxfp6_e2m3"), ("nvfp4", "nvfp4")):
             for _ax in ("rowwise", "both"):
                 _name = f"grp{_G}-{_f}-{'row' if _ax == 'rowwise' else 'both'}{'' if _m == 128 else '-even'}"
                 OPS[_name] = _grouped(_fn, _G, _m, False, axis=_ax, scale_layout="swizzled")

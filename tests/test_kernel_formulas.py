@@ -6,6 +6,11 @@ E2M1 (cuda_src/common/codecs.cuh e2m1_idx_bits / e2m1_append): the magnitude cod
 a = |y| is min(rint(2a), 2 + rint(a), 4 + rint(a / 2), 7), each rint(t) + k computed as one fp32
 FMA or addition with 2^23 + k, and 8 codes go into a word by multiply-adds with the 2^23 offsets
 subtracted once at the end (mod 2^32).
+
+FP6 on Hopper (codecs.cuh fp6_via_fp8x4): y clamped to [-max, max] (NaN -> +max), times 2^-k (k = 6
+for E2M3, 12 for E3M2), converted by the FP8 cvt of the same mantissa width (E4M3 / E5M2), sign moved
+from bit 7 to bit 5. The FP8 conversion is modelled by the reference FP8 encoder, which the GPU
+self-test proves equal to the hardware cvt for every fp32 input.
 """
 from __future__ import annotations
 
@@ -87,3 +92,34 @@ def test_e2m1_multiply_add_packing_equals_nibble_packing():
     for i in range(8):
         exp |= codes[:, i] << np.uint64(4 * i)
     assert np.array_equal(word, exp)
+
+
+FP6_VIA_FP8 = {"e2m3": ("e4m3", 7.5, 2.0 ** -6), "e3m2": ("e5m2", 28.0, 2.0 ** -12)}
+
+
+def fp6_via_fp8_codes(y: np.ndarray, elem: str) -> np.ndarray:
+    fp8, mx, down = FP6_VIA_FP8[elem]
+    c = np.fmax(np.fmin(y, np.float32(mx)), np.float32(-mx))     # fminf(NaN, max) = max
+    s = c * np.float32(down)                                      # one fp32 RN multiply
+    w = numerics.encode(s, fp8)
+    return (w & np.uint8(0x1F)) | ((w >> np.uint8(2)) & np.uint8(0x20))
+
+
+def test_fp6_via_fp8_cvt_equals_reference_encode():
+    y = _test_values()
+    # and every fp32 in [2^-8, 2^6) with any of the top 12 mantissa bits, low bits 0 / 1 / half / all
+    e = np.arange(119, 133, dtype=np.uint32)[:, None, None]
+    m = (np.arange(1 << 12, dtype=np.uint32) << np.uint32(11))[None, :, None]
+    low = np.array([0, 1, 0x3FF, 0x400, 0x401, 0x7FF], dtype=np.uint32)[None, None, :]
+    dense = ((e << np.uint32(23)) | m | low).reshape(-1)
+    y = np.concatenate([y, dense.view(np.float32), (dense | np.uint32(0x80000000)).view(np.float32)])
+    for elem in FP6_VIA_FP8:
+        got = fp6_via_fp8_codes(y, elem)
+        exp = numerics.encode(y, elem)
+        bad = np.flatnonzero(got != exp)
+        assert bad.size == 0, (elem, [(hex(int(y.view(np.uint32)[i])), int(got[i]), int(exp[i])) for i in bad[:5]])
+    # a mutation (no clamp: values above max are not saturated) must be caught
+    fp8, mx, down = FP6_VIA_FP8["e2m3"]
+    with np.errstate(invalid="ignore"):
+        w = numerics.encode(y * np.float32(down), fp8)
+    assert not np.array_equal((w & np.uint8(0x1F)) | ((w >> np.uint8(2)) & np.uint8(0x20)), numerics.encode(y, "e2m3"))

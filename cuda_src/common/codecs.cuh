@@ -157,17 +157,48 @@ __device__ __forceinline__ u32 encode(float y) {
     return code | ((b >> 31) << E::sign_shift);
 }
 
+// FP6 through the FP8 conversion with the same mantissa width (sm_89+, software FP6 otherwise):
+// E2M3 -> E4M3 with k = 6, E3M2 -> E5M2 with k = 12, k = FP8 bias - FP6 bias. For |y| <= the FP6 max
+// the value y * 2^-k is exact (or below 2^-120, where both give a zero code) and lies where the FP8
+// type's exponent field equals the FP6 one: the FP8 subnormal step is the FP6 step times 2^-k, and
+// the FP8 normal exponents emin_fp6 - k .. emax_fp6 - k have biased codes 1 .. 2^ebits_fp6 - 1. So the
+// FP8 code of fp32_RN(y * 2^-k) is sign << 7 | FP6 magnitude code, the same RNE rounding. Clamping y
+// to [-max, max] first gives saturation with the sign kept and NaN -> +max (fminf(NaN, max) = max),
+// SPEC section 2's rules; the sign then moves from bit 7 to bit 5. All on the FMA pipe but the
+// clamp and the fix-up (tests/test_kernel_formulas.py emulates it; the GPU self-test checks it for
+// every fp32 input).
+template <class E>
+__device__ __forceinline__ u32 fp6_via_fp8x4(float y0, float y1, float y2, float y3) {
+    static_assert(E::ebits + E::mbits == 5, "FP6 element types only");
+    constexpr float mx = E::ebits == 2 ? 7.5f : 28.0f;
+    constexpr float down = E::ebits == 2 ? 0.015625f : 0.000244140625f;   // 2^-6, 2^-12
+    const float s0 = __fmul_rn(fmaxf(fminf(y0, mx), -mx), down), s1 = __fmul_rn(fmaxf(fminf(y1, mx), -mx), down);
+    const float s2 = __fmul_rn(fmaxf(fminf(y2, mx), -mx), down), s3 = __fmul_rn(fmaxf(fminf(y3, mx), -mx), down);
+    u32 lo, hi;
+    if constexpr (E::ebits == 2) {
+        asm("{ .reg .b16 t; cvt.rn.satfinite.e4m3x2.f32 t, %2, %1; cvt.u32.u16 %0, t; }" : "=r"(lo) : "f"(s0), "f"(s1));
+        asm("{ .reg .b16 t; cvt.rn.satfinite.e4m3x2.f32 t, %2, %1; cvt.u32.u16 %0, t; }" : "=r"(hi) : "f"(s2), "f"(s3));
+    } else {
+        asm("{ .reg .b16 t; cvt.rn.satfinite.e5m2x2.f32 t, %2, %1; cvt.u32.u16 %0, t; }" : "=r"(lo) : "f"(s0), "f"(s1));
+        asm("{ .reg .b16 t; cvt.rn.satfinite.e5m2x2.f32 t, %2, %1; cvt.u32.u16 %0, t; }" : "=r"(hi) : "f"(s2), "f"(s3));
+    }
+    const u32 w = lo | (hi << 16);
+    return (w & 0x1F1F1F1Fu) | ((w >> 2) & 0x20202020u);
+}
+
 // Four codes packed little-endian into one word (one code per byte: FP8 / FP6).
 // FP8 on sm_89+: the hardware cvt.rn.satfinite.{e4m3,e5m2}x2.f32 (RNE, subnormals, saturation,
 // sign of zero kept), then NaN results (either sign) rewritten to the positive NaN code 0x7F;
-// FP6 on Blackwell (FP4KIT_NATIVE_CVT): two native cvt.rn.satfinite.{e2m3,e3m2}x2.f32, no fix-up.
-// tests/gpu checks both against encode_reference for every fp32 input.
+// FP6 on Blackwell (FP4KIT_NATIVE_CVT): two native cvt.rn.satfinite.{e2m3,e3m2}x2.f32, no fix-up;
+// FP6 on other sm_89+ (Hopper): fp6_via_fp8x4 above.
+// tests/gpu checks all of them against encode_reference for every fp32 input.
 template <class E>
 __device__ __forceinline__ u32 encode4(float y0, float y1, float y2, float y3) {
 #if FP4KIT_NATIVE_CVT
     if constexpr (E::ebits + E::mbits == 5) return native_fp6x2<E>(y0, y1) | (native_fp6x2<E>(y2, y3) << 16);
 #endif
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 890)
+    if constexpr (E::ebits + E::mbits == 5) return fp6_via_fp8x4<E>(y0, y1, y2, y3);
     if constexpr (E::is_e4m3 || E::is_e5m2) {
         u32 lo, hi;
         if constexpr (E::is_e4m3) {

@@ -335,13 +335,15 @@ struct RawTile {
 // run together, aligned 4-byte words in the middle and single bytes at the two ends, so that one
 // store instruction covers two whole runs (measured on the H200: grouped MXFP8 'both' with even
 // member sizes 1990 -> 1618 us). FP4 runs (32 bytes, 8-byte stores per thread) measured slower
-// staged, so FP4 keeps its per-thread stores; so does FP6, whose software encode leaves no
-// registers for the staging code (the aligned single-tensor 'both' went 168.8 -> 218.7 us with it).
+// staged, so FP4 keeps its per-thread stores. FP6 (one code per byte, as FP8) is staged since its
+// encode went through the FP8 cvt (H100: grouped MXFP6 'both', G = 8, even sizes 1442.8 -> 1005.1
+// us, M = 8200 single tensor 181.1 -> 162.3 us; with the old software encode staging had cost the
+// aligned 'both' 168.8 -> 218.7 us for lack of registers).
 // Chunk j of run c sits at j ^ (2 * ((c >> 1) & 1)) (conflict-free 16-byte stores from
 // quantize_tile's lane layout).
 template <int FMT>
 struct ColStage {
-    static constexpr bool enabled = Fmt<FMT>::E::is_e4m3 || Fmt<FMT>::E::is_e5m2;
+    static constexpr bool enabled = !Fmt<FMT>::packed;   // FP8 and FP6
     static constexpr int RUNB = QT_M;                   // bytes per run
     static constexpr int LPR = RUNB / 4;                // lanes per run (one word each)
     static constexpr int WORDS = enabled ? QT_K * RUNB / 4 : 1;
