@@ -111,9 +111,12 @@ def test_mxfp8_compact_scales_staged_swizzled():
     # (one matrix: the second is empty)
     assert [s.args for s in p.launches() if s.kernel == "unswizzle_scales"] == [
         (buf(4), i64(384), i64(32), i64(32), buf(3), NULL, i64(0), i64(0), i64(0), NULL)]
-    # not: swizzled output, the other formats (measured slower that way)
-    for fmt, kw in (("mxfp8_e4m3", {"scale_layout": "swizzled"}), ("mxfp6_e2m3", {}), ("nvfp4", {}),
-                    ("mxfp4_e2m1", {})):
+    # FP6 stages too; not: swizzled output, the FP4 formats (measured slower that way)
+    for fmt in ("mxfp6_e2m3", "mxfp6_e3m2"):
+        kernels = [s.kernel for s in plan_of((256, 512), "bfloat16", fmt, axis="both").launches()]
+        assert kernels.count("unswizzle_scales") == 1, fmt
+    for fmt, kw in (("mxfp8_e4m3", {"scale_layout": "swizzled"}), ("mxfp6_e2m3", {"scale_layout": "swizzled"}),
+                    ("nvfp4", {}), ("mxfp4_e2m1", {})):
         kernels = [s.kernel for s in plan_of((256, 512), "bfloat16", fmt, axis="both", **kw).launches()]
         assert "unswizzle_scales" not in kernels, (fmt, kw)
     assert _plan.stage_scales("mxfp8_e4m3", 384, 32) and not _plan.stage_scales("mxfp8_e4m3", 384, 31)

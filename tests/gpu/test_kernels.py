@@ -124,9 +124,9 @@ def test_quantize_shapes(gpu, fmt, dtype, layout):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-@pytest.mark.parametrize("fmt", ["mxfp8_e4m3", "mxfp8_e5m2"])
+@pytest.mark.parametrize("fmt", ["mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2"])
 def test_quantize_compact_scales_through_staging(gpu, fmt, dtype):
-    """Compact MXFP8 scales written swizzled to a staging buffer, then unswizzled
+    """Compact MXFP8 / MXFP6 scales written swizzled to a staging buffer, then unswizzled
     (fp4kit._plan.stage_scales), by the rows kernel and the tile kernel: shapes where both, one or
     none of the operands take that path (partial last blocks, several 128-row bands)."""
     from fp4kit import _plan
