@@ -72,6 +72,7 @@ def make_input(shape, dtype: str, seed: int, special: bool = True) -> np.ndarray
         k = max(1, n // 500)
         idx = rng.integers(0, n, k * 6)
         x[idx[:k]] = np.nan
+        x[idx[:k:2]] = -np.nan   # NaN with the sign bit set
         x[idx[k:2 * k]] = np.inf
         x[idx[2 * k:3 * k]] = -np.inf
         x[idx[3 * k:4 * k]] = -0.0

@@ -103,21 +103,25 @@ __device__ __forceinline__ u32 native_ue8m0_rp(float v) {
 //   field; n = rint_even(a * 2^(mbits - e)) (exact scaling, one rounding);
 //   code = ((e - emin) << mbits) + n; sign bit from signbit(y).
 // E2M1 (grid 0 .5 1 1.5 2 3 4 6) in a few instructions, same results as encode<E2M1>'s general form,
-// with most of the work on the FMA pipe (the NVFP4 / MXFP4 tile kernels are ALU-pipe bound: ncu on
+// with most of the work on the FMA pipe (the NVFP4 / MXFP4 tile kernels are instruction-bound: ncu on
 // the H100, docs/performance.md). For a = |y| (NaN -> +inf via fminf) the magnitude code is
-//   min(rint(2 a), 2 + rint(a), 4 + rint(a / 2), 7)          (rint: round half to even)
-// (each term is the code when a lies in [0, 2], [2, 4], [4, 6] resp. and larger than it elsewhere;
-// ties keep E2M1's round-half-to-even because every offset is even), and rint(t) + k is one fp32
-// FMA or addition with M + k, M = 2^23, whose ulp is 1: e2m1_idx_bits returns the bits of M + code
-// (all four candidates lie in [M, 2^24), where float order is integer order). Checked against the
-// previous form for every fp32 bit pattern (NumPy) and by the exhaustive GPU self-test.
+//   bits(min(fp32_RN(a + (M - 2)), fp32_RN(a / 2 + M), M + 3)) - (bits(M) - 4),     M = 2^23
+// - g = a + (M - 2): below M the fp32 ulp is 1/2, from M on it is 1. So for a < 2 (g < M) g rounds
+//   a to the E2M1 step 1/2 and bits(g) = bits(M) - 4 + rint(2a); for 2 <= a < 4 it rounds a to the
+//   step 1 and bits(g) = bits(M) + rint(a) - 2 = bits(M) - 4 + (2 + rint(a)): the E2M1 code with the
+//   same offset on both sides of the binade edge, ties to even (the offsets are even);
+// - a / 2 + M rounds a to the step 2 of [4, 6]: bits = bits(M) - 4 + (4 + rint(a / 2));
+// - M + 3 is code 7 (saturation; NaN and inf reach it because fminf drops NaN).
+// Each candidate equals the code in its range and is not below it elsewhere (float order is integer
+// order for these positive values), so their minimum is the code: one FADD, one FFMA, two FMNMX.
+// Checked against the reference encoder for every fp32 bit pattern (NumPy emulation,
+// tests/test_kernel_formulas.py) and by the exhaustive GPU self-test.
 __device__ __forceinline__ u32 e2m1_idx_bits(float s) {
     constexpr float M = 8388608.0f;
     const float a = fabsf(s);
-    const float f1 = __fmaf_rn(a, 2.0f, M), f2 = __fadd_rn(a, M + 2.0f), f3 = __fmaf_rn(a, 0.5f, M + 4.0f);
-    return f2u(fminf(fminf(f1, f2), fminf(f3, M + 7.0f)));
+    return f2u(fminf(fminf(__fadd_rn(a, M - 2.0f), __fmaf_rn(a, 0.5f, M)), M + 3.0f));
 }
-constexpr u32 E2M1_IDX_OFFSET = 0x4B000000u;   // bits of M
+constexpr u32 E2M1_IDX_OFFSET = 0x4AFFFFFCu;   // bits(M) - 4
 
 // acc * 16 + code(y) + E2M1_IDX_OFFSET: y's code appended to a nibble accumulator filled from the
 // last element down; after n appends the accumulated offsets are E2M1_IDX_OFFSET * (16^n - 1) / 15
@@ -126,6 +130,16 @@ __device__ __forceinline__ u32 e2m1_append(u32 acc, float y) {
     const float s = fminf(y, u2f(FP4KIT_INF_BITS));
     const u32 sgn = __umulhi(f2u(s), 2u);   // the sign bit
     return acc * 16u + sgn * 8u + e2m1_idx_bits(s);
+}
+
+// e2m1_append for y = the result of an fp32 multiplication (encode_seg's y = fp32_RN(v * mul)): a NaN
+// result of GPU arithmetic is the canonical NaN 0x7FFFFFFF (CUDA Programming Guide, floating-point
+// standard), sign bit clear, so the NaN guard of e2m1_append is not needed for the sign, and
+// e2m1_idx_bits maps NaN to code 7 by itself. The GPU tests feed NaNs of both signs through the
+// quantize kernels (tests/gpu: special inputs) and compare with the reference.
+__device__ __forceinline__ u32 e2m1_append_product(u32 acc, float y) {
+    const u32 sgn = __umulhi(f2u(y), 2u);
+    return acc * 16u + sgn * 8u + e2m1_idx_bits(y);
 }
 
 __device__ __forceinline__ u32 encode_e2m1_fast(float y) { return e2m1_append(0u, y) - E2M1_IDX_OFFSET; }

@@ -136,7 +136,7 @@ __device__ __forceinline__ void encode_seg(const float* v, float mul, bool stoch
         for (int q = 0; q < 2; ++q) {   // 8 codes per word, appended high to low
             u32 acc = 0u;
 #pragma unroll
-            for (int i = 7; i >= 0; --i) acc = e2m1_append(acc, mul_rn(v[8 * q + i], mul));
+            for (int i = 7; i >= 0; --i) acc = e2m1_append_product(acc, mul_rn(v[8 * q + i], mul));
             w[q] = acc - E2M1_IDX_OFFSET * 0x11111111u;
         }
         return;

@@ -38,7 +38,7 @@ def make_input(shape, dtype, kind="normal", seed=0):
         v = base * mag
     elif kind == "special":
         v = rng.standard_normal(n) * 10.0 ** rng.uniform(-6, 6, size=n)
-        specials = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -1e-40, 1e-45, 3e38, -3e38,
+        specials = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -1e-40, 1e-45, 3e38, -3e38,
                              65504.0, 6e-8, 448.0, 480.0, 464.0, 57344.0, 6.0, 5.0, 0.25, -7.5])
         idx = rng.choice(n, size=max(1, n // 5), replace=False) if n else np.zeros(0, int)
         v[idx] = rng.choice(specials, size=idx.size)
@@ -46,6 +46,7 @@ def make_input(shape, dtype, kind="normal", seed=0):
         if n >= 64:
             v[:16] = 0.0
             v[32:48] = np.nan
+            v[36:40] = -np.nan   # NaN with the sign bit set (must encode as the positive NaN code)
     elif kind == "subnormal":
         v = rng.standard_normal(n) * 1e-40
     else:
