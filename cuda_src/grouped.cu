@@ -687,11 +687,12 @@ __device__ __forceinline__ void group_quantize_one(const void* x, i64 G, const i
             const i64 doff = F::packed ? o / 2 : o;
             int fl = flags & ~QFLAG_VEC_IN;
             if (((reinterpret_cast<u64>(xg) & 15) == 0) && ((K * input_itemsize(DT)) % 16 == 0)) fl |= QFLAG_VEC_IN;
-            quantize_tile<FMT, DT, false>(xg, M, K, row_data ? row_data + doff : row_data,
-                                          row_scales ? row_scales + d1.x : row_scales, col_data ? col_data + doff : col_data,
-                                          col_scales ? col_scales + d1.y : col_scales, amax_row ? amax_row + d2.x : amax_row,
-                                          amax_col ? amax_col + d2.y : amax_col, fl, 0ull, 0u,
-                                          d3.x * tiles_k + ((i64)blockIdx.x - j * tiles_k));
+            // tile row d3.x of the member, column blockIdx.x - j tiles_k: no second division
+            quantize_tile_rc<FMT, DT, false>(xg, M, K, row_data ? row_data + doff : row_data,
+                                             row_scales ? row_scales + d1.x : row_scales, col_data ? col_data + doff : col_data,
+                                             col_scales ? col_scales + d1.y : col_scales, amax_row ? amax_row + d2.x : amax_row,
+                                             amax_col ? amax_col + d2.y : amax_col, fl, 0ull, 0u, d3.x,
+                                             (i64)blockIdx.x - j * tiles_k);
         }
     }
     if (flags & QFLAG_SWIZZLED) group_zero_padding(G, meta, last, K, F::block, row_scales, col_scales);

@@ -63,6 +63,17 @@ OPS = {
     "nvfp4-rht": _single("nvfp4", axis="both", rht=True, scale_layout="swizzled"),
     "nvfp4-sr": _single("nvfp4", axis="both", rounding="stochastic", seed=7),
 }
+
+
+def _big(fmt, **kw):   # one tensor of the grouped ops' shape (65536 x 7168)
+    def make():
+        x = torch.randn(GM, GK, device="cuda").to(torch.bfloat16)
+        return lambda: fp4kit.quantize(x, fmt, **kw)
+    return make
+
+
+OPS["big-nvfp4-both"] = _big("nvfp4", axis="both", scale_layout="swizzled")
+OPS["big-mxfp8-both"] = _big("mxfp8_e4m3", axis="both", scale_layout="swizzled")
 for _G in (8, 64):
     for _m in (128, 2):
         for _f, _fn in (("mxfp8", "mxfp8_e4m3"), ("mxfp6", "mxfp6_e2m3"), ("nvfp4", "nvfp4")):

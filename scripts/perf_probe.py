@@ -55,6 +55,7 @@ def variants():
                        GX, fmt, first_dims=GDIMS["8a"], axis=axis, scale_layout="swizzled"))
     yield "big mxfp8 row", lambda x: fp4kit.quantize(GX, "mxfp8_e4m3", axis="rowwise")
     yield "big nvfp4 row amax", lambda x: fp4kit.quantize(GX, "nvfp4", axis="rowwise", amax=AM)
+    yield "big nvfp4 both", lambda x: fp4kit.quantize(GX, "nvfp4", axis="both", scale_layout="swizzled")
     yield "big grp1 mxfp8 row", lambda x: fp4kit.group_quantize(GX, "mxfp8_e4m3", first_dims=GDIMS[1], axis="rowwise")
     yield "big grp1 nvfp4 row amax", lambda x: fp4kit.group_quantize(GX, "nvfp4", first_dims=GDIMS[1], axis="rowwise", amax=AM)
     yield "grp copy 2x940MB", lambda x: GCOPY.copy_(GX)

@@ -400,11 +400,13 @@ struct ColStage {
 // from global memory, quantizes them rowwise from registers and, when the columnwise operand is
 // wanted, stores the raw words into shared memory (two 16-byte stores for 16-bit input); after one
 // barrier it quantizes column c = tid % 64, rows 16 * (tid / 64) .. +15 of the tile.
+// quantize_tile_rc: the tile in tile row tq, tile column kt (rows 64 tq.., columns 64 kt..);
+// quantize_tile: the tile_idx-th tile in row-major order (one division to split it).
 template <int FMT, int DT, bool EXT = true, int XM = QFLAG_EXT_ALL>
-__device__ __forceinline__ void quantize_tile(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales,
-                                              u8* col_data, u8* col_scales, const float* amax_row,
-                                              const float* amax_col, int flags, u64 seed, u32 rht_mask, i64 tile_idx,
-                                              bool tab_ready = false) {
+__device__ __forceinline__ void quantize_tile_rc(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales,
+                                                 u8* col_data, u8* col_scales, const float* amax_row,
+                                                 const float* amax_col, int flags, u64 seed, u32 rht_mask, i64 tq,
+                                                 i64 kt, bool tab_ready = false) {
     typedef Fmt<FMT> F;
     typedef RawTile<DT> RT;
     constexpr int V = In<DT>::vec;
@@ -414,10 +416,8 @@ __device__ __forceinline__ void quantize_tile(const void* x, i64 M, i64 K, u8* r
     __shared__ float enc_tab[2][F::mx ? 1 : NV_TAB + 1];   // NVFP4: rowwise / columnwise tables
     __shared__ __align__(16) u32 col_stage[ColStage<FMT>::WORDS];
 
-    const i64 tiles_k = (K + QT_K - 1) / QT_K;
-    const i64 tq = div_fast(tile_idx, tiles_k);
     const i64 m0 = tq * QT_M;
-    const i64 k0 = (tile_idx - tq * tiles_k) * QT_K;
+    const i64 k0 = kt * QT_K;
     const int tid = threadIdx.x;
     const bool col_swz = flags & (QFLAG_SWIZZLED | QFLAG_COL_SCALES_SWZ);
     const bool floor_rule = flags & QFLAG_RULE_FLOOR;
@@ -538,6 +538,17 @@ __device__ __forceinline__ void quantize_tile(const void* x, i64 M, i64 K, u8* r
             ColStage<FMT>::write(col_stage, col_data, M, K, m0, k0);
         }
     }
+}
+
+template <int FMT, int DT, bool EXT = true, int XM = QFLAG_EXT_ALL>
+__device__ __forceinline__ void quantize_tile(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales,
+                                              u8* col_data, u8* col_scales, const float* amax_row,
+                                              const float* amax_col, int flags, u64 seed, u32 rht_mask, i64 tile_idx,
+                                              bool tab_ready = false) {
+    const i64 tiles_k = (K + QT_K - 1) / QT_K;
+    const i64 tq = div_fast(tile_idx, tiles_k);
+    quantize_tile_rc<FMT, DT, EXT, XM>(x, M, K, row_data, row_scales, col_data, col_scales, amax_row, amax_col, flags,
+                                       seed, rht_mask, tq, tile_idx - tq * tiles_k, tab_ready);
 }
 
 }  // namespace fp4kit
