@@ -790,8 +790,9 @@ FP4KIT_GROUP_QUANTIZE1_ALL(5)
         group_quantize_rows_k<F, D, EXT, R>(x, G, meta, band, K, row_data, row_scales, amax_row, flags, seed, lw); \
     }
 
-// U = 4 tiles per iteration for 16-bit input with the plain recipes (FP6: 2, its software encode
-// needs the registers), else 2; fp4kit/_cuda_grouped.py mirrors this (rows_unit).
+// U = 4 tiles per iteration for 16-bit input with the plain recipes (FP6: 2, chosen when its integer
+// encode needed the registers; not re-measured since FP6 goes through the FP8 cvt), else 2;
+// fp4kit/_cuda_grouped.py mirrors this (rows_unit).
 #define FP4KIT_ROWS_U(F) ((F) == 2 || (F) == 3 ? 2 : 4)
 #define FP4KIT_GROUP_QUANTIZE_ALL(F)                                                                    \
     FP4KIT_GROUP_QUANTIZE_ROWS(F, 0, true, , 2) FP4KIT_GROUP_QUANTIZE_ROWS(F, 1, true, , 2)            \
