@@ -166,7 +166,7 @@ def _notes(cuda: str) -> list[str]:
         sm100 = "sm_100a runs the same software conversions as sm_90 (no native FP4/E8M0 `cvt` in `cuda_src/` yet)"
     return [
         f"Input dtypes: {', '.join(DTYPES)} (NumPy bfloat16 is `ml_dtypes.bfloat16`); `rht` needs bfloat16.",
-        "sm_90 has no native FP4 / FP6 / E8M0 conversion instructions: it converts in software; " + sm100 + ".",
+        "sm_90 has no native FP4 / FP6 / E8M0 conversion instructions: it converts in software (FP6 through its FP8 conversions, docs/design.md); " + sm100 + ".",
         "Every GPU result checked so far (on Hopper) is byte-identical to the CPU reference "
         "(`python -m fp4kit check`).",
     ]
