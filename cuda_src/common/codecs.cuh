@@ -171,6 +171,21 @@ __device__ __forceinline__ u32 encode(float y) {
     return code | ((b >> 31) << E::sign_shift);
 }
 
+// Raw hardware conversion of four fp32 values to FP8 (sm_89+): cvt.rn.satfinite.{e4m3,e5m2}x2.f32,
+// bytes little-endian (y0 lowest). NaN inputs give the format's NaN byte with either sign.
+template <bool E4M3_>
+__device__ __forceinline__ u32 fp8x4_cvt(float y0, float y1, float y2, float y3) {
+    u32 lo, hi;
+    if constexpr (E4M3_) {
+        asm("{ .reg .b16 t; cvt.rn.satfinite.e4m3x2.f32 t, %2, %1; cvt.u32.u16 %0, t; }" : "=r"(lo) : "f"(y0), "f"(y1));
+        asm("{ .reg .b16 t; cvt.rn.satfinite.e4m3x2.f32 t, %2, %1; cvt.u32.u16 %0, t; }" : "=r"(hi) : "f"(y2), "f"(y3));
+    } else {
+        asm("{ .reg .b16 t; cvt.rn.satfinite.e5m2x2.f32 t, %2, %1; cvt.u32.u16 %0, t; }" : "=r"(lo) : "f"(y0), "f"(y1));
+        asm("{ .reg .b16 t; cvt.rn.satfinite.e5m2x2.f32 t, %2, %1; cvt.u32.u16 %0, t; }" : "=r"(hi) : "f"(y2), "f"(y3));
+    }
+    return lo | (hi << 16);
+}
+
 // FP6 through the FP8 conversion with the same mantissa width (sm_89+, software FP6 otherwise):
 // E2M3 -> E4M3 with k = 6, E3M2 -> E5M2 with k = 12, k = FP8 bias - FP6 bias. For |y| <= the FP6 max
 // the value y * 2^-k is exact (or below 2^-120, where both give a zero code) and lies where the FP8
@@ -188,15 +203,7 @@ __device__ __forceinline__ u32 fp6_via_fp8x4(float y0, float y1, float y2, float
     constexpr float down = E::ebits == 2 ? 0.015625f : 0.000244140625f;   // 2^-6, 2^-12
     const float s0 = __fmul_rn(fmaxf(fminf(y0, mx), -mx), down), s1 = __fmul_rn(fmaxf(fminf(y1, mx), -mx), down);
     const float s2 = __fmul_rn(fmaxf(fminf(y2, mx), -mx), down), s3 = __fmul_rn(fmaxf(fminf(y3, mx), -mx), down);
-    u32 lo, hi;
-    if constexpr (E::ebits == 2) {
-        asm("{ .reg .b16 t; cvt.rn.satfinite.e4m3x2.f32 t, %2, %1; cvt.u32.u16 %0, t; }" : "=r"(lo) : "f"(s0), "f"(s1));
-        asm("{ .reg .b16 t; cvt.rn.satfinite.e4m3x2.f32 t, %2, %1; cvt.u32.u16 %0, t; }" : "=r"(hi) : "f"(s2), "f"(s3));
-    } else {
-        asm("{ .reg .b16 t; cvt.rn.satfinite.e5m2x2.f32 t, %2, %1; cvt.u32.u16 %0, t; }" : "=r"(lo) : "f"(s0), "f"(s1));
-        asm("{ .reg .b16 t; cvt.rn.satfinite.e5m2x2.f32 t, %2, %1; cvt.u32.u16 %0, t; }" : "=r"(hi) : "f"(s2), "f"(s3));
-    }
-    const u32 w = lo | (hi << 16);
+    const u32 w = fp8x4_cvt<E::ebits == 2>(s0, s1, s2, s3);
     return (w & 0x1F1F1F1Fu) | ((w >> 2) & 0x20202020u);
 }
 
@@ -214,15 +221,7 @@ __device__ __forceinline__ u32 encode4(float y0, float y1, float y2, float y3) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 890)
     if constexpr (E::ebits + E::mbits == 5) return fp6_via_fp8x4<E>(y0, y1, y2, y3);
     if constexpr (E::is_e4m3 || E::is_e5m2) {
-        u32 lo, hi;
-        if constexpr (E::is_e4m3) {
-            asm("{ .reg .b16 t; cvt.rn.satfinite.e4m3x2.f32 t, %2, %1; cvt.u32.u16 %0, t; }" : "=r"(lo) : "f"(y0), "f"(y1));
-            asm("{ .reg .b16 t; cvt.rn.satfinite.e4m3x2.f32 t, %2, %1; cvt.u32.u16 %0, t; }" : "=r"(hi) : "f"(y2), "f"(y3));
-        } else {
-            asm("{ .reg .b16 t; cvt.rn.satfinite.e5m2x2.f32 t, %2, %1; cvt.u32.u16 %0, t; }" : "=r"(lo) : "f"(y0), "f"(y1));
-            asm("{ .reg .b16 t; cvt.rn.satfinite.e5m2x2.f32 t, %2, %1; cvt.u32.u16 %0, t; }" : "=r"(hi) : "f"(y2), "f"(y3));
-        }
-        const u32 w = lo | (hi << 16);
+        const u32 w = fp8x4_cvt<E::is_e4m3>(y0, y1, y2, y3);
         // bytes with magnitude >= the first NaN/inf magnitude (E4M3 0x7F, E5M2 0x7C) -> 0x7F
         constexpr u32 add = E::is_e4m3 ? 0x01010101u : 0x04040404u;
         const u32 big = ((w & 0x7F7F7F7Fu) + add) & 0x80808080u;
