@@ -199,6 +199,10 @@ __device__ __forceinline__ u32 fp8x4_cvt(float y0, float y1, float y2, float y3)
 template <class E>
 __device__ __forceinline__ u32 fp6_via_fp8x4(float y0, float y1, float y2, float y3) {
     static_assert(E::ebits + E::mbits == 5, "FP6 element types only");
+    static_assert(E::ebits == 2 ? (E4M3::mbits == E::mbits && E4M3::bias - E::bias == 6)
+                                : (E5M2::mbits == E::mbits && E5M2::bias - E::bias == 12),
+                  "same mantissa width, k = FP8 bias - FP6 bias");
+    static_assert(E::max_bits == (E::ebits == 2 ? 0x40F00000u : 0x41E00000u), "mx below is the FP6 max");
     constexpr float mx = E::ebits == 2 ? 7.5f : 28.0f;
     constexpr float down = E::ebits == 2 ? 0.015625f : 0.000244140625f;   // 2^-6, 2^-12
     const float s0 = __fmul_rn(fmaxf(fminf(y0, mx), -mx), down), s1 = __fmul_rn(fmaxf(fminf(y1, mx), -mx), down);
