@@ -5,6 +5,10 @@ rotated beyond L2. For finding which launch of a multi-launch op (NVFP4 computed
 ops, staged scales) to work on; scripts/bench.py remains the benchmark of record.
 
 Usage: PYTHONPATH=. python3 scripts/kernel_times.py [--ops grp8-nvfp4-both,nvfp4-both,...] [--calls 20]
+
+For an A/B of two source trees, run it once per tree in the same device call. A tree whose sources
+the kernel cache has not seen compiles every module first (fp4kit.warmup; grouped.cu alone takes
+tens of seconds in NVRTC), so leave a minute or two per tree before the first line appears.
 """
 import argparse
 import os
