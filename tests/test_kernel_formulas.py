@@ -60,8 +60,15 @@ def e2m1_sign(y: np.ndarray) -> np.ndarray:
     return s.view(np.uint32) >> np.uint32(31)                 # umulhi(bits, 2)
 
 
+def e2m1_codes_product(y: np.ndarray) -> np.ndarray:
+    """e2m1_append_product's code: the sign bit straight from y's bits (no NaN guard)."""
+    sign = y.view(np.uint32) >> np.uint32(31)
+    return ((e2m1_idx_bits(y) - np.uint32(OFFSET)) + sign * np.uint32(8)).astype(np.uint8)
+
+
 def e2m1_codes(y: np.ndarray) -> np.ndarray:
-    return ((e2m1_idx_bits(y) - np.uint32(OFFSET)) + e2m1_sign(y) * np.uint32(8)).astype(np.uint8)
+    """e2m1_append's code: NaN -> +inf first, then the product form."""
+    return e2m1_codes_product(_fminf_inf(y))
 
 
 def _test_values() -> np.ndarray:
@@ -107,9 +114,9 @@ def test_e2m1_product_form_needs_only_canonical_nan():
     with np.errstate(invalid="ignore", over="ignore"):
         y = v * np.float32(0.75)
     canon = np.where(np.isnan(y), np.uint32(0x7FFFFFFF).view(np.float32), y).astype(np.float32)
-    got = ((e2m1_idx_bits(canon) - np.uint32(OFFSET)) + (canon.view(np.uint32) >> np.uint32(31)) * np.uint32(8))
+    got = e2m1_codes_product(canon)
     assert np.array_equal(got.astype(np.uint8), numerics.encode(y, "e2m1"))
-    raw = ((e2m1_idx_bits(y) - np.uint32(OFFSET)) + (y.view(np.uint32) >> np.uint32(31)) * np.uint32(8))
+    raw = e2m1_codes_product(y)
     assert set(raw.astype(np.uint8)[:32].tolist()) == {0xF}
 
 

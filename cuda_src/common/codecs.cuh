@@ -126,20 +126,19 @@ constexpr u32 E2M1_IDX_OFFSET = 0x4AFFFFFCu;   // bits(M) - 4
 // acc * 16 + code(y) + E2M1_IDX_OFFSET: y's code appended to a nibble accumulator filled from the
 // last element down; after n appends the accumulated offsets are E2M1_IDX_OFFSET * (16^n - 1) / 15
 // (mod 2^32), which the caller subtracts once. Multiply-adds only (IMAD, FMA pipe).
-__device__ __forceinline__ u32 e2m1_append(u32 acc, float y) {
-    const float s = fminf(y, u2f(FP4KIT_INF_BITS));
-    const u32 sgn = __umulhi(f2u(s), 2u);   // the sign bit
-    return acc * 16u + sgn * 8u + e2m1_idx_bits(s);
+// For y whose NaNs have the sign bit clear, e.g. the result of an fp32 multiplication (encode_seg's
+// y = fp32_RN(v * mul)): a NaN result of GPU arithmetic is the canonical NaN 0x7FFFFFFF (CUDA
+// Programming Guide, floating-point standard), so the sign bit is y's and e2m1_idx_bits maps NaN to
+// code 7 by itself. The GPU tests feed NaNs of both signs through the quantize kernels (tests/gpu:
+// special inputs) and compare with the reference.
+__device__ __forceinline__ u32 e2m1_append_product(u32 acc, float y) {
+    const u32 sgn = __umulhi(f2u(y), 2u);   // the sign bit
+    return acc * 16u + sgn * 8u + e2m1_idx_bits(y);
 }
 
-// e2m1_append for y = the result of an fp32 multiplication (encode_seg's y = fp32_RN(v * mul)): a NaN
-// result of GPU arithmetic is the canonical NaN 0x7FFFFFFF (CUDA Programming Guide, floating-point
-// standard), sign bit clear, so the NaN guard of e2m1_append is not needed for the sign, and
-// e2m1_idx_bits maps NaN to code 7 by itself. The GPU tests feed NaNs of both signs through the
-// quantize kernels (tests/gpu: special inputs) and compare with the reference.
-__device__ __forceinline__ u32 e2m1_append_product(u32 acc, float y) {
-    const u32 sgn = __umulhi(f2u(y), 2u);
-    return acc * 16u + sgn * 8u + e2m1_idx_bits(y);
+// Any y: NaN of either sign -> +inf first (fminf keeps the number), which encodes as +6 (code 7).
+__device__ __forceinline__ u32 e2m1_append(u32 acc, float y) {
+    return e2m1_append_product(acc, fminf(y, u2f(FP4KIT_INF_BITS)));
 }
 
 __device__ __forceinline__ u32 encode_e2m1_fast(float y) { return e2m1_append(0u, y) - E2M1_IDX_OFFSET; }
