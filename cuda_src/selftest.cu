@@ -5,7 +5,8 @@
 // hardware cvt for FP8 on sm_89+, FP6 through the FP8 cvt on Hopper) with y and -y in every byte
 // position. On Blackwell family targets (FP4KIT_NATIVE_CVT) encode<E2M1> and encode4<E2M3/E3M2>
 // are the native cvt forms, so the same kernels check those.
-// e8m0_rceil_exhaustive: e8m0_rceil_code(v) (native cvt.rp.satfinite.ue8m0x2 on Blackwell) against
+// e8m0_rceil_exhaustive: e8m0_rceil_code(v) (native cvt.rp.satfinite.ue8m0x2 on Blackwell) and both
+// integer forms (e8m0_rceil_code_branchy, e8m0_rceil_code_select) against
 // e8m0_rceil_reference(v) for every fp32 bit pattern v in [start, start + count); the values the rceil
 // rule sees are v = amax * R >= +0 or NaN, i.e. the patterns below 0x80000000 (pass count = 2^31).
 #include "common/codecs.cuh"
@@ -49,7 +50,8 @@ extern "C" __global__ void e8m0_rceil_exhaustive(u64 start, u64 count, unsigned 
     for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += stride) {
         const u32 bits = (u32)(start + i);
         const float v = u2f(bits);
-        if (e8m0_rceil_code(v) != e8m0_rceil_reference(v)) {
+        const u32 r = e8m0_rceil_reference(v);
+        if (e8m0_rceil_code(v) != r || e8m0_rceil_code_branchy(v) != r || e8m0_rceil_code_select(v) != r) {
             if (bad == 0) atomicCAS(out + 1, 0ull, (unsigned long long)bits + 1ull);
             ++bad;
         }

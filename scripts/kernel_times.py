@@ -56,6 +56,8 @@ OPS = {
     "mxfp8-both-m8200": _single("mxfp8_e4m3", M=8200, axis="both"),
     "mxfp4-both": _single("mxfp4_e2m1", axis="both"),
     "mxfp4-row": _single("mxfp4_e2m1", axis="rowwise"),
+    "mxfp4-col": _single("mxfp4_e2m1", axis="columnwise"),
+    "mxfp8-row": _single("mxfp8_e4m3", axis="rowwise"),
     "mxfp6-both": _single("mxfp6_e2m3", axis="both"),
     "mxfp6-row": _single("mxfp6_e2m3", axis="rowwise"),
     "mxfp6-col": _single("mxfp6_e2m3", axis="columnwise"),

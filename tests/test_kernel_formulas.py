@@ -7,6 +7,12 @@ a = |y| is bits(min(fp32(a + (2^23 - 2)), fp32(a / 2 + 2^23), 2^23 + 3)) - (bits
 fp32 ulp changes from 1/2 to 1 at 2^23, so the first candidate covers [0, 4)), and 8 codes go into a
 word by multiply-adds with the offsets subtracted once at the end (mod 2^32).
 
+Eight E2M1 codes per word (codecs.cuh e2m1_pack8_product): magnitudes by multiply-adds, signs
+gathered by byte permutes with sign replication (prmt), modelled below with the PTX semantics.
+
+E8M0 rceil without branches (codecs.cuh e8m0_rceil_code) and the E4M3 NaN fix-up after the
+satfinite cvt (encode4): integer formulas, checked here against the reference.
+
 FP6 on Hopper (codecs.cuh fp6_via_fp8x4): y clamped to [-max, max] (NaN -> +max), times 2^-k (k = 6
 for E2M3, 12 for E3M2), converted by the FP8 cvt of the same mantissa width (E4M3 / E5M2), sign moved
 from bit 7 to bit 5. The FP8 conversion is modelled by the reference FP8 encoder, which the GPU
@@ -53,11 +59,6 @@ def e2m1_idx_bits(y: np.ndarray) -> np.ndarray:
         f = _f32(a * 0.5 + M)
         m = _fminf(_fminf(g, f), np.float32(M + 3.0))
     return m.view(np.uint32)
-
-
-def e2m1_sign(y: np.ndarray) -> np.ndarray:
-    s = _fminf_inf(y)
-    return s.view(np.uint32) >> np.uint32(31)                 # umulhi(bits, 2)
 
 
 def e2m1_codes_product(y: np.ndarray) -> np.ndarray:
@@ -120,19 +121,94 @@ def test_e2m1_product_form_needs_only_canonical_nan():
     assert set(raw.astype(np.uint8)[:32].tolist()) == {0xF}
 
 
-def test_e2m1_multiply_add_packing_equals_nibble_packing():
-    rng = np.random.default_rng(1)
-    y = (rng.standard_normal((4096, 8)) * np.exp2(rng.integers(-4, 4, (4096, 8)))).astype(np.float32)
-    y[0, :3] = [np.nan, -np.nan, -0.0]
-    acc = np.zeros(4096, dtype=np.uint64)
-    for i in range(7, -1, -1):   # appended from the last element down, as encode_seg does
-        acc = (acc * 16 + e2m1_sign(y[:, i]).astype(np.uint64) * 8 + e2m1_idx_bits(y[:, i])) % (1 << 32)
-    word = (acc - (OFFSET * 0x11111111) % (1 << 32)) % (1 << 32)
-    codes = numerics.encode(y, "e2m1").astype(np.uint64)
-    exp = np.zeros(4096, dtype=np.uint64)
-    for i in range(8):
-        exp |= codes[:, i] << np.uint64(4 * i)
-    assert np.array_equal(word, exp)
+def prmt(a, b, sel):
+    """PTX prmt.b32 (default mode) on uint32 arrays: result byte n is byte sel[4n+2:4n] of the
+    64-bit value b:a, or, when bit 3 of that selector nibble is set, that byte's top bit
+    replicated over all 8 bits."""
+    src = (np.asarray(b, dtype=np.uint64) << np.uint64(32)) | np.asarray(a, dtype=np.uint64)
+    out = np.zeros(np.broadcast(src, 0).shape, dtype=np.uint64)
+    for n in range(4):
+        nib = (sel >> (4 * n)) & 0xF
+        byte = (src >> np.uint64(8 * (nib & 7))) & np.uint64(0xFF)
+        if nib & 8:
+            byte = np.where(byte & np.uint64(0x80), np.uint64(0xFF), np.uint64(0))
+        out |= byte << np.uint64(8 * n)
+    return out.astype(np.uint32)
+
+
+def e2m1_pack8_product(y: np.ndarray) -> np.ndarray:
+    """codecs.cuh e2m1_pack8_product on rows of 8 float32 values (NaNs with the sign bit clear)."""
+    acc = np.zeros(y.shape[0], dtype=np.uint64)
+    for i in range(7, -1, -1):
+        acc = (acc * 16 + e2m1_idx_bits(y[:, i])) % (1 << 32)
+    acc = ((acc - (OFFSET * 0x11111111) % (1 << 32)) % (1 << 32)).astype(np.uint32)
+    b = y.view(np.uint32)
+    ev = prmt(prmt(b[:, 0], b[:, 2], 0xFB), prmt(b[:, 4], b[:, 6], 0xFB), 0x5410)
+    od = prmt(prmt(b[:, 1], b[:, 3], 0xFB), prmt(b[:, 5], b[:, 7], 0xFB), 0x5410)
+    return acc | (ev & np.uint32(0x08080808)) | (od & np.uint32(0x80808080))
+
+
+def test_e2m1_pack8_equals_nibble_packing():
+    """Every test value in every position of the word (canonical NaNs, as fp32 products give)."""
+    y = _test_values()
+    y = np.where(np.isnan(y), np.uint32(0x7FFFFFFF).view(np.float32), y).astype(np.float32)
+    n = y.size // 8 * 8
+    codes = numerics.encode(y, "e2m1").astype(np.uint32)
+    for shift in range(8):   # rotate so that each value visits each of the 8 positions
+        yy = np.roll(y, shift)[:n].reshape(-1, 8)
+        cc = np.roll(codes, shift)[:n].reshape(-1, 8)
+        exp = np.zeros(yy.shape[0], dtype=np.uint32)
+        for i in range(8):
+            exp |= cc[:, i] << np.uint32(4 * i)
+        got = e2m1_pack8_product(yy)
+        bad = np.flatnonzero(got != exp)
+        assert bad.size == 0, (shift, [(hex(int(got[i])), hex(int(exp[i]))) for i in bad[:3]])
+    # the sign gather must see each element's own sign: swapping two selectors is caught
+    yy = np.array([[-1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]], dtype=np.float32)
+    b = yy.view(np.uint32)
+    wrong = prmt(prmt(b[:, 2], b[:, 0], 0xFB), prmt(b[:, 4], b[:, 6], 0xFB), 0x5410)
+    assert (wrong & np.uint32(0x08080808))[0] != (prmt(prmt(b[:, 0], b[:, 2], 0xFB), prmt(b[:, 4], b[:, 6], 0xFB), 0x5410) & np.uint32(0x08080808))[0]
+
+
+def e8m0_rceil_branch_free(v: np.ndarray) -> np.ndarray:
+    """codecs.cuh e8m0_rceil_code (sm_90 form)."""
+    a = v.view(np.uint32) & np.uint32(0x7FFFFFFF)
+    e = (np.where(a <= 0x400000, np.uint32(0), a).astype(np.uint64) + 0x7FFFFF) >> np.uint64(23)
+    return np.where(a > 0x7F800000, 255, np.minimum(e, 254)).astype(np.uint8)
+
+
+def test_e8m0_rceil_branch_free_equals_reference():
+    """Every exponent field with mantissas 0, 1, 2^22 - 1, 2^22, 2^22 + 1, all ones and random
+    ones, plus random fp32 of both signs' magnitudes: the kernel sees v = amax * R >= +0 or NaN."""
+    rng = np.random.default_rng(3)
+    e = np.arange(256, dtype=np.uint32)[:, None]
+    m = np.concatenate([np.array([0, 1, 2, 0x3FFFFF, 0x400000, 0x400001, 0x7FFFFE, 0x7FFFFF], dtype=np.uint32),
+                        rng.integers(0, 1 << 23, 64, dtype=np.uint32)])[None, :]
+    bits = np.concatenate([((e << np.uint32(23)) | m).reshape(-1),
+                           rng.integers(0, 1 << 31, 1 << 20, dtype=np.uint64).astype(np.uint32)])
+    v = bits.view(np.float32)
+    got = e8m0_rceil_branch_free(v)
+    exp = numerics.e8m0_rceil(v)
+    bad = np.flatnonzero(got != exp)
+    assert bad.size == 0, [(hex(int(bits[i])), int(got[i]), int(exp[i])) for i in bad[:5]]
+    # -NaN as NaN: 255
+    assert e8m0_rceil_branch_free(np.array([0xFFC00000], dtype=np.uint32).view(np.float32))[0] == 255
+
+
+def test_e4m3_nan_fixup_equals_byte_rule():
+    """encode4<E4M3>: w & ~(((w & 0x7F7F7F7F) + 0x01010101) & 0x80808080) turns bytes of magnitude
+    0x7F (NaN, either sign) into 0x7F and leaves every other byte alone, in every position (no
+    carry between bytes): all 256 byte values in each of the 4 positions, with random neighbours."""
+    rng = np.random.default_rng(4)
+    for pos in range(4):
+        byte = np.repeat(np.arange(256, dtype=np.uint32), 64)
+        other = rng.integers(0, 1 << 32, byte.size, dtype=np.uint64).astype(np.uint32)
+        w = (other & ~np.uint32(0xFF << (8 * pos))) | (byte << np.uint32(8 * pos))
+        got = w & ~(((w & np.uint32(0x7F7F7F7F)) + np.uint32(0x01010101)) & np.uint32(0x80808080))
+        for k in range(4):
+            b = (w >> np.uint32(8 * k)) & np.uint32(0xFF)
+            exp = np.where((b & 0x7F) == 0x7F, np.uint32(0x7F), b)
+            assert np.array_equal((got >> np.uint32(8 * k)) & np.uint32(0xFF), exp), (pos, k)
 
 
 FP6_VIA_FP8 = {"e2m3": ("e4m3", 7.5, 2.0 ** -6), "e3m2": ("e5m2", 28.0, 2.0 ** -12)}

@@ -136,6 +136,31 @@ __device__ __forceinline__ u32 e2m1_append_product(u32 acc, float y) {
     return acc * 16u + sgn * 8u + e2m1_idx_bits(y);
 }
 
+// prmt.b32 with selector s: result byte n is byte (s >> 4n) & 7 of {b:a}, or, when bit 3 of that
+// nibble is set, that byte's bit 7 replicated over all 8 bits (PTX ISA, prmt default mode).
+__device__ __forceinline__ u32 prmt(u32 a, u32 b, u32 s) {
+    u32 r;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(s));
+    return r;
+}
+
+// The E2M1 codes of y[0..7], code i in bits 4i .. 4i+3, for y whose NaNs have the sign bit clear
+// (as e2m1_append_product). Magnitudes: one multiply-add per element (acc * 16 + e2m1_idx_bits,
+// offsets subtracted once). Signs: instead of extracting each one (two more multiply-adds per
+// element), byte permutes with sign replication gather them, 0xFF / 0x00 per byte: the even
+// elements' into A (byte j = element 2j, whose sign is bit 3 of byte j of the result), the odd
+// ones' into B (bit 7 of byte j): 6 permutes and 2 masks for 8 elements.
+__device__ __forceinline__ u32 e2m1_pack8_product(const float* y) {
+    u32 acc = 0u;
+#pragma unroll
+    for (int i = 7; i >= 0; --i) acc = acc * 16u + e2m1_idx_bits(y[i]);
+    acc -= E2M1_IDX_OFFSET * 0x11111111u;
+    // selector 0xFB: byte 0 <- sign of byte 3 (a's top byte), byte 1 <- sign of byte 7 (b's top)
+    const u32 a = prmt(prmt(f2u(y[0]), f2u(y[2]), 0xFBu), prmt(f2u(y[4]), f2u(y[6]), 0xFBu), 0x5410u);
+    const u32 b = prmt(prmt(f2u(y[1]), f2u(y[3]), 0xFBu), prmt(f2u(y[5]), f2u(y[7]), 0xFBu), 0x5410u);
+    return acc | (a & 0x08080808u) | (b & 0x80808080u);
+}
+
 // Any y: NaN of either sign -> +inf first (fminf keeps the number), which encodes as +6 (code 7).
 __device__ __forceinline__ u32 e2m1_append(u32 acc, float y) {
     return e2m1_append_product(acc, fminf(y, u2f(FP4KIT_INF_BITS)));
@@ -225,11 +250,17 @@ __device__ __forceinline__ u32 encode4(float y0, float y1, float y2, float y3) {
     if constexpr (E::ebits + E::mbits == 5) return fp6_via_fp8x4<E>(y0, y1, y2, y3);
     if constexpr (E::is_e4m3 || E::is_e5m2) {
         const u32 w = fp8x4_cvt<E::is_e4m3>(y0, y1, y2, y3);
-        // bytes with magnitude >= the first NaN/inf magnitude (E4M3 0x7F, E5M2 0x7C) -> 0x7F
-        constexpr u32 add = E::is_e4m3 ? 0x01010101u : 0x04040404u;
-        const u32 big = ((w & 0x7F7F7F7Fu) + add) & 0x80808080u;
-        const u32 m = (big >> 7) * 0xFFu;
-        return (w & ~m) | (0x7F7F7F7Fu & m);
+        if constexpr (E::is_e4m3) {
+            // magnitude 0x7F is the only NaN code (satfinite never gives it to a number): clear the
+            // sign bit of those bytes, i.e. 0xFF -> 0x7F, 3 instructions ((b & 0x7F) + 1 <= 0x80: no
+            // carry between bytes)
+            return w & ~(((w & 0x7F7F7F7Fu) + 0x01010101u) & 0x80808080u);
+        } else {
+            // bytes with magnitude >= the first NaN/inf magnitude 0x7C -> 0x7F
+            const u32 big = ((w & 0x7F7F7F7Fu) + 0x04040404u) & 0x80808080u;
+            const u32 m = (big >> 7) * 0xFFu;
+            return (w & ~m) | (0x7F7F7F7Fu & m);
+        }
     }
 #endif
     return encode<E>(y0) | (encode<E>(y1) << 8) | (encode<E>(y2) << 16) | (encode<E>(y3) << 24);
@@ -274,10 +305,14 @@ __device__ __forceinline__ float decode(u32 code) {
 // E8M0 (SPEC section 3). Code E means 2^(E-127); 255 is NaN; 0 is 2^-127 (0x00400000).
 // rceil(v) of v = fp32_RN(amax * R); native cvt.rp.satfinite.ue8m0x2 on Blackwell (same codes for every
 // v >= +0 and NaN, the values v takes; see native_ue8m0_rp).
-__device__ __forceinline__ u32 e8m0_rceil_code(float v) {
-#if FP4KIT_NATIVE_CVT
-    return native_ue8m0_rp(v);
-#else
+// Two integer forms of the same function for targets without the native cvt: with branches, and
+// with selects (fewer instructions). FP4KIT_RCEIL_SELECT (0 unless a .cu file defines it before its
+// includes) picks the one e8m0_rceil_code uses: quantize.cu's tile kernels take the select form
+// (H100, kernel time at 8192^2: MXFP4 'both' 103.2 -> 100.4 us, MXFP6 'both' 118.0 -> 116.4 us), but
+// in grouped.cu's loop-free tile kernels at 32 registers it made ptxas spill 44 bytes and grouped
+// MXFP8 'both' 770 -> 985 us, so grouped.cu keeps the branches. The GPU self-test checks both forms
+// against e8m0_rceil_reference for every input.
+__device__ __forceinline__ u32 e8m0_rceil_code_branchy(float v) {
     const u32 b = f2u(v);
     if ((b & 0x7FFFFFFFu) > FP4KIT_INF_BITS) return 255u;
     if (b == FP4KIT_INF_BITS) return 254u;
@@ -286,6 +321,29 @@ __device__ __forceinline__ u32 e8m0_rceil_code(float v) {
     const u32 m = b & 0x7FFFFFu;
     if (m > 0u && e != 254u && !(e == 0u && m <= 0x400000u)) e += 1u;
     return e;
+}
+
+// The exponent field of |v| rounded up to a power of two is (a + 2^23 - 1) >> 23 (e, or e + 1 when
+// the mantissa is not 0; +inf gives 255). Values up to 2^-127 (a <= 0x400000) give 0, the clamp
+// makes 255 (+inf, and 2^127 < v < +inf) 254, NaN (a > +inf: 256 before the clamp) gives 255.
+// a <= 0x7FFFFFFF, so the sum does not wrap.
+__device__ __forceinline__ u32 e8m0_rceil_code_select(float v) {
+    const u32 a = f2u(v) & 0x7FFFFFFFu;
+    const u32 e = ((a <= 0x400000u ? 0u : a) + 0x7FFFFFu) >> 23;
+    return a > FP4KIT_INF_BITS ? 255u : min(e, 254u);
+}
+
+#ifndef FP4KIT_RCEIL_SELECT
+#define FP4KIT_RCEIL_SELECT 0
+#endif
+
+__device__ __forceinline__ u32 e8m0_rceil_code(float v) {
+#if FP4KIT_NATIVE_CVT
+    return native_ue8m0_rp(v);
+#elif FP4KIT_RCEIL_SELECT
+    return e8m0_rceil_code_select(v);
+#else
+    return e8m0_rceil_code_branchy(v);
 #endif
 }
 
@@ -307,9 +365,8 @@ __device__ __forceinline__ u32 e8m0_floor(float amax, int emax_elem) {
 
 // 2^(127 - E) built from bits (E = 254 -> 2^-127, subnormal). E = 255 -> NaN.
 __device__ __forceinline__ float e8m0_inv_scale(u32 E) {
-    if (E == 255u) return u2f(0x7FC00000u);
-    if (E == 254u) return u2f(0x00400000u);
-    return u2f((254u - E) << 23);
+    const u32 hi = E == 255u ? 0x7FC00000u : 0x00400000u;   // selects, not branches
+    return u2f(E >= 254u ? hi : (254u - E) << 23);
 }
 
 // 2^(E - 127) built from bits (E = 0 -> 2^-127, subnormal). E = 255 -> NaN.

@@ -21,12 +21,6 @@ namespace fp4kit {
 constexpr int DQ_THREADS = 256;
 constexpr int DQ_SEGS = 4;   // fp4kit/_cuda.py _DQ_SEGS (grid size)
 
-__device__ __forceinline__ u32 prmt(u32 a, u32 b, u32 sel) {
-    u32 d;
-    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
-    return d;
-}
-
 // Four E4M3 bytes of q (byte i = element i) -> exact fp32 (E4M3 NaN codes give a NaN).
 __device__ __forceinline__ void e4m3x4_to_f32(u32 q, float* d) {
     asm("{ .reg .b16 p0, p1, a0, a1, b0, b1; .reg .b32 h0, h1;\n\t"

@@ -133,11 +133,11 @@ __device__ __forceinline__ void encode_seg(const float* v, float mul, bool stoch
         for (int i = 0; i < SEG; ++i) codes[i] = encode<E>(mul_rn(v[i], mul));
 #else
 #pragma unroll
-        for (int q = 0; q < 2; ++q) {   // 8 codes per word, appended high to low
-            u32 acc = 0u;
+        for (int q = 0; q < 2; ++q) {   // 8 codes per word
+            float y[8];
 #pragma unroll
-            for (int i = 7; i >= 0; --i) acc = e2m1_append_product(acc, mul_rn(v[8 * q + i], mul));
-            w[q] = acc - E2M1_IDX_OFFSET * 0x11111111u;
+            for (int i = 0; i < 8; ++i) y[i] = mul_rn(v[8 * q + i], mul);
+            w[q] = e2m1_pack8_product(y);
         }
         return;
 #endif
