@@ -8,8 +8,9 @@
 // MX blocks of 32 are two neighbouring lanes (amax combined with one shuffle). Scales are written
 // straight into the compact or swizzled buffer (padding of a swizzled buffer: swizzle.cu).
 // NVFP4 reads its amax from device memory (amax.cu writes it; no host synchronisation).
-// The select form of the E8M0 rceil code (codecs.cuh e8m0_rceil_code): fewer instructions, no spills here.
-#define FP4KIT_RCEIL_SELECT 1
+// The select forms of the E8M0 rceil code and inverse scale (codecs.cuh e8m0_rceil_code): fewer
+// instructions, no spills here.
+#define FP4KIT_E8M0_SELECT 1
 #include "common/quantize_tile.cuh"
 
 using namespace fp4kit;

@@ -306,12 +306,16 @@ __device__ __forceinline__ float decode(u32 code) {
 // rceil(v) of v = fp32_RN(amax * R); native cvt.rp.satfinite.ue8m0x2 on Blackwell (same codes for every
 // v >= +0 and NaN, the values v takes; see native_ue8m0_rp).
 // Two integer forms of the same function for targets without the native cvt: with branches, and
-// with selects (fewer instructions). FP4KIT_RCEIL_SELECT (0 unless a .cu file defines it before its
-// includes) picks the one e8m0_rceil_code uses: quantize.cu's tile kernels take the select form
-// (H100, kernel time at 8192^2: MXFP4 'both' 103.2 -> 100.4 us, MXFP6 'both' 118.0 -> 116.4 us), but
-// in grouped.cu's loop-free tile kernels at 32 registers it made ptxas spill 44 bytes and grouped
-// MXFP8 'both' 770 -> 985 us, so grouped.cu keeps the branches. The GPU self-test checks both forms
-// against e8m0_rceil_reference for every input.
+// with selects (fewer instructions). FP4KIT_E8M0_SELECT (0 unless a .cu file defines it before its
+// includes) picks the one e8m0_rceil_code uses, and the form of e8m0_inv_scale below: quantize.cu's
+// tile kernels take the select forms (H100, kernel time at 8192^2: MXFP4 'both' 103.2 -> 100.4 us,
+// MXFP6 'both' 118.0 -> 116.4 us), but in grouped.cu's loop-free tile kernels at 32 registers the
+// select rceil made ptxas spill 44 bytes (grouped MXFP8 'both' 770 -> 985 us) and the select
+// inverse scale 40 bytes from float16 input, so grouped.cu keeps the branches. The GPU self-test
+// checks both rceil forms against e8m0_rceil_reference for every input.
+#ifndef FP4KIT_E8M0_SELECT
+#define FP4KIT_E8M0_SELECT 0
+#endif
 __device__ __forceinline__ u32 e8m0_rceil_code_branchy(float v) {
     const u32 b = f2u(v);
     if ((b & 0x7FFFFFFFu) > FP4KIT_INF_BITS) return 255u;
@@ -333,14 +337,10 @@ __device__ __forceinline__ u32 e8m0_rceil_code_select(float v) {
     return a > FP4KIT_INF_BITS ? 255u : min(e, 254u);
 }
 
-#ifndef FP4KIT_RCEIL_SELECT
-#define FP4KIT_RCEIL_SELECT 0
-#endif
-
 __device__ __forceinline__ u32 e8m0_rceil_code(float v) {
 #if FP4KIT_NATIVE_CVT
     return native_ue8m0_rp(v);
-#elif FP4KIT_RCEIL_SELECT
+#elif FP4KIT_E8M0_SELECT
     return e8m0_rceil_code_select(v);
 #else
     return e8m0_rceil_code_branchy(v);
@@ -365,8 +365,14 @@ __device__ __forceinline__ u32 e8m0_floor(float amax, int emax_elem) {
 
 // 2^(127 - E) built from bits (E = 254 -> 2^-127, subnormal). E = 255 -> NaN.
 __device__ __forceinline__ float e8m0_inv_scale(u32 E) {
-    const u32 hi = E == 255u ? 0x7FC00000u : 0x00400000u;   // selects, not branches
+#if FP4KIT_E8M0_SELECT   // selects (see e8m0_rceil_code)
+    const u32 hi = E == 255u ? 0x7FC00000u : 0x00400000u;
     return u2f(E >= 254u ? hi : (254u - E) << 23);
+#else
+    if (E == 255u) return u2f(0x7FC00000u);
+    if (E == 254u) return u2f(0x00400000u);
+    return u2f((254u - E) << 23);
+#endif
 }
 
 // 2^(E - 127) built from bits (E = 0 -> 2^-127, subnormal). E = 255 -> NaN.
