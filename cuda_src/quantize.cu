@@ -27,9 +27,9 @@ using namespace fp4kit;
 // MXFP6 columnwise 85.1 -> 80.2, MXFP8 columnwise 81.8 -> 79.8, MXFP8 'both' 108.3 -> 107.4
 // (swizzled) / 111.9 -> 111.2 (compact). Not for the packed formats (MXFP4 columnwise gained, 69.6 ->
 // 68.1 us, but 'both', where it did not even run, lost 100.4 -> 102.3 us to the code's presence) nor
-// for staged columnwise runs (M = 8200: 162.1 -> 164.9 us). A distance of 16 * (SM count) was worse everywhere (more lines in L2 competing with the
-// half-written columnwise sectors); at the start of the kernel, or with 32-bit index arithmetic,
-// the prefetch made ptxas spill at 32 registers.
+// for staged columnwise runs (M = 8200: 162.1 -> 164.9 us). A distance of 16 * (SM count) was worse
+// everywhere (more lines in L2 competing with the half-written columnwise sectors); at the start of
+// the kernel, or with 32-bit index arithmetic, the prefetch made ptxas spill at 32 registers.
 template <int FMT, int DT>
 __device__ __forceinline__ void prefetch_tile_l2(const void* x, i64 M, i64 K, i64 tile_idx, const u8* col_data) {
     if constexpr (Fmt<FMT>::packed) return;
@@ -59,7 +59,7 @@ __device__ __forceinline__ void prefetch_tile_l2(const void* x, i64 M, i64 K, i6
                                  const float* amax_col, int flags, u64 seed, u32 rht_mask) {          \
         quantize_tile<F, D, EXT>(x, M, K, row_data, row_scales, col_data, col_scales, amax_row,       \
                                  amax_col, flags, seed, rht_mask, (i64)blockIdx.x);                   \
-        prefetch_tile_l2<F, D>(x, M, K, (i64)blockIdx.x, col_data);                                          \
+        prefetch_tile_l2<F, D>(x, M, K, (i64)blockIdx.x, col_data);                                   \
     }
 
 // quantize_f<F>_d<D>_rows (plain; R = 2 for float32 input, 4 for 16-bit input) and _rowsx (every
