@@ -256,6 +256,13 @@ def rht_only(opts, input_dtype: str) -> bool:
             and not opts.row_scaled and opts.rounding != "stochastic")
 
 
+def sr_only(opts) -> bool:
+    """True for stochastic rounding with no other extended option (no NVFP4 tile_2d / row_scaled /
+    rht): quantize.cu's quantize_f<F>_d<D>_sr / _rowssr, which compile the other variants out."""
+    return opts.rounding == "stochastic" and not (FORMATS[opts.format].is_nvfp4 and
+                                                  (opts.tile_2d or opts.row_scaled or opts.rht))
+
+
 def needs_ext(opts) -> bool:
     """True when the options need the full kernels (stochastic rounding, NVFP4 tile_2d / row_scaled /
     rht); the plain ones (_plain, _rows) compile those paths out and use fewer registers."""
@@ -404,14 +411,16 @@ def build_quantize_plan(M: int, K: int, input_dtype: str, opts, amax_size: int |
             # rowwise alone: CTAs of R x (256 / 2^lw) rows x 16 * 2^lw columns, loads issued up front
             # (quantize_rows_direct in cuda_src/common/quantize_tile.cuh)
             lw = rows_lw(K, M)
-            b.launch("quantize", name + ("_rowsx" if ext else "_rows"),
+            b.launch("quantize", name + ("_rowssr" if sr_only(opts) else "_rowsx" if ext else "_rows"),
                      rows_blocks(M, K, rows_stack(ext, input_dtype), lw),
                      (_X, _i64(M), _i64(K), _buf(r[0]), _buf(rs), _ptr(r[2]), _i32(flags), _SEED, _i32(lw)))
         else:
             tiles = -(-M // QT_M) * -(-K // QT_K)
             rd, ra = (r[0], r[2]) if r else (None, None)
             cd, ca = (c[0], c[2]) if c else (None, None)
-            b.launch("quantize", name + ("_rht" if rht_only(opts, input_dtype) else "" if ext else "_plain"), tiles,
+            suffix = ("_rht" if rht_only(opts, input_dtype) else "_sr" if sr_only(opts) else "" if ext
+                      else "_plain")
+            b.launch("quantize", name + suffix, tiles,
                      (_X, _i64(M), _i64(K), _ptr(rd), _ptr(rs), _ptr(cd), _ptr(cs), _ptr(ra), _ptr(ca),
                       _i32(flags), _SEED, _u32(opts.rht_sign_mask)))
         if staged:   # one launch for both operands, one CTA per 128 x 64 compact tile (swizzle.cu)

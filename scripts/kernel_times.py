@@ -68,6 +68,9 @@ OPS = {
     "nvfp4-both-swz": _single("nvfp4", axis="both", scale_layout="swizzled"),
     "nvfp4-rht": _single("nvfp4", axis="both", rht=True, scale_layout="swizzled"),
     "nvfp4-sr": _single("nvfp4", axis="both", rounding="stochastic", seed=7),
+    "nvfp4-sr-row": _single("nvfp4", axis="rowwise", rounding="stochastic", seed=7),
+    "mxfp4-sr": _single("mxfp4_e2m1", axis="both", rounding="stochastic", seed=7),
+    "mxfp4-sr-row": _single("mxfp4_e2m1", axis="rowwise", rounding="stochastic", seed=7),
 }
 
 

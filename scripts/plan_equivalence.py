@@ -7,7 +7,8 @@ records every allocation, poison fill, copy and kernel launch (arrays named by a
 scalars by type and value), over every format / axis / layout / rule / NVFP4 variant / rounding /
 input dtype, a set of shapes (empty ones included), five input alignments and a given or computed
 amax, and reports the cases whose traces differ. The intended changes since then: the fused RHT cast
-alone runs quantize_f5_d1_rht instead of quantize_f5_d1 (mapped back and counted); compact
+alone runs quantize_f5_d1_rht instead of quantize_f5_d1, and stochastic rounding alone the _sr /
+_rowssr kernels instead of the full ones / _rowsx (mapped back and counted); compact
 MXFP8 scales go through a swizzled staging buffer (fp4kit._plan.stage_scales; the comparison runs
 with that turned off, and counts the cases it would take); the rows kernel takes its CTA width lw
 as a last argument (the comparison runs with fp4kit._plan.ROWS_MAX_LW = 2, the old 64-column
@@ -160,10 +161,14 @@ for fmt in fp4kit.FORMATS:
             b = trace(new, "quantize", shape, dtype, ptr, opts, amax_shape=amax_shape)
             # the one intended change since REV: the fused RHT cast alone runs quantize_f5_d1_rht,
             # the same kernel body with the other variants compiled out
-            if any(e[0] == "launch" and e[2] == "quantize_f5_d1_rht" for e in b[0]):
+            # (and stochastic rounding alone runs _sr / _rowssr, likewise, instead of the full kernel / _rowsx)
+            def base_name(k):
+                if k == "quantize_f5_d1_rht" or k.endswith("_sr"):
+                    return k.rsplit("_", 1)[0]
+                return k[:-len("_rowssr")] + "_rowsx" if k.endswith("_rowssr") else k
+            if any(e[0] == "launch" and base_name(e[2]) != e[2] for e in b[0]):
                 renamed += 1
-                b = ([e[:2] + ("quantize_f5_d1",) + e[3:] if e[0] == "launch" and e[2] == "quantize_f5_d1_rht" else e
-                      for e in b[0]], b[1])
+                b = ([e[:2] + (base_name(e[2]),) + e[3:] if e[0] == "launch" else e for e in b[0]], b[1])
             # the rows kernels' last argument, lw (always 2 here), did not exist before
             if any(e[0] == "launch" and e[2].endswith(("_rows", "_rowsx")) for e in b[0]):
                 with_lw += 1
@@ -175,7 +180,7 @@ for fmt in fp4kit.FORMATS:
                     print("differs:", fmt, dtype, shape, hex(ptr), amax_shape, opts)
                     for e1, e2 in itertools.zip_longest(a[0], b[0]):
                         print("   ", "==" if e1 == e2 else "!=", e1, "|", e2)
-print(f"quantize: {n} cases, {bad} with different traces ({renamed} run quantize_f5_d1_rht for quantize_f5_d1; "
+print(f"quantize: {n} cases, {bad} with different traces ({renamed} run quantize_f5_d1_rht or an _sr / _rowssr kernel for the full one; "
       f"{staged} would stage compact scales; {with_lw} rows-kernel launches with lw = 2)")
 m = bad_amax = 0
 for shape, dtype, mode, ptr in itertools.product(SHAPES + [(16, 3), (32, 5)], ("float32", "bfloat16", "float16"),

@@ -240,3 +240,89 @@ def test_fp6_via_fp8_cvt_equals_reference_encode():
     with np.errstate(invalid="ignore"):
         w = numerics.encode(y * np.float32(down), fp8)
     assert not np.array_equal((w & np.uint8(0x1F)) | ((w >> np.uint8(2)) & np.uint8(0x20)), numerics.encode(y, "e2m3"))
+
+
+def e2m1_sr_magnitude(y: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """codecs.cuh e2m1_sr_magnitude (y float32, r uint32 draws): the integer forms of SPEC's
+    "float(r >> 8) < (a - lo) / (hi - lo) * 2^24" for a >= 1 (carry into the exponent) and a < 1
+    (X = ceil(a * 2^25), the low word of fma_ru(a, 2^25, 2^52): exact in float64 as modelled here)."""
+    b = y.view(np.uint32).astype(np.int64)
+    r = r.astype(np.int64)
+    a = np.abs(y)
+    b2 = (b << 1) & 0xFFFFFFFF
+    hi = ((b2 + (0x7FFFFF - (252 << 23)) - (r >> 9)) & 0xFFFFFFFF) >> 23
+    with np.errstate(invalid="ignore"):
+        small = a < np.float32(1.0)
+    x = np.ceil(np.where(small, a, 0).astype(np.float64) * 2.0 ** 25).astype(np.int64)
+    lo = ((x + 0xFFFFFF - (r >> 8)) & 0xFFFFFFFF) >> 24
+    return np.minimum(np.where(small, lo, hi), 7)
+
+
+def e2m1_sr_codes(y: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """e2m1_pack8_stochastic's code of each element: magnitude and y's sign bit (products: NaN +)."""
+    return (e2m1_sr_magnitude(y, r) | ((y.view(np.uint32) >> np.uint32(28)) & np.uint32(8))).astype(np.uint8)
+
+
+def _sr_cases():
+    """(y, r): every test value with random draws, and with draws on both sides of its threshold
+    R = (r >> 8) vs F = (a - lo) / (hi - lo) * 2^24: floor(F) - 1 .. ceil(F) + 1, random low 8 bits."""
+    rng = np.random.default_rng(5)
+    y = _test_values()
+    y = np.where(np.isnan(y), np.uint32(0x7FFFFFFF).view(np.float32), y).astype(np.float32)
+    a = np.abs(y)
+    with np.errstate(invalid="ignore", over="ignore"):
+        ok = a < np.float32(6.0)
+        lo, hi, _ = numerics.grid_neighbours(np.where(ok, a, np.float32(0)), "e2m1")
+        f = ((np.where(ok, a, 0) - lo) / (hi - lo)).astype(np.float64) * 2.0 ** 24
+    ys, rs = [y], [rng.integers(0, 1 << 32, y.size, dtype=np.uint64).astype(np.uint32)]
+    for base in (np.floor(f), np.ceil(f)):
+        for d in (-1, 0, 1):
+            big_r = np.clip(base + d, 0, (1 << 24) - 1).astype(np.uint64)
+            low = rng.integers(0, 256, y.size, dtype=np.uint64)
+            ys.append(y)
+            rs.append(((big_r << np.uint64(8)) | low).astype(np.uint32))
+    # the extreme draws
+    for rv in (0, 0xFF, 0xFFFFFF00, 0xFFFFFFFF):
+        ys.append(y)
+        rs.append(np.full(y.size, rv, dtype=np.uint32))
+    return np.concatenate(ys), np.concatenate(rs)
+
+
+def test_e2m1_stochastic_integer_form_equals_reference():
+    y, r = _sr_cases()
+    got = e2m1_sr_codes(y, r)
+    exp = numerics.encode_sr(y, "e2m1", r)
+    bad = np.flatnonzero(got != exp)
+    assert bad.size == 0, [(hex(int(y.view(np.uint32)[i])), hex(int(r[i])), int(got[i]), int(exp[i]))
+                           for i in bad[:5]]
+    # both outcomes occur in every grid interval (the cases reach each side of the threshold), and a
+    # mutation (the a >= 1 form with r >> 10 against the 23-bit field) is caught
+    assert 0 < np.mean(got != numerics.encode(y, "e2m1")) < 1
+    b2 = (y.view(np.uint32).astype(np.int64) << 1) & 0xFFFFFFFF
+    wrong = ((b2 + (0x7FFFFF - (252 << 23)) - (r.astype(np.int64) >> 10)) & 0xFFFFFFFF) >> 23
+    with np.errstate(invalid="ignore"):
+        big = np.abs(y) >= 1
+    assert not np.array_equal(np.minimum(wrong, 7)[big], e2m1_sr_magnitude(y, r)[big])
+
+
+def test_e2m1_pack8_stochastic_places_codes_and_signs():
+    """e2m1_pack8_stochastic: magnitudes by acc * 16 + code from the last element down, signs by
+    e2m1_signs8 (the permutes of e2m1_pack8_product); every value visits every position."""
+    y, r = _sr_cases()
+    n = y.size // 8 * 8
+    codes = numerics.encode_sr(y, "e2m1", r).astype(np.uint32)
+    for shift in (0, 3, 5):
+        yy = np.roll(y, shift)[:n].reshape(-1, 8)
+        rr = np.roll(r, shift)[:n].reshape(-1, 8)
+        cc = np.roll(codes, shift)[:n].reshape(-1, 8)
+        acc = np.zeros(yy.shape[0], dtype=np.uint64)
+        for i in range(7, -1, -1):
+            acc = (acc * 16 + e2m1_sr_magnitude(yy[:, i], rr[:, i]).astype(np.uint64)) % (1 << 32)
+        b = yy.view(np.uint32)
+        ev = prmt(prmt(b[:, 0], b[:, 2], 0xFB), prmt(b[:, 4], b[:, 6], 0xFB), 0x5410)
+        od = prmt(prmt(b[:, 1], b[:, 3], 0xFB), prmt(b[:, 5], b[:, 7], 0xFB), 0x5410)
+        got = acc.astype(np.uint32) | (ev & np.uint32(0x08080808)) | (od & np.uint32(0x80808080))
+        exp = np.zeros(yy.shape[0], dtype=np.uint32)
+        for i in range(8):
+            exp |= cc[:, i] << np.uint32(4 * i)
+        assert np.array_equal(got, exp), shift

@@ -210,10 +210,18 @@ def test_nvfp4_row_scaled_stochastic():
 
 def test_rowwise_ext_and_tile_2d_kernels():
     p = plan_of((130, 200), "bfloat16", "mxfp4_e2m1", rounding="stochastic")
-    # _rowsx: R = 2, lw = 2 (K = 200 would take 3, but M = 130 < 256 rows: 64-row groups):
-    # ceil(130/128) * ceil(200/64); K*2 = 400 bytes is a multiple of 16
-    assert p.launches() == [Launch("quantize", "quantize_f4_d1_rowsx", 8, 256,
+    # _rowssr (stochastic rounding alone): R = 2, lw = 2 (K = 200 would take 3, but M = 130 < 256
+    # rows: 64-row groups): ceil(130/128) * ceil(200/64); K*2 = 400 bytes is a multiple of 16
+    assert p.launches() == [Launch("quantize", "quantize_f4_d1_rowssr", 8, 256,
                                    (X, i64(130), i64(200), buf(0), buf(1), NULL, i32(1 | 16 | 256), SEED, i32(2)))]
+    # with another extended option: _rowsx, the same grid
+    p = plan_of((130, 200), "bfloat16", "nvfp4", rounding="stochastic", row_scaled=True)
+    assert [(s.kernel, s.grid) for s in p.launches()][-1] == ("quantize_f5_d1_rowsx", 8)
+    # the tile kernels: _sr for stochastic rounding alone, the full kernel with 2-D tiles too
+    p = plan_of((130, 200), "float16", "mxfp4_e2m1", axis="both", rounding="stochastic")
+    assert [s.kernel for s in p.launches()] == ["quantize_f4_d2_sr"]
+    p = plan_of((130, 200), "float32", "nvfp4", axis="both", rounding="stochastic", tile_2d=True)
+    assert [s.kernel for s in p.launches()][-1] == "quantize_f5_d0"
     p = plan_of((130, 200), "bfloat16", "nvfp4", tile_2d=True)      # rowwise, but 2-D tiles: tile kernel
     assert [s.kernel for s in p.launches()] == ["amax_global_d1", "quantize_f5_d1"]
     assert p.launches()[1].grid == 3 * 4

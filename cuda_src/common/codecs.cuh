@@ -144,21 +144,26 @@ __device__ __forceinline__ u32 prmt(u32 a, u32 b, u32 s) {
     return r;
 }
 
+// The sign bits of y[0..7] in place for eight E2M1 codes (bit 4i + 3 <- sign of y[i]): byte permutes
+// with sign replication gather them, 0xFF / 0x00 per byte: the even elements' into A (byte j =
+// element 2j, whose sign is bit 3 of byte j of the result), the odd ones' into B (bit 7 of byte j):
+// 6 permutes and 2 masks for 8 elements. NaN signs pass through: callers take products (NaN +).
+__device__ __forceinline__ u32 e2m1_signs8(const float* y) {
+    // selector 0xFB: byte 0 <- sign of byte 3 (a's top byte), byte 1 <- sign of byte 7 (b's top)
+    const u32 a = prmt(prmt(f2u(y[0]), f2u(y[2]), 0xFBu), prmt(f2u(y[4]), f2u(y[6]), 0xFBu), 0x5410u);
+    const u32 b = prmt(prmt(f2u(y[1]), f2u(y[3]), 0xFBu), prmt(f2u(y[5]), f2u(y[7]), 0xFBu), 0x5410u);
+    return (a & 0x08080808u) | (b & 0x80808080u);
+}
+
 // The E2M1 codes of y[0..7], code i in bits 4i .. 4i+3, for y whose NaNs have the sign bit clear
 // (as e2m1_append_product). Magnitudes: one multiply-add per element (acc * 16 + e2m1_idx_bits,
-// offsets subtracted once). Signs: instead of extracting each one (two more multiply-adds per
-// element), byte permutes with sign replication gather them, 0xFF / 0x00 per byte: the even
-// elements' into A (byte j = element 2j, whose sign is bit 3 of byte j of the result), the odd
-// ones' into B (bit 7 of byte j): 6 permutes and 2 masks for 8 elements.
+// offsets subtracted once). Signs: e2m1_signs8 (instead of two more multiply-adds per element).
 __device__ __forceinline__ u32 e2m1_pack8_product(const float* y) {
     u32 acc = 0u;
 #pragma unroll
     for (int i = 7; i >= 0; --i) acc = acc * 16u + e2m1_idx_bits(y[i]);
     acc -= E2M1_IDX_OFFSET * 0x11111111u;
-    // selector 0xFB: byte 0 <- sign of byte 3 (a's top byte), byte 1 <- sign of byte 7 (b's top)
-    const u32 a = prmt(prmt(f2u(y[0]), f2u(y[2]), 0xFBu), prmt(f2u(y[4]), f2u(y[6]), 0xFBu), 0x5410u);
-    const u32 b = prmt(prmt(f2u(y[1]), f2u(y[3]), 0xFBu), prmt(f2u(y[5]), f2u(y[7]), 0xFBu), 0x5410u);
-    return acc | (a & 0x08080808u) | (b & 0x80808080u);
+    return acc | e2m1_signs8(y);
 }
 
 // Any y: NaN of either sign -> +inf first (fminf keeps the number), which encodes as +6 (code 7).
@@ -443,25 +448,38 @@ __device__ __forceinline__ float nvfp4_dequant_mult(u32 sf, float A) {
 
 // ---------------------------------------------------------------------------------------------
 // Stochastic rounding of E2M1 (SPEC section 4): r is the Philox draw of the element.
-// Grid 0, .5, 1, 1.5, 2, 3, 4, 6; round up iff float(r >> 8) < fp32((a - lo) / (hi - lo) * 2^24).
-__device__ __forceinline__ u32 encode_e2m1_stochastic(float y, u32 r) {
-    // Branch-free form: t = a / step (exact power-of-two scaling; step 0.5, 1, 2 for a < 2, < 4, >= 4),
-    // q = floor(t) by one round-down addition of 2^23 (exact), frac = (t - q) * 2^24 (exact, equals
-    // (a - lo) / (hi - lo) * 2^24), code = q + 0, 2, 4.
-    const u32 b = f2u(y);
-    const u32 ab = b & 0x7FFFFFFFu;
-    const float a = u2f(ab);
-    const float inv_step = a < 2.0f ? 2.0f : (a < 4.0f ? 1.0f : 0.5f);
-    const u32 base = a < 2.0f ? 0u : (a < 4.0f ? 2u : 4u);
-    const float t = mul_rn(fminf(a, 6.0f), inv_step);
-    const float qf = __fsub_rn(__fadd_rd(t, 8388608.0f), 8388608.0f);
-    const u32 q = f2u(__fadd_rd(t, 8388608.0f)) - 0x4B000000u;
-    const float frac = mul_rn(__fsub_rn(t, qf), 16777216.0f);
-    const float rf = (float)(r >> 8);   // exact (< 2^24)
-    u32 code = q + base + ((rf < frac) ? 1u : 0u);
-    code = a >= 6.0f ? 7u : code;
-    if (ab > FP4KIT_INF_BITS) return E2M1::nan_code;
-    return code | ((b >> 31) << 3);
+// Grid 0, .5, 1, 1.5, 2, 3, 4, 6; round up iff float(r >> 8) < F = fp32((a - lo) / (hi - lo) * 2^24),
+// a = |y|. F is exact, so with R = r >> 8 (an integer) "R < F" is an integer question in each range:
+// - a >= 1: lo is a cut to one mantissa bit, hi - lo = 2^(E-1), F = 4 L with L the low 22 mantissa
+//   bits; R < 4 L <=> (r >> 10) < L <=> (r >> 9) < 2 L, and 2 L + (2^23 - 1) - (r >> 9) carries into
+//   bit 23 exactly then. In the bits b2 = bits(a) << 1 (sign dropped), bits 23.. are 2 E' + m1 with
+//   E' the biased exponent and m1 the top mantissa bit, and the E2M1 code of lo is that minus 252:
+//     code = (b2 + (2^23 - 1) - (252 << 23) - (r >> 9)) >> 23      (carries into the exponent too:
+//   1.75 -> 2, 5.x -> 6; a >= 6, inf and NaN give codes >= 7, clamped to 7 below).
+// - a < 1 (the step is 1/2 from 0 to 2): F = frac(2a) * 2^24, so with X = ceil(a * 2^25) (an integer
+//   <= 2^25) code = floor(2a) + [R < F] = (X + 2^24 - 1 - R) >> 24. X is the low word of
+//   fma_ru((double)a, 2^25, 2^52): the product is exact and the ulp of the sum is 1, so the one
+//   rounding (upwards) is the ceiling; the conversion to double is exact. (FP64 and the conversion
+//   run on pipes the tile kernels leave idle.)
+// The magnitude code; y's sign is applied by the caller. For y whose NaNs have the sign bit clear
+// (products, see e2m1_append_product) NaN gives 7 with sign 0, as SPEC section 2 asks.
+__device__ __forceinline__ u32 e2m1_sr_magnitude(float y, u32 r) {
+    const float a = fabsf(y);
+    const u32 b2 = f2u(y) << 1;
+    const u32 hi_code = (b2 + (0x7FFFFFu - (252u << 23)) - (r >> 9)) >> 23;
+    const u32 X = (u32)__double2loint(__fma_ru((double)a, 33554432.0, 4503599627370496.0));
+    const u32 lo_code = (X + 0xFFFFFFu - (r >> 8)) >> 24;
+    const u32 code = a < 1.0f ? lo_code : hi_code;
+    return code < 7u ? code : 7u;
+}
+
+// The stochastically rounded E2M1 codes of y[0..7] (draws r[0..7]), code i in bits 4i .. 4i+3, for y
+// whose NaNs have the sign bit clear (encode_seg's products).
+__device__ __forceinline__ u32 e2m1_pack8_stochastic(const float* y, const u32* r) {
+    u32 acc = 0u;
+#pragma unroll
+    for (int i = 7; i >= 0; --i) acc = acc * 16u + e2m1_sr_magnitude(y[i], r[i]);
+    return acc | e2m1_signs8(y);
 }
 
 }  // namespace fp4kit

@@ -9,18 +9,30 @@ namespace fp4kit {
 #define FP4KIT_PHILOX_W0 0x9E3779B9u
 #define FP4KIT_PHILOX_W1 0xBB67AE85u
 
-__device__ __forceinline__ uint4 philox4x32_10(uint4 c, u32 k0, u32 k1) {
+// N independent counters through the 10 rounds in lockstep: the round keys (uniform over the
+// launch) are formed once per round for all N, and the N chains give the multiplier pipe
+// independent work.
+template <int N>
+__device__ __forceinline__ void philox4x32_10_n(uint4 (&c)[N], u32 k0, u32 k1) {
 #pragma unroll
     for (int i = 0; i < 10; ++i) {
-        const u32 hi0 = __umulhi(FP4KIT_PHILOX_M0, c.x);
-        const u32 lo0 = FP4KIT_PHILOX_M0 * c.x;
-        const u32 hi1 = __umulhi(FP4KIT_PHILOX_M1, c.z);
-        const u32 lo1 = FP4KIT_PHILOX_M1 * c.z;
-        c = make_uint4(hi1 ^ c.y ^ k0, lo1, hi0 ^ c.w ^ k1, lo0);
+#pragma unroll
+        for (int j = 0; j < N; ++j) {
+            const u32 hi0 = __umulhi(FP4KIT_PHILOX_M0, c[j].x);
+            const u32 lo0 = FP4KIT_PHILOX_M0 * c[j].x;
+            const u32 hi1 = __umulhi(FP4KIT_PHILOX_M1, c[j].z);
+            const u32 lo1 = FP4KIT_PHILOX_M1 * c[j].z;
+            c[j] = make_uint4(hi1 ^ c[j].y ^ k0, lo1, hi0 ^ c[j].w ^ k1, lo0);
+        }
         k0 += FP4KIT_PHILOX_W0;
         k1 += FP4KIT_PHILOX_W1;
     }
-    return c;
+}
+
+__device__ __forceinline__ uint4 philox4x32_10(uint4 c, u32 k0, u32 k1) {
+    uint4 cs[1] = {c};
+    philox4x32_10_n<1>(cs, k0, k1);
+    return cs[0];
 }
 
 // The 16 draws r[i] of elements e0 .. e0+15 of one stream: counters e0/4 .. (e0+15)/4, i.e. four
@@ -41,10 +53,16 @@ __device__ __forceinline__ void philox_draws16(u64 seed, u32 stream, u64 e0, u32
     const u64 c0 = e0 >> 2;
     const int off = (int)(e0 & 3u);
     uint4 P[5];
+    {
+        uint4 C[4];
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-        const u64 c = c0 + (u64)j;
-        P[j] = philox4x32_10(make_uint4((u32)c, (u32)(c >> 32), stream, 0u), k0, k1);
+        for (int j = 0; j < 4; ++j) {
+            const u64 c = c0 + (u64)j;
+            C[j] = make_uint4((u32)c, (u32)(c >> 32), stream, 0u);
+        }
+        philox4x32_10_n<4>(C, k0, k1);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) P[j] = C[j];
     }
     P[4] = make_uint4(0u, 0u, 0u, 0u);
     if (off != 0) {

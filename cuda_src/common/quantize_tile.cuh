@@ -116,11 +116,17 @@ __device__ __forceinline__ void encode_seg(const float* v, float mul, bool stoch
     u32 codes[SEG];
     bool sr = false;
     if constexpr (E::ebits == 2 && E::mbits == 1) sr = stochastic;
-    if (sr) {
+    if (sr) {   // E2M1 only: 8 codes per word
         u32 r[SEG];
         philox_draws16(seed, stream, (u64)e0, r);
 #pragma unroll
-        for (int i = 0; i < SEG; ++i) codes[i] = encode_e2m1_stochastic(mul_rn(v[i], mul), r[i]);
+        for (int q = 0; q < 2; ++q) {
+            float y[8];
+#pragma unroll
+            for (int i = 0; i < 8; ++i) y[i] = mul_rn(v[8 * q + i], mul);
+            w[q] = e2m1_pack8_stochastic(y, r + 8 * q);
+        }
+        return;
     } else if constexpr (!F::packed) {
 #pragma unroll
         for (int q = 0; q < 4; ++q)
@@ -248,10 +254,12 @@ __device__ __forceinline__ void seg_values(const uint4* raw, bool full, const vo
 // go out as whole 32-byte sectors; with lw = 2 (64 columns) a CTA wrote 2 bytes of each of its rows'
 // scale sectors, which 16 CTAs completed.
 // Block index b: (b / tiles_k) * R * rs is the first row, (b % tiles_k) * W the first column.
-template <int FMT, int DT, bool EXT, int R>
+// XM (with EXT): the extended options the kernel keeps (as quantize_tile_rc).
+template <int FMT, int DT, bool EXT, int R, int XM = QFLAG_EXT_ALL>
 __device__ __forceinline__ void quantize_rows_direct(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales,
                                                      const float* amax_row, int flags, u64 seed, i64 b, int lw) {
     if constexpr (!EXT) flags &= ~QFLAG_EXT_ALL;
+    else flags &= ~(QFLAG_EXT_ALL & ~XM);
     const int W = SEG << lw, rs = QT_THREADS >> lw;
     const i64 tiles_k = (K + W - 1) / W;
     const i64 bq = div_fast(b, tiles_k);
