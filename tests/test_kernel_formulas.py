@@ -243,19 +243,14 @@ def test_fp6_via_fp8_cvt_equals_reference_encode():
 
 
 def e2m1_sr_magnitude(y: np.ndarray, r: np.ndarray) -> np.ndarray:
-    """codecs.cuh e2m1_sr_magnitude (y float32, r uint32 draws): the integer forms of SPEC's
-    "float(r >> 8) < (a - lo) / (hi - lo) * 2^24" for a >= 1 (carry into the exponent) and a < 1
-    (X = ceil(a * 2^25), the low word of fma_ru(a, 2^25, 2^52): exact in float64 as modelled here)."""
-    b = y.view(np.uint32).astype(np.int64)
-    r = r.astype(np.int64)
-    a = np.abs(y)
-    b2 = (b << 1) & 0xFFFFFFFF
-    hi = ((b2 + (0x7FFFFF - (252 << 23)) - (r >> 9)) & 0xFFFFFFFF) >> 23
-    with np.errstate(invalid="ignore"):
-        small = a < np.float32(1.0)
-    x = np.ceil(np.where(small, a, 0).astype(np.float64) * 2.0 ** 25).astype(np.int64)
-    lo = ((x + 0xFFFFFF - (r >> 8)) & 0xFFFFFFFF) >> 24
-    return np.minimum(np.where(small, lo, hi), 7)
+    """codecs.cuh e2m1_sr_magnitude (y float32, r uint32 draws): SPEC's "float(r >> 8) < (a - lo) /
+    (hi - lo) * 2^24" as code = (X + 2^24 - 1 - (r >> 8)) / 2^24 + 2 j' with X = ceil(a * 2^(25 - j')),
+    a = min(|y|, 6) and j' from a's exponent field; X + 2^24 - 1 is the low word of
+    fma_ru(a, 2^25, 2^(52 + j') + (2^24 - 1) 2^j'), exact in float64 as modelled here."""
+    a = _fminf(np.abs(y), np.float32(6.0))
+    j = np.maximum(a.view(np.uint32).astype(np.int64) >> 23, 127) - 127
+    x = np.ceil(a.astype(np.float64) * np.exp2(25.0 - j)).astype(np.int64) + 0xFFFFFF
+    return (((x - (r.astype(np.int64) >> 8) + (j << 25)) & 0xFFFFFFFF) >> 24)
 
 
 def e2m1_sr_codes(y: np.ndarray, r: np.ndarray) -> np.ndarray:
@@ -295,14 +290,15 @@ def test_e2m1_stochastic_integer_form_equals_reference():
     bad = np.flatnonzero(got != exp)
     assert bad.size == 0, [(hex(int(y.view(np.uint32)[i])), hex(int(r[i])), int(got[i]), int(exp[i]))
                            for i in bad[:5]]
-    # both outcomes occur in every grid interval (the cases reach each side of the threshold), and a
-    # mutation (the a >= 1 form with r >> 10 against the 23-bit field) is caught
+    # the draws reach both sides of the thresholds, and mutations are caught: rounding to nearest
+    # instead of up (the ceiling matters below 1/4), and a draw of 23 bits (r >> 9)
     assert 0 < np.mean(got != numerics.encode(y, "e2m1")) < 1
-    b2 = (y.view(np.uint32).astype(np.int64) << 1) & 0xFFFFFFFF
-    wrong = ((b2 + (0x7FFFFF - (252 << 23)) - (r.astype(np.int64) >> 10)) & 0xFFFFFFFF) >> 23
-    with np.errstate(invalid="ignore"):
-        big = np.abs(y) >= 1
-    assert not np.array_equal(np.minimum(wrong, 7)[big], e2m1_sr_magnitude(y, r)[big])
+    a = _fminf(np.abs(y), np.float32(6.0))
+    j = np.maximum(a.view(np.uint32).astype(np.int64) >> 23, 127) - 127
+    for x in (np.rint(a.astype(np.float64) * np.exp2(25.0 - j)).astype(np.int64) + 0xFFFFFF,
+              np.ceil(a.astype(np.float64) * np.exp2(25.0 - j)).astype(np.int64) + 0xFFFFFF + (r >> 8) - (r >> 9)):
+        wrong = ((x - (r.astype(np.int64) >> 8) + (j << 25)) & 0xFFFFFFFF) >> 24
+        assert not np.array_equal(wrong, e2m1_sr_magnitude(y, r))
 
 
 def test_e2m1_pack8_stochastic_places_codes_and_signs():

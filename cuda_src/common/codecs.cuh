@@ -449,28 +449,25 @@ __device__ __forceinline__ float nvfp4_dequant_mult(u32 sf, float A) {
 // ---------------------------------------------------------------------------------------------
 // Stochastic rounding of E2M1 (SPEC section 4): r is the Philox draw of the element.
 // Grid 0, .5, 1, 1.5, 2, 3, 4, 6; round up iff float(r >> 8) < F = fp32((a - lo) / (hi - lo) * 2^24),
-// a = |y|. F is exact, so with R = r >> 8 (an integer) "R < F" is an integer question in each range:
-// - a >= 1: lo is a cut to one mantissa bit, hi - lo = 2^(E-1), F = 4 L with L the low 22 mantissa
-//   bits; R < 4 L <=> (r >> 10) < L <=> (r >> 9) < 2 L, and 2 L + (2^23 - 1) - (r >> 9) carries into
-//   bit 23 exactly then. In the bits b2 = bits(a) << 1 (sign dropped), bits 23.. are 2 E' + m1 with
-//   E' the biased exponent and m1 the top mantissa bit, and the E2M1 code of lo is that minus 252:
-//     code = (b2 + (2^23 - 1) - (252 << 23) - (r >> 9)) >> 23      (carries into the exponent too:
-//   1.75 -> 2, 5.x -> 6; a >= 6, inf and NaN give codes >= 7, clamped to 7 below).
-// - a < 1 (the step is 1/2 from 0 to 2): F = frac(2a) * 2^24, so with X = ceil(a * 2^25) (an integer
-//   <= 2^25) code = floor(2a) + [R < F] = (X + 2^24 - 1 - R) >> 24. X is the low word of
-//   fma_ru((double)a, 2^25, 2^52): the product is exact and the ulp of the sum is 1, so the one
-//   rounding (upwards) is the ceiling; the conversion to double is exact. (FP64 and the conversion
-//   run on pipes the tile kernels leave idle.)
+// a = |y|. F is exact, so with R = r >> 8 (an integer) "R < F" is an integer question. The step is
+// 2^j' / 2 with j' = 0 for a < 2, 1 for [2, 4), 2 for [4, 6]; with X = ceil(a * 2^(25 - j')) (an
+// integer), code(lo) = floor(X / 2^24) + 2 j' and F = X mod 2^24 where a is on the fine grid of its
+// range (a >= 1, exact), or its ceiling (a < 1: "R < F" <=> "R < ceil(F)" for integer R). So
+//   code = (X + (2^24 - 1) - R) / 2^24 + 2 j'                         (integer division)
+// X + 2^24 - 1 is the low word of fma_ru((double)a, 2^25, C), C = 2^(52 + j') + (2^24 - 1) 2^j': the
+// product is exact, the ulp of the sum is 2^j', so the one rounding (upwards) divides by 2^j' and
+// takes the ceiling; the conversion to double is exact. j' comes from a's exponent field e
+// (j' = max(e, 127) - 127, as a <= 6 has e <= 129). a = min(|y|, 6) first: NaN (fminf drops it),
+// inf and everything >= 6 become 6, code 7 for any draw. FP64 and the conversion run on pipes the
+// tile kernels leave idle; the rest is integer arithmetic.
 // The magnitude code; y's sign is applied by the caller. For y whose NaNs have the sign bit clear
 // (products, see e2m1_append_product) NaN gives 7 with sign 0, as SPEC section 2 asks.
 __device__ __forceinline__ u32 e2m1_sr_magnitude(float y, u32 r) {
-    const float a = fabsf(y);
-    const u32 b2 = f2u(y) << 1;
-    const u32 hi_code = (b2 + (0x7FFFFFu - (252u << 23)) - (r >> 9)) >> 23;
-    const u32 X = (u32)__double2loint(__fma_ru((double)a, 33554432.0, 4503599627370496.0));
-    const u32 lo_code = (X + 0xFFFFFFu - (r >> 8)) >> 24;
-    const u32 code = a < 1.0f ? lo_code : hi_code;
-    return code < 7u ? code : 7u;
+    const float a = fminf(fabsf(y), 6.0f);
+    const u32 j = max(f2u(a) >> 23, 127u);                                // 127 + j'
+    const double c = __hiloint2double((int)((j + (1075u - 127u)) << 20), 0xFFFFFF);
+    const u32 x = (u32)__double2loint(__fma_ru((double)a, 33554432.0, c));   // X + 2^24 - 1
+    return (x - (r >> 8) + ((j - 127u) << 25)) >> 24;
 }
 
 // The stochastically rounded E2M1 codes of y[0..7] (draws r[0..7]), code i in bits 4i .. 4i+3, for y

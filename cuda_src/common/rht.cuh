@@ -19,7 +19,12 @@ __device__ __forceinline__ void hadamard16_f64(double* w) {
     }
 }
 
-// v: 16 fp32 values (bfloat16 inputs); on return v holds u_j = bf16_RN(fp32_RN(0.25 * w_j)), +0 for zero.
+// v: 16 fp32 values (bfloat16 inputs); on return v holds u_j = bf16_RN(fp32_RN(0.25 * w_j)), +0 for zero
+// (NaN: some NaN, payload and sign unspecified; the quantizers ignore both, rht.cu canonicalises).
+// The bfloat16 rounding of two values is one cvt.rn.bf16x2.f32 (RNE, subnormals kept: no .ftz), the
+// -0 -> +0 rule is applied to both halves of the packed word at once: a half's sign bit survives
+// only when its other 15 bits are not all zero (their sum with 0x7FFF carries into bit 15; no carry
+// crosses into the other half).
 __device__ __forceinline__ void rht16_inplace(float* v, u32 sign_mask) {
     double w[16];
 #pragma unroll
@@ -29,11 +34,14 @@ __device__ __forceinline__ void rht16_inplace(float* v, u32 sign_mask) {
     }
     hadamard16_f64(w);
 #pragma unroll
-    for (int j = 0; j < 16; ++j) {
-        const float f = __double2float_rn(__dmul_rn(0.25, w[j]));
-        float u = round_to_bf16(f);
-        if (u == 0.0f) u = 0.0f;   // +0
-        v[j] = u;
+    for (int j = 0; j < 16; j += 2) {
+        const float lo = __double2float_rn(__dmul_rn(0.25, w[j]));
+        const float hi = __double2float_rn(__dmul_rn(0.25, w[j + 1]));
+        u32 p;
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(p) : "f"(hi), "f"(lo));
+        p &= (((p & 0x7FFF7FFFu) + 0x7FFF7FFFu) & 0x80008000u) | 0x7FFF7FFFu;
+        v[j] = u2f(p << 16);
+        v[j + 1] = u2f(p & 0xFFFF0000u);
     }
 }
 
