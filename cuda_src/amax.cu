@@ -4,6 +4,7 @@
 #include "common/enums.cuh"
 #include "common/io.cuh"
 #include "common/rht.cuh"
+#include "common/amax.cuh"
 
 namespace fp4kit {
 
@@ -24,33 +25,8 @@ __device__ __forceinline__ void block_atomic_max(u32 acc, u32* out) {
 // max |x| over n elements (grid-stride; vec_ok: x is 16-byte aligned).
 template <int DT>
 __device__ __forceinline__ void amax_global(const void* xv, i64 n, int vec_ok, u32* out) {
-    typedef typename In<DT>::T T;
-    constexpr int V = In<DT>::vec;
-    const T* x = reinterpret_cast<const T*>(xv);
-    const i64 stride = (i64)gridDim.x * AM_THREADS;
-    const i64 tid = (i64)blockIdx.x * AM_THREADS + threadIdx.x;
-    u32 acc = 0;
-    i64 nvec = vec_ok ? n / V : 0;
-    i64 i = tid;
-    for (; i + 3 * stride < nvec; i += 4 * stride) {
-        uint4 r[4];
-#pragma unroll
-        for (int u = 0; u < 4; ++u) r[u] = load_stream16(x + (i + u * stride) * V);
-#pragma unroll
-        for (int u = 0; u < 4; ++u) {
-            float v[V];
-            In<DT>::unpack(r[u], v);
-#pragma unroll
-            for (int j = 0; j < V; ++j) acc = absmax_bits(acc, v[j]);
-        }
-    }
-    for (; i < nvec; i += stride) {
-        float v[V];
-        In<DT>::unpack(load_stream16(x + i * V), v);
-#pragma unroll
-        for (int j = 0; j < V; ++j) acc = absmax_bits(acc, v[j]);
-    }
-    for (i64 e = nvec * V + tid; e < n; e += stride) acc = absmax_bits(acc, In<DT>::cvt(x[e]));
+    const u32 acc = amax_accumulate<DT>(xv, n, vec_ok, (i64)blockIdx.x * AM_THREADS + threadIdx.x,
+                                        (i64)gridDim.x * AM_THREADS);
     block_atomic_max(acc, out);
 }
 

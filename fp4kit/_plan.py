@@ -215,6 +215,26 @@ def stage_scales(fmt: str, rows: int, blocks: int) -> bool:
 # The rows kernel's widest CTA row: 2^ROWS_MAX_LW segments of 16 elements (6: 1024 columns).
 ROWS_MAX_LW = 6
 
+# The one-launch small NVFP4 quantize (quantize.cu quantize_f5_d<D>_rowsam): plain rowwise with the
+# computed global amax, M * K in [1, SMALL_FUSED_MAX], instead of a memset, the amax launch and the
+# rows launch; clusters of RA_CTAS CTAs that each compute the amax, at most RA_MAX_CLUSTERS of them
+# (one CTA per rows-kernel block up to that).
+SMALL_FUSED_MAX = 1 << 19
+RA_CTAS = 8
+RA_MAX_CLUSTERS = 16
+
+
+def small_fused_grid(nblocks: int) -> int:
+    """CTAs of the _rowsam kernel for `nblocks` rows-kernel blocks: whole clusters, one CTA per
+    block up to RA_MAX_CLUSTERS clusters."""
+    return RA_CTAS * max(1, min(RA_MAX_CLUSTERS, -(-nblocks // RA_CTAS)))
+
+
+def small_fused(opts, M: int, K: int, amax_given: bool) -> bool:
+    """True when quantize runs the one-launch small NVFP4 kernel (see SMALL_FUSED_MAX)."""
+    return (FORMATS[opts.format].is_nvfp4 and opts.want_rowwise and not opts.want_columnwise and not amax_given
+            and not needs_ext(opts) and 0 < M * K <= SMALL_FUSED_MAX)
+
 
 def rows_stack(ext: bool, input_dtype: str) -> int:
     """R, the row groups of a rows-kernel block: 4 for 16-bit input with the plain recipes, else 2
@@ -362,7 +382,9 @@ def build_quantize_plan(M: int, K: int, input_dtype: str, opts, amax_size: int |
 
         plain = None
         rht_amax = None
-        if "rowwise" in ops and "columnwise" in ops and opts.rht and not given and not opts.row_scaled:
+        if small_fused(opts, M, K, given):
+            plain = ops["rowwise"][2] = b.buffer((1,), "float32", EMPTY)      # written by _rowsam
+        elif "rowwise" in ops and "columnwise" in ops and opts.rht and not given and not opts.row_scaled:
             plain, rht_amax = computed("global+rht")                       # one pass
             ops["rowwise"][2] = plain
         elif "rowwise" in ops:
@@ -410,10 +432,18 @@ def build_quantize_plan(M: int, K: int, input_dtype: str, opts, amax_size: int |
         if rows_kernel:
             # rowwise alone: CTAs of R x (256 / 2^lw) rows x 16 * 2^lw columns, loads issued up front
             # (quantize_rows_direct in cuda_src/common/quantize_tile.cuh)
-            lw = rows_lw(K, M)
-            b.launch("quantize", name + ("_rowssr" if sr_only(opts) else "_rowsx" if ext else "_rows"),
-                     rows_blocks(M, K, rows_stack(ext, input_dtype), lw),
-                     (_X, _i64(M), _i64(K), _buf(r[0]), _buf(rs), _ptr(r[2]), _i32(flags), _SEED, _i32(lw)))
+            if small_fused(opts, M, K, amax_size is not None):
+                # the rows kernel's blocks, amax computed by every cluster of the grid
+                lw = rows_lw(K, M)
+                nblocks = rows_blocks(M, K, rows_stack(False, input_dtype), lw)
+                b.launch("quantize", name + "_rowsam", small_fused_grid(nblocks),
+                         (_X, _i64(M), _i64(K), _buf(r[0]), _buf(rs), _buf(r[2]), _i32(flags), _SEED, _i32(lw),
+                          _i64(nblocks)))
+            else:
+                lw = rows_lw(K, M)
+                b.launch("quantize", name + ("_rowssr" if sr_only(opts) else "_rowsx" if ext else "_rows"),
+                         rows_blocks(M, K, rows_stack(ext, input_dtype), lw),
+                         (_X, _i64(M), _i64(K), _buf(r[0]), _buf(rs), _ptr(r[2]), _i32(flags), _SEED, _i32(lw)))
         else:
             tiles = -(-M // QT_M) * -(-K // QT_K)
             rd, ra = (r[0], r[2]) if r else (None, None)

@@ -12,7 +12,10 @@ _rowssr kernels instead of the full ones / _rowsx (mapped back and counted); com
 MXFP8 scales go through a swizzled staging buffer (fp4kit._plan.stage_scales; the comparison runs
 with that turned off, and counts the cases it would take); the rows kernel takes its CTA width lw
 as a last argument (the comparison runs with fp4kit._plan.ROWS_MAX_LW = 2, the old 64-column
-blocks, drops that argument and counts the launches).
+blocks, drops that argument and counts the launches); small plain rowwise NVFP4 with a computed
+amax runs one launch, quantize_f5_d<D>_rowsam, instead of the memset, the amax launch and the rows
+launch (fp4kit._plan.small_fused; the comparison runs with fp4kit._plan.SMALL_FUSED_MAX = 0 and
+counts the cases that would take it; the GPU tests compare its bytes).
 
     python scripts/plan_equivalence.py [REV]
 """
@@ -134,6 +137,9 @@ n = bad = renamed = staged = 0
 STAGED_FORMATS = set(_plan.STAGED_SCALE_FORMATS)
 _plan.STAGED_SCALE_FORMATS.clear()     # compare the rest of the plan with the old launchers
 _plan.ROWS_MAX_LW = 2                   # the old rows-kernel blocks (64 columns)
+SMALL_FUSED_MAX = _plan.SMALL_FUSED_MAX
+_plan.SMALL_FUSED_MAX = 0               # the separate amax launches
+fused = 0
 _plan.clear_plans()
 with_lw = 0
 for fmt in fp4kit.FORMATS:
@@ -157,6 +163,10 @@ for fmt in fp4kit.FORMATS:
                     (axis != "columnwise" and M % 128 == 0 and nb(K) % 4 == 0)
                     or (axis != "rowwise" and K % 128 == 0 and nb(M) % 4 == 0)):
                 staged += 1
+            M_, K_ = shape
+            _plan.SMALL_FUSED_MAX = SMALL_FUSED_MAX
+            fused += _plan.small_fused(opts, M_, K_, given)
+            _plan.SMALL_FUSED_MAX = 0
             a = trace(old, "quantize", shape, dtype, ptr, opts, amax_shape=amax_shape)
             b = trace(new, "quantize", shape, dtype, ptr, opts, amax_shape=amax_shape)
             # the one intended change since REV: the fused RHT cast alone runs quantize_f5_d1_rht,
@@ -181,7 +191,8 @@ for fmt in fp4kit.FORMATS:
                     for e1, e2 in itertools.zip_longest(a[0], b[0]):
                         print("   ", "==" if e1 == e2 else "!=", e1, "|", e2)
 print(f"quantize: {n} cases, {bad} with different traces ({renamed} run quantize_f5_d1_rht or an _sr / _rowssr kernel for the full one; "
-      f"{staged} would stage compact scales; {with_lw} rows-kernel launches with lw = 2)")
+      f"{staged} would stage compact scales; {with_lw} rows-kernel launches with lw = 2; {fused} would run the "
+      f"one-launch small NVFP4 kernel)")
 m = bad_amax = 0
 for shape, dtype, mode, ptr in itertools.product(SHAPES + [(16, 3), (32, 5)], ("float32", "bfloat16", "float16"),
                                                  ("global", "rows", "cols", "rht", "global+rht"), PTRS):

@@ -133,17 +133,54 @@ def test_rows_kernel_width():
 
 
 def test_nvfp4_rowwise_computed_amax():
+    # above SMALL_FUSED_MAX elements: a zeroed amax, the amax launch, then the rows kernel
+    p = plan_of((1024, 2048), "bfloat16", "nvfp4")
+    assert 1024 * 2048 > _plan.SMALL_FUSED_MAX
+    assert p.steps == (
+        Buffer(0, (1024, 1024), "uint8", EMPTY),
+        Buffer(1, (1024, 128), "uint8", EMPTY),
+        Buffer(2, (1,), "float32", ZEROS),
+        # 2^21 elements in 16-byte vectors of 8: 2^18 items -> 1024 CTAs (8 per SM at most, 132 SMs)
+        Launch("amax", "amax_global_d1", 1024, 256, (X, i64(1 << 21), i32(1), buf(2))),
+        # 1024 / (4 x 4) row groups x 2048 / 1024 column blocks
+        Launch("quantize", "quantize_f5_d1_rows", 128, 256,
+               (X, i64(1024), i64(2048), buf(0), buf(1), buf(2), i32(1 | 256), SEED, i32(6))),
+    )
+    assert p.outputs == (OperandSlots(0, 1, 2), None)
+
+
+def test_nvfp4_rowwise_computed_amax_small_one_launch():
+    # at most SMALL_FUSED_MAX elements: clusters of 8 CTAs that each compute the amax (written into
+    # an uninitialised buffer: no memset), then quantize the rows kernel's blocks, one per CTA
     p = plan_of((16, 4096), "bfloat16", "nvfp4")
     assert p.steps == (
         Buffer(0, (16, 2048), "uint8", EMPTY),
         Buffer(1, (16, 256), "uint8", EMPTY),
-        Buffer(2, (1,), "float32", ZEROS),
-        # 65536 elements in 16-byte vectors of 8: 8192 items -> 32 CTAs (8 per SM at most)
-        Launch("amax", "amax_global_d1", 32, 256, (X, i64(65536), i32(1), buf(2))),
-        Launch("quantize", "quantize_f5_d1_rows", 16, 256,
-               (X, i64(16), i64(4096), buf(0), buf(1), buf(2), i32(1 | 256), SEED, i32(4))),
+        Buffer(2, (1,), "float32", EMPTY),
+        # lw 4: blocks of 4 x 16 rows x 256 columns -> 16 blocks, 2 clusters
+        Launch("quantize", "quantize_f5_d1_rowsam", 16, 256,
+               (X, i64(16), i64(4096), buf(0), buf(1), buf(2), i32(1 | 256), SEED, i32(4), i64(16))),
     )
     assert p.outputs == (OperandSlots(0, 1, 2), None)
+    # float32 input: blocks of 2 x 8 rows x 512 columns -> 32 x 2 blocks, 8 clusters
+    p = plan_of((500, 1000), "float32", "nvfp4", align=4)
+    assert p.launches() == [Launch("quantize", "quantize_f5_d0_rowsam", 64, 256,
+                                   (X, i64(500), i64(1000), buf(0), buf(1), buf(2), i32(1), SEED, i32(5),
+                                    i64(32 * 2)))]
+    assert [_plan.small_fused_grid(n) for n in (1, 8, 9, 64, 127, 128, 129, 10**6)] == \
+        [8, 8, 16, 64, 128, 128, 128, 128]
+    # the boundary, and what keeps the separate launches
+    n = _plan.SMALL_FUSED_MAX
+    assert [s.kernel for s in plan_of((n // 1024, 1024), "float16", "nvfp4").launches()] == ["quantize_f5_d2_rowsam"]
+    for shape, kw in (((n // 1024 + 16, 1024), {}), ((16, 64), {"axis": "both"}), ((16, 64), {"axis": "columnwise"}),
+                      ((16, 64), {"rounding": "stochastic"}), ((16, 64), {"row_scaled": True}),
+                      ((16, 64), {"tile_2d": True}), ((16, 64), {"rht": True, "axis": "both"})):
+        assert not any(s.kernel.endswith("_rowsam") for s in plan_of(shape, "bfloat16", "nvfp4", **kw).launches()), \
+            (shape, kw)
+    # a caller's amax: no amax work at all; empty input: a zeroed amax and no launch
+    assert [s.kernel for s in plan_of((16, 64), "bfloat16", "nvfp4", amax_shape=(1,)).launches()] == ["quantize_f5_d1_rows"]
+    p = plan_of((0, 64), "bfloat16", "nvfp4")
+    assert p.launches() == [] and p.steps[2] == Buffer(2, (1,), "float32", ZEROS)
 
 
 def test_nvfp4_both_rht_one_amax_pass():
@@ -545,7 +582,8 @@ def test_torch_executor_threads_do_not_share_argument_slots(monkeypatch):
 # ---------------------------------------------------------------------------------------------
 # every planned launch matches its kernel's C signature in cuda_src/
 
-_SIG = re.compile(r'extern "C" __global__ void(?:\s+__launch_bounds__\([^)]*\)|\s+LB|\s+FP4KIT_[\w#]+)?\s*([\w#]+)\s*\(([^)]*)\)')
+_SIG = re.compile(r'extern "C" __global__ void(?:\s+__launch_bounds__\([^)]*\)|\s+__cluster_dims__\([^)]*\)|\s+LB'
+                  r'|\s+FP4KIT_[\w#]+)*\s*([\w#]+)\s*\(([^)]*)\)')
 _MACRO_PARAMS = {"F": r"\d+", "D": r"\d+", "SUFFIX": r"(?:_\w+)?"}
 # C type of a kernel parameter -> the Arg kinds that may fill it (pointers: 8 bytes)
 _KINDS = {"i64": {"i64"}, "int": {"i32"}, "u32": {"u32"}, "u64": {"u64", "seed"}}

@@ -276,6 +276,51 @@ def test_nvfp4_given_amax(gpu):
             check_against_reference(gpu, x, "nvfp4", amax=amax, axis="both", scale_layout="swizzled")
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_nvfp4_small_one_launch(gpu, dtype):
+    """Plain rowwise NVFP4 with a computed amax up to fp4kit._plan.SMALL_FUSED_MAX elements runs
+    one launch (quantize_f5_d<D>_rowsam: a cluster computes the amax into an uninitialised, poisoned
+    buffer, then quantizes): bytes and amax equal the reference at the size boundary (on both sides),
+    for ragged shapes, with the largest magnitude in the element-wise tail, all-NaN and all-zero
+    inputs, both scale layouts, and a misaligned input."""
+    from fp4kit import _cuda, _plan
+
+    n = _plan.SMALL_FUSED_MAX
+    cases = [((1, 16), "normal"), ((1, 4096), "special"), ((16, 4096), "normal"), ((3, 1100), "special"),
+             ((127, 1000), "normal"), ((n // 1024, 1024), "special"), ((n // 4096 + 1, 4096), "normal"),
+             ((257, 2112), "special")]
+    for i, (shape, kind) in enumerate(cases):
+        x = make_input(shape, dtype, kind, seed=500 + i)
+        opts = quantize_options(shape, dtype, "nvfp4")
+        fused = _plan.small_fused(opts, *shape, False)
+        assert fused == (shape[0] * shape[1] <= n), shape
+        for layout in ("compact", "swizzled"):
+            check_against_reference(gpu, x, "nvfp4", axis="rowwise", scale_layout=layout)
+    # the largest |x| in the last (element-wise) elements of an odd-length tensor, then in the first
+    for where in (-1, 0):
+        x = make_input((5, 34), dtype, "normal", seed=520)
+        x.reshape(-1)[where] = NP_DTYPES[dtype](-30000.0) if dtype != "float16" else np.float16(-60000.0)
+        check_against_reference(gpu, x, "nvfp4", axis="rowwise")
+    # all NaN (amax 0 by SPEC's NaN-ignoring max), all zero, a single NaN among zeros
+    for v in (np.nan, 0.0):
+        check_against_reference(gpu, np.full((16, 64), v, NP_DTYPES[dtype]), "nvfp4", axis="rowwise")
+    x = np.zeros((16, 64), NP_DTYPES[dtype])
+    x[3, 5] = np.nan
+    check_against_reference(gpu, x, "nvfp4", axis="rowwise")
+    # misaligned input (a view one element in): element-wise amax and rows loads
+    xs = np.ascontiguousarray(make_input((33, 257), dtype, "special", seed=521)[:, 1:])
+    buf, dn = to_device(gpu, make_input((33 * 256 + 1,), dtype, "normal", seed=522))
+    buf = buf.reshape(-1)
+    buf[1:] = to_device(gpu, xs)[0].reshape(-1)
+    opts = quantize_options(xs.shape, dn, "nvfp4", axis="rowwise")
+    row, _ = _cuda.quantize(buf[1:].reshape(33, 256), opts, None, input_dtype=dn)
+    want = ref_api.quantize(xs, "nvfp4", axis="rowwise").rowwise
+    assert_bytes_equal(gpu.asnumpy(row["data"]), want.data, f"{dtype} misaligned: data")
+    assert_bytes_equal(gpu.asnumpy(row["scales"]), want.scales, f"{dtype} misaligned: scales")
+    assert_bytes_equal(gpu.asnumpy(row["amax"]).view(np.uint32), np.asarray(want.amax, np.float32).view(np.uint32),
+                       f"{dtype} misaligned: amax")
+
+
 def test_nvfp4_tile_2d(gpu):
     for i, shape in enumerate([(128, 128), (126, 96), (32, 48), (2, 16), (66, 94)]):
         for dtype in ("bfloat16", "float32"):
