@@ -27,9 +27,16 @@ def _bad_input(x, name="x"):
                      f"(CuPy, PyTorch, JAX, DLPack or __cuda_array_interface__), got {type(x).__name__}")
 
 
+_device_api = None
+
+
 def _device():
-    from . import _device_api
-    return _device_api
+    global _device_api
+    mod = _device_api
+    if mod is None:
+        from . import _device_api as mod
+        _device_api = mod
+    return mod
 
 
 def quantize(x, fmt, axis="rowwise", scale_layout="compact", scale_rule="rceil", amax=None,
@@ -59,12 +66,13 @@ def quantize(x, fmt, axis="rowwise", scale_layout="compact", scale_rule="rceil",
         >>> q.rowwise.data.shape, q.rowwise.scales.shape
         ((4, 32), (4, 1))
     """
-    kw = dict(axis=axis, scale_layout=scale_layout, scale_rule=scale_rule, amax=amax, tile_2d=tile_2d,
-              row_scaled=row_scaled, rht=rht, rht_sign_mask=rht_sign_mask, rounding=rounding, seed=seed)
+    if _is_device(x):                   # positional: no keyword dict on the device path's ~20 us
+        return _device().quantize(x, fmt, axis, scale_layout, scale_rule, amax, tile_2d, row_scaled, rht,
+                                  rht_sign_mask, rounding, seed)
     if _is_host(x):
-        return _ref.quantize(x, fmt, **kw)
-    if _is_device(x):
-        return _device().quantize(x, fmt, **kw)
+        return _ref.quantize(x, fmt, axis=axis, scale_layout=scale_layout, scale_rule=scale_rule, amax=amax,
+                             tile_2d=tile_2d, row_scaled=row_scaled, rht=rht, rht_sign_mask=rht_sign_mask,
+                             rounding=rounding, seed=seed)
     raise _bad_input(x)
 
 

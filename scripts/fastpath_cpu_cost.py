@@ -60,7 +60,7 @@ class StubDtype:
 
 
 Stub.dtype = StubDtype()
-torch = types.SimpleNamespace(uint8=1, float32=2, empty=lambda shape, dtype, device: Stub(shape))
+torch = types.SimpleNamespace(uint8=1, float32=2, empty=lambda *shape, dtype, device: Stub(shape))
 _torch_exec._torch = lambda: torch
 _torch_exec._stream_ptr = lambda dev: 0
 _torch_exec._function_handle = lambda module, kernel: 1

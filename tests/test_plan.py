@@ -467,7 +467,7 @@ _CTYPES = {"i64": ctypes.c_int64, "i32": ctypes.c_int32, "u32": ctypes.c_uint32}
 def _fake_torch(monkeypatch, plan):
     """Fake torch + launch; returns the list the launch appends (kernel, grid, block, stream, values) to."""
     torch = types.SimpleNamespace(uint8=np.uint8, float32=np.float32,
-                                  empty=lambda shape, dtype, device: _FakeTensor(np.empty(shape, dtype)),
+                                  empty=lambda *shape, dtype, device: _FakeTensor(np.empty(shape, dtype)),
                                   zeros=lambda shape, dtype, device: _FakeTensor(np.zeros(shape, dtype)))
     launches = {}
     calls = []
@@ -696,7 +696,7 @@ def _fake_torch_module(device=0):
     mod.nn = types.SimpleNamespace(Parameter=Parameter)
     for n, d in dtypes.items():
         setattr(mod, n, d)
-    mod.empty = lambda shape, dtype, device: Tensor(np.empty(shape, dtype.np), dtype)
+    mod.empty = lambda *shape, dtype, device: Tensor(np.empty(shape, dtype.np), dtype)
     mod.zeros = lambda shape, dtype, device: Tensor(np.zeros(shape, dtype.np), dtype)
     mod.cuda = types.SimpleNamespace(current_device=lambda: device)
     return mod
