@@ -38,9 +38,12 @@ for fmt, f in fp4kit.FORMATS.items():
             variants += [dict(tile_2d=True), dict(row_scaled=True), dict(amax=cp.asarray(np.float32([2.0])))]
             if M % 16 == 0 and axis != "rowwise":
                 variants.append(dict(rht=True))
+            if K % 2 == 0:   # rowwise with a computed amax: the one-launch kernel (_rowsam) when small
+                variants += [dict(axis="rowwise"), dict(axis="rowwise", torch_bf16=True)]
         for kw in variants:
-            xin = bf16(x) if kw.get("rht") else cp.asarray(x)
-            q = fp4kit.quantize(xin, fmt, axis=axis, **kw)
+            kw = dict(kw)
+            xin = bf16(x) if kw.get("rht") or kw.pop("torch_bf16", False) else cp.asarray(x)
+            q = fp4kit.quantize(xin, fmt, **{"axis": axis, **kw})
             for op in ("rowwise", "columnwise"):
                 if getattr(q, op) is not None:
                     for dt in ("float32", "bfloat16", "float16"):
