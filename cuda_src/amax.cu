@@ -11,15 +11,8 @@ namespace fp4kit {
 constexpr int AM_THREADS = 256;
 
 __device__ __forceinline__ void block_atomic_max(u32 acc, u32* out) {
-    __shared__ u32 warp_max[AM_THREADS / 32];
-    acc = __reduce_max_sync(0xFFFFFFFFu, acc);
-    if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = acc;
-    __syncthreads();
-    if (threadIdx.x < 32) {
-        acc = threadIdx.x < AM_THREADS / 32 ? warp_max[threadIdx.x] : 0u;
-        acc = __reduce_max_sync(0xFFFFFFFFu, acc);
-        if (threadIdx.x == 0 && acc != 0u) atomicMax(out, acc);
-    }
+    acc = block_max_u32<AM_THREADS>(acc);
+    if (threadIdx.x == 0 && acc != 0u) atomicMax(out, acc);
 }
 
 // max |x| over n elements (grid-stride; vec_ok: x is 16-byte aligned).

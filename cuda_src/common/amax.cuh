@@ -44,6 +44,21 @@ __device__ __forceinline__ u32 amax_accumulate(const void* xv, i64 n, bool vec_o
     return acc;
 }
 
+// The unsigned max of `acc` over the CTA's THREADS threads, returned to the threads of warp 0 (the
+// others get their warp's max). Called by all threads.
+template <int THREADS>
+__device__ __forceinline__ u32 block_max_u32(u32 acc) {
+    __shared__ u32 warp_max[THREADS / 32];
+    acc = __reduce_max_sync(0xFFFFFFFFu, acc);
+    if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = acc;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        acc = threadIdx.x < THREADS / 32 ? warp_max[threadIdx.x] : 0u;
+        acc = __reduce_max_sync(0xFFFFFFFFu, acc);
+    }
+    return acc;
+}
+
 // Both halves of a cluster-wide barrier: every thread of every CTA of the cluster arrives, and
 // shared (and global) memory written before it by any of them is visible after it to all.
 __device__ __forceinline__ void cluster_sync_all() {
@@ -56,16 +71,9 @@ __device__ __forceinline__ void cluster_sync_all() {
 // CTA rank r); a second barrier keeps every CTA's word alive until all have read it.
 template <int THREADS>
 __device__ __forceinline__ u32 cluster_max_u32(u32 acc) {
-    __shared__ u32 warp_max[THREADS / 32];
     __shared__ u32 cta_max;
-    acc = __reduce_max_sync(0xFFFFFFFFu, acc);
-    if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = acc;
-    __syncthreads();
-    if (threadIdx.x < 32) {
-        acc = threadIdx.x < THREADS / 32 ? warp_max[threadIdx.x] : 0u;
-        acc = __reduce_max_sync(0xFFFFFFFFu, acc);
-        if (threadIdx.x == 0) cta_max = acc;
-    }
+    acc = block_max_u32<THREADS>(acc);
+    if (threadIdx.x == 0) cta_max = acc;
     cluster_sync_all();
     u32 ncta;
     asm("mov.u32 %0, %%cluster_nctarank;" : "=r"(ncta));
