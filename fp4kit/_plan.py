@@ -374,6 +374,7 @@ def build_quantize_plan(M: int, K: int, input_dtype: str, opts, amax_size: int |
 
     # NVFP4 amax: rowwise uses the caller's or the computed plain amax; columnwise the same except
     # that rht / row_scaled give it its own, always computed.
+    fused = small_fused(opts, M, K, amax_size is not None)
     if fmt.is_nvfp4:
         given = amax_size is not None
 
@@ -382,7 +383,7 @@ def build_quantize_plan(M: int, K: int, input_dtype: str, opts, amax_size: int |
 
         plain = None
         rht_amax = None
-        if small_fused(opts, M, K, given):
+        if fused:
             plain = ops["rowwise"][2] = b.buffer((1,), "float32", EMPTY)      # written by _rowsam
         elif "rowwise" in ops and "columnwise" in ops and opts.rht and not given and not opts.row_scaled:
             plain, rht_amax = computed("global+rht")                       # one pass
@@ -432,17 +433,14 @@ def build_quantize_plan(M: int, K: int, input_dtype: str, opts, amax_size: int |
         if rows_kernel:
             # rowwise alone: CTAs of R x (256 / 2^lw) rows x 16 * 2^lw columns, loads issued up front
             # (quantize_rows_direct in cuda_src/common/quantize_tile.cuh)
-            if small_fused(opts, M, K, amax_size is not None):
-                # the rows kernel's blocks, amax computed by every cluster of the grid
-                lw = rows_lw(K, M)
-                nblocks = rows_blocks(M, K, rows_stack(False, input_dtype), lw)
+            lw = rows_lw(K, M)
+            nblocks = rows_blocks(M, K, rows_stack(ext, input_dtype), lw)
+            if fused:       # the same blocks, after every cluster of the grid has computed the amax
                 b.launch("quantize", name + "_rowsam", small_fused_grid(nblocks),
                          (_X, _i64(M), _i64(K), _buf(r[0]), _buf(rs), _buf(r[2]), _i32(flags), _SEED, _i32(lw),
                           _i64(nblocks)))
             else:
-                lw = rows_lw(K, M)
-                b.launch("quantize", name + ("_rowssr" if sr_only(opts) else "_rowsx" if ext else "_rows"),
-                         rows_blocks(M, K, rows_stack(ext, input_dtype), lw),
+                b.launch("quantize", name + ("_rowssr" if sr_only(opts) else "_rowsx" if ext else "_rows"), nblocks,
                          (_X, _i64(M), _i64(K), _buf(r[0]), _buf(rs), _ptr(r[2]), _i32(flags), _SEED, _i32(lw)))
         else:
             tiles = -(-M // QT_M) * -(-K // QT_K)

@@ -208,7 +208,7 @@ def run(plan, x, amax, seed: int, device: int, x_ptr: int | None = None) -> list
             prep.launch(a, b, 1, 1, c, 1, 1, 0, stream, values[2], 0)
             continue
         if op == _OP_EMPTY:                             # a, b: shape, dtype; c: not empty; d: uint8
-            t = empty(*a, dtype=b, device=where)        # sizes as arguments: 1.5 us less than a tuple
+            t = empty(*a, dtype=b, device=where)        # sizes as arguments: ~2 us less than a tuple
             if poison and c:
                 (t if d else t.view(prep.uint8)).fill_(0xA5)
             ptr = t.data_ptr()
