@@ -87,6 +87,7 @@ def _kernel_ptr(fn) -> int:
 
 
 _DQ_SEGS = 4   # cuda_src/common/dequantize_op.cuh DQ_SEGS
+_MAX_GRID = 1 << 24   # CTAs of a grid-stride kernel; the kernel loops over any work beyond it
 _RESIDENT: dict = {}
 
 
@@ -101,12 +102,6 @@ def _resident_per_sm(fn, fallback: int) -> int:
             n = fallback
         n = _RESIDENT[id(fn)] = max(1, n)
     return n
-
-
-def _resident_grid(fn, ctas_needed: int) -> int:
-    """min(ctas_needed, CTAs of 256 threads of `fn` resident on the device at once): a grid-stride
-    kernel then runs in one wave (4 per SM if the occupancy query fails)."""
-    return max(1, min(int(ctas_needed), _sm_count() * _resident_per_sm(fn, 4)))
 
 
 _NP_DTYPES = {"uint8": np.uint8, "float32": np.float32}
@@ -203,8 +198,11 @@ def dequantize(data, scales, amax, fmt_name: str, rows: int, cols: int, scale_la
         row_scaled = int(amax.size > 1)   # (rows,) per-row amax; (1,) global
     total = rows * -(-cols // 16)
     fn = _fn("dequantize", f"dequantize_f{fmt.format_id}_o{_DTYPE_IDS[out_dtype]}")
-    # each thread takes _DQ_SEGS segments per iteration (dequantize_op.cuh); one wave of resident CTAs
-    fn((_resident_grid(fn, -(-total // (_THREADS * _DQ_SEGS))),), (_THREADS,),
+    # each thread takes _DQ_SEGS segments per iteration (dequantize_op.cuh); one CTA per
+    # _THREADS * _DQ_SEGS segments (measured faster than one wave of resident CTAs looping: the
+    # block scheduler keeps every SM's slots busy to the end), the kernel's grid-stride loop covers
+    # the rest past the grid limit
+    fn((min(-(-total // (_THREADS * _DQ_SEGS)), _MAX_GRID),), (_THREADS,),
         (data, scales, amax if fmt.is_nvfp4 else _NULL, np.int64(rows), np.int64(cols),
          np.int32(scale_layout == "swizzled"), np.int32(row_scaled), out))
     return out

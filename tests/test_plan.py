@@ -1026,8 +1026,8 @@ def test_fast_path_memo_from_threads(monkeypatch):
 
 
 def test_resident_grids_from_one_occupancy_query(monkeypatch):
-    """_cuda._resident_per_sm serves the dequantize grid (one wave, 4 per SM if the query fails)
-    and the grouped persistent grid (at most 8 per SM): one query per kernel, cached."""
+    """_cuda._resident_per_sm serves the grouped persistent grid (at most 8 per SM; the fallback
+    when the query fails): one query per kernel, cached."""
     from fp4kit import _cuda_grouped
 
     queries = []
@@ -1050,9 +1050,9 @@ def test_resident_grids_from_one_occupancy_query(monkeypatch):
         return types.SimpleNamespace(kernel=types.SimpleNamespace(ptr=ptr))
 
     a, b, bad = kernel(0xA), kernel(0xB), kernel(0xBAD)
-    assert _cuda._resident_grid(a, 10**6) == 300 and _cuda._resident_grid(a, 7) == 7
-    assert _cuda._resident_grid(bad, 10**6) == 400                       # fallback 4 per SM
-    assert _cuda_grouped._persistent_grid(10**6, a) == 300
+    assert _cuda_grouped._persistent_grid(10**6, a) == 300 and _cuda_grouped._persistent_grid(7, a) == 7
+    assert _cuda_grouped._persistent_grid(10**6, bad) == 800             # fallback: 8 per SM
+    assert _cuda_grouped._persistent_grid(10**6, a) == 300               # cached, no second query
     assert _cuda_grouped._persistent_grid(10**6, b) == 800               # capped at 8 per SM
     assert _cuda_grouped._persistent_grid(10**6) == 800 and _cuda_grouped._persistent_grid(5) == 5
     assert queries == [0xA, 0xBAD, 0xB]                                   # one query per kernel
@@ -1100,3 +1100,26 @@ def test_grouped_quantize_grid_sizes(monkeypatch):
     assert not one(mx, False, False, True, 8, 7168, 2**40)          # more tiles than CTAs
     # where group_meta's band descriptors start: 16-byte aligned (grouped.cu band_desc_offset)
     assert [_cuda_grouped._band_desc_offset(r, t) for r, t in ((1024, 1033), (1, 1), (2, 3))] == [2058, 2, 6]
+
+
+def test_dequantize_grid_one_cta_per_1024_segments(monkeypatch):
+    """_cuda.dequantize launches one CTA per _THREADS * _DQ_SEGS segments of 16 (not one wave of
+    resident CTAs), capped at _MAX_GRID for the kernel's grid-stride loop to cover the rest."""
+    launches = []
+
+    def fn(grid, block, args):
+        launches.append((grid, block, args))
+
+    fake_cp = types.SimpleNamespace(ascontiguousarray=lambda a, dtype=None: a)
+    monkeypatch.setattr(_cuda, "_cp", lambda: fake_cp)
+    monkeypatch.setattr(_cuda, "_empty", lambda shape, dtype: ("out", shape))
+    monkeypatch.setattr(_cuda, "_fn", lambda module, kernel: fn)
+    per_cta = _cuda._THREADS * _cuda._DQ_SEGS
+    cases = [(1, 1, 1), (3, 17, 1), (8192, 8192, 8192 * 512 // per_cta), (1024, 33, -(-1024 * 3 // per_cta)),
+             (1 << 20, 1 << 20, _cuda._MAX_GRID)]
+    for rows, cols, grid in cases:
+        launches.clear()
+        out = _cuda.dequantize("data", "scales", None, "mxfp8_e4m3", rows, cols, "compact", "float32")
+        assert out == ("out", (rows, cols))
+        assert [(g, b) for g, b, _ in launches] == [((grid,), (_cuda._THREADS,))], (rows, cols)
+        assert int(launches[0][2][3]) == rows and int(launches[0][2][4]) == cols

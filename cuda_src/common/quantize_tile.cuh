@@ -183,7 +183,7 @@ template <int FMT>
 __device__ __forceinline__ void row_segment(const float* v, i64 M, i64 K, i64 gm, i64 gk, int s, u8* row_data,
                                             u8* row_scales, const float* amax_row, int flags, u64 seed,
                                             float tile_amax, float s_enc, float s_dec, const float* enc_tab = nullptr,
-                                            i64 r0 = 0) {
+                                            i64 r0 = 0, u8* stash = nullptr) {
     typedef Fmt<FMT> F;
     float bamax = seg_amax(v);
     if constexpr (F::block == 32) bamax = fmaxf(bamax, __shfl_xor_sync(0xFFFFFFFFu, bamax, 1));
@@ -208,8 +208,12 @@ __device__ __forceinline__ void row_segment(const float* v, i64 M, i64 K, i64 gm
         if constexpr (F::packed) store_bytes(row_data + gm * (K / 2) + gk / 2, w, n / 2, SEG / 2);
         else store_bytes(row_data + gm * K + gk, w, n, SEG);
         if (F::block == 16 || (s & 1) == 0) {
-            const i64 nb = (K + F::block - 1) / F::block;
-            row_scales[scale_offset(gm - r0, gk / F::block, nb, flags & (QFLAG_SWIZZLED | QFLAG_ROW_SCALES_SWZ))] = (u8)sc;
+            if (stash != nullptr) {
+                stash[s / (F::block / SEG)] = (u8)sc;
+            } else {
+                const i64 nb = (K + F::block - 1) / F::block;
+                row_scales[scale_offset(gm - r0, gk / F::block, nb, flags & (QFLAG_SWIZZLED | QFLAG_ROW_SCALES_SWZ))] = (u8)sc;
+            }
         }
     }
 }
@@ -336,6 +340,22 @@ struct RawTile {
     }
 };
 
+// The scale bytes of one 64-element run of a tile (W = 64 / block of them: 2 MX, 4 NVFP4), staged
+// in shared memory st[0 .. W) by the tile's threads: scales (i, j0 .. j0 + n - 1) of a compact
+// (R, C) matrix. j0 is a multiple of W, so the W bytes are adjacent in both layouts (the same
+// 4-byte group of a swizzled 16-byte chunk); one 2- or 4-byte store when all W are valid and the
+// address allows it, else byte stores.
+template <int W>
+__device__ __forceinline__ void store_scale_run(u8* scales, i64 i, i64 j0, i64 C, bool swz, const u8* st, int n) {
+    u8* p = scales + scale_offset(i, j0, C, swz);
+    if (n == W && (reinterpret_cast<u64>(p) & (W - 1)) == 0) {
+        if constexpr (W == 2) *reinterpret_cast<u16*>(p) = *reinterpret_cast<const u16*>(st);
+        else *reinterpret_cast<u32*>(p) = *reinterpret_cast<const u32*>(st);
+    } else {
+        for (int b = 0; b < n; ++b) scales[scale_offset(i, j0 + b, C, swz)] = st[b];
+    }
+}
+
 // Columnwise codes of one tile staged in shared memory (FP8): run c (c < QT_K) holds the 64
 // bytes of output row k0 + c, rows m0 .. m0 + 63. Used when those rows do not start on a 16-byte
 // boundary (M % 16 != 0, or a grouped member at such an offset): the per-thread stores would then
@@ -410,7 +430,10 @@ struct ColStage {
 // barrier it quantizes column c = tid % 64, rows 16 * (tid / 64) .. +15 of the tile.
 // quantize_tile_rc: the tile in tile row tq, tile column kt (rows 64 tq.., columns 64 kt..);
 // quantize_tile: the tile_idx-th tile in row-major order (one division to split it).
-template <int FMT, int DT, bool EXT = true, int XM = QFLAG_EXT_ALL>
+// STASH: the scale bytes go to shared memory and leave after a last barrier, one 2-byte (MX) or
+// 4-byte (NVFP4) store per tile row and per tile column (store_scale_run), instead of one byte store
+// per block (quantize.cu FP4KIT_TILE_STASH says where it pays).
+template <int FMT, int DT, bool EXT = true, int XM = QFLAG_EXT_ALL, bool STASH = false>
 __device__ __forceinline__ void quantize_tile_rc(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales,
                                                  u8* col_data, u8* col_scales, const float* amax_row,
                                                  const float* amax_col, int flags, u64 seed, u32 rht_mask, i64 tq,
@@ -423,11 +446,15 @@ __device__ __forceinline__ void quantize_tile_rc(const void* x, i64 M, i64 K, u8
     __shared__ float tile_am[QT_M / 16][QT_K / 16];
     __shared__ float enc_tab[2][F::mx ? 1 : NV_TAB + 1];   // NVFP4: rowwise / columnwise tables
     __shared__ __align__(16) u32 col_stage[ColStage<FMT>::WORDS];
+    // STASH: the tile's scale bytes, rowwise (row hi) and columnwise (column c), written out at the end
+    __shared__ __align__(4) u8 sc_stash[STASH ? 2 : 1][STASH ? QT_M : 1][4];
+    constexpr int SW = QT_K / F::block;   // scale bytes per 64-element run
 
     const i64 m0 = tq * QT_M;
     const i64 k0 = kt * QT_K;
     const int tid = threadIdx.x;
     const bool col_swz = flags & (QFLAG_SWIZZLED | QFLAG_COL_SCALES_SWZ);
+    const bool row_swz = flags & (QFLAG_SWIZZLED | QFLAG_ROW_SCALES_SWZ);
     const bool floor_rule = flags & QFLAG_RULE_FLOOR;
     if constexpr (!EXT) flags &= ~QFLAG_EXT_ALL;
     else flags &= ~(QFLAG_EXT_ALL & ~XM);
@@ -483,7 +510,8 @@ __device__ __forceinline__ void quantize_tile_rc(const void* x, i64 M, i64 K, u8
     if (flags & QFLAG_ROWWISE) {
         float s_enc = 1.0f, s_dec = 1.0f;   // unused with the table (row_scaled: per row in row_segment)
         row_segment<FMT>(v, M, K, gm, gk, s, row_data, row_scales, amax_row, flags, seed,
-                         tile2d ? tile_am[hi >> 4][s] : -1.0f, s_enc, s_dec, use_tab ? enc_tab[0] : nullptr);
+                         tile2d ? tile_am[hi >> 4][s] : -1.0f, s_enc, s_dec, use_tab ? enc_tab[0] : nullptr, 0,
+                         STASH ? sc_stash[0][hi] : nullptr);
     }
 
     if (colwise) {
@@ -537,8 +565,12 @@ __device__ __forceinline__ void quantize_tile_rc(const void* x, i64 M, i64 K, u8
             else if constexpr (F::packed) store_bytes(col_data + gkc * (M / 2) + gmc / 2, w, n / 2, SEG / 2);
             else store_bytes(col_data + gkc * M + gmc, w, n, SEG);
             if (F::block == 16 || (sc_seg & 1) == 0) {
-                const i64 nb = (M + F::block - 1) / F::block;
-                col_scales[scale_offset(gkc, gmc / F::block, nb, col_swz)] = (u8)sc;
+                if constexpr (STASH) {
+                    sc_stash[1][c][sc_seg / (F::block / SEG)] = (u8)sc;
+                } else {
+                    const i64 nb = (M + F::block - 1) / F::block;
+                    col_scales[scale_offset(gkc, gmc / F::block, nb, col_swz)] = (u8)sc;
+                }
             }
         }
         if (ColStage<FMT>::enabled && stage) {   // CTA-uniform
@@ -546,16 +578,36 @@ __device__ __forceinline__ void quantize_tile_rc(const void* x, i64 M, i64 K, u8
             ColStage<FMT>::write(col_stage, col_data, M, K, m0, k0);
         }
     }
+    if constexpr (STASH) {   // the staged scale bytes out: 64 threads per operand, one store per run
+        __syncthreads();
+        const bool rowwise = flags & QFLAG_ROWWISE;
+        if (rowwise && tid < QT_M) {
+            const i64 gr = m0 + tid;
+            if (gr < M) {
+                const i64 nb = (K + F::block - 1) / F::block, left = nb - k0 / F::block;
+                store_scale_run<SW>(row_scales, gr, k0 / F::block, nb, row_swz, sc_stash[0][tid],
+                                    (int)(left < SW ? left : SW));
+            }
+        }
+        if (colwise && tid >= QT_M && tid < QT_M + QT_K) {
+            const i64 gc = k0 + (tid - QT_M);
+            if (gc < K) {
+                const i64 nb = (M + F::block - 1) / F::block, left = nb - m0 / F::block;
+                store_scale_run<SW>(col_scales, gc, m0 / F::block, nb, col_swz, sc_stash[1][tid - QT_M],
+                                    (int)(left < SW ? left : SW));
+            }
+        }
+    }
 }
 
-template <int FMT, int DT, bool EXT = true, int XM = QFLAG_EXT_ALL>
+template <int FMT, int DT, bool EXT = true, int XM = QFLAG_EXT_ALL, bool STASH = false>
 __device__ __forceinline__ void quantize_tile(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales,
                                               u8* col_data, u8* col_scales, const float* amax_row,
                                               const float* amax_col, int flags, u64 seed, u32 rht_mask, i64 tile_idx,
                                               bool tab_ready = false) {
     const i64 tiles_k = (K + QT_K - 1) / QT_K;
     const i64 tq = div_fast(tile_idx, tiles_k);
-    quantize_tile_rc<FMT, DT, EXT, XM>(x, M, K, row_data, row_scales, col_data, col_scales, amax_row, amax_col, flags,
+    quantize_tile_rc<FMT, DT, EXT, XM, STASH>(x, M, K, row_data, row_scales, col_data, col_scales, amax_row, amax_col, flags,
                                        seed, rht_mask, tq, tile_idx - tq * tiles_k, tab_ready);
 }
 

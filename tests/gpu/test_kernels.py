@@ -124,6 +124,21 @@ def test_quantize_shapes(gpu, fmt, dtype, layout):
         check_against_reference(gpu, x, fmt, axis=axis, scale_layout=layout)
 
 
+@pytest.mark.parametrize("layout", ["compact", "swizzled"])
+@pytest.mark.parametrize("fmt", ["mxfp8_e4m3", "mxfp6_e3m2", "mxfp4_e2m1", "nvfp4"])
+def test_quantize_tile_scale_runs(gpu, fmt, layout):
+    """The tile kernels' scale bytes of one tile row / column (2 MX, 4 NVFP4) leave in one store
+    when whole and aligned (quantize_tile_rc's STASH): shapes where the last run of a row or a
+    column is partial (K or M not a multiple of 64) and where compact scale rows of an odd or
+    non-multiple-of-4 length put the runs off their 2- or 4-byte boundary, for both operands."""
+    for i, (M, K) in enumerate([(67, 96), (96, 67), (200, 80), (80, 200), (129, 160), (64, 64), (193, 48)]):
+        x = make_input((M, K), "bfloat16", "special" if i % 2 else "normal", seed=70 + i)
+        allowed = axes_for(fmt, M, K)
+        for axis in ("columnwise", "both"):
+            if allowed == "both" or allowed == axis:
+                check_against_reference(gpu, x, fmt, axis=axis, scale_layout=layout)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("fmt", ["mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2"])
 def test_quantize_compact_scales_through_staging(gpu, fmt, dtype):
