@@ -59,7 +59,7 @@ __device__ __forceinline__ void prefetch_tile_l2(const void* x, i64 M, i64 K, i6
 // columnwise unchanged (76.1); but MXFP4 'both' 100.6 -> 103.8 (issue-bound: the extra barrier and
 // stores cost more than they save) and the grouped loop-free MXFP8 kernel 761 -> 788 us, which keep
 // the direct stores. For scale: with no scale stores at all MXFP8 'both' took 100.6 us.
-#define FP4KIT_TILE_STASH(F, EXT) (!(EXT) && (F) != 4)
+#define FP4KIT_TILE_STASH(F, EXT) ((!(EXT) && (F) != 4) ? 1 : 0)
 #define FP4KIT_TILE_LB_true __launch_bounds__(QT_THREADS)
 #define FP4KIT_TILE_LB_false __launch_bounds__(QT_THREADS, 8)
 #define FP4KIT_QUANTIZE_KERNEL(F, D, EXT, SUFFIX)                                                      \
@@ -71,6 +71,65 @@ __device__ __forceinline__ void prefetch_tile_l2(const void* x, i64 M, i64 K, i6
             x, M, K, row_data, row_scales, col_data, col_scales, amax_row, amax_col, flags, seed, rht_mask, \
             (i64)blockIdx.x);                                                                         \
         prefetch_tile_l2<F, D>(x, M, K, (i64)blockIdx.x, col_data);                                   \
+    }
+
+#ifndef FP4KIT_QUAD_PREFETCH
+#define FP4KIT_QUAD_PREFETCH 1
+#endif
+// quantize_f<F>_d<D>_quad (plain MXFP8 "both" from 16-bit input, M and K multiples of 128; every
+// operand's scales are then in the swizzled layout: swizzled, or compact through the staging
+// buffer): one CTA of 4 x 256 threads per 128 x 128 square, thread group g quantizing its 64 x 64
+// tile (2 bq + g / 2, 2 bk + g % 2) with its own shared tile and named barrier (quantize_tile_rc with
+// STASH 2). The four tiles' scale bytes fill one 512-byte swizzled block per operand in shared
+// memory, which leaves as whole 16-byte chunks (32 lanes each) instead of 2-byte pieces from four
+// CTAs (the stores that item 53 of docs/performance.md found to cost 6.5 of 107 us). H100, kernel
+// time, same run, two rounds (64 x 64 kernel / this without the prefetch / with it, distance
+// 2 x SMs / 4 x SMs): MXFP8 'both' 8192^2 105.5 / 102.2 / 99.0 / 104.4 us, 16384^2 208.7 / 201.2 /
+// 194.6 / 204.2; but MXFP8 columnwise 75.7 / 79.2 / 75.5 / 81.6, MXFP6 'both' 106.0 / 111.7 / 108.0
+// / 110.4 and MXFP6 columnwise 75.9 / 83.4 / 79.3 / 82.2, which keep the 64 x 64 kernel.
+// L2 prefetch for the CTA that takes this one's slot (as prefetch_tile_l2): group g asks for the
+// 64 input rows of tile g of square blockIdx.x + 2 x (SM count) (2 CTAs per SM), one 128-byte line
+// per row and 16-bit input.
+template <int DT>
+__device__ __forceinline__ void prefetch_quad_l2(const void* x, i64 M, i64 K, i64 qk, int g) {
+    const int r = (int)(threadIdx.x & (QT_THREADS - 1));
+    if (!FP4KIT_QUAD_PREFETCH || r >= QT_M) return;
+    u32 nsm;
+    asm("mov.u32 %0, %%nsmid;" : "=r"(nsm));
+    const i64 b = (i64)blockIdx.x + 2 * (i64)nsm;
+    const i64 q = div_fast(b, qk);
+    const i64 gm = q * 128 + (g >> 1) * QT_M + r;
+    if (gm >= M) return;
+    constexpr int B = (int)sizeof(typename In<DT>::T);
+    const char* p = reinterpret_cast<const char*>(x) + (gm * K + (b - q * qk) * 128 + (g & 1) * QT_K) * B;
+#pragma unroll
+    for (int i = 0; i < QT_K * B / 128; ++i) asm volatile("prefetch.global.L2 [%0];" ::"l"(p + 128 * i));
+}
+
+#define FP4KIT_QUANTIZE_QUAD_KERNEL(F, D)                                                              \
+    extern "C" __global__ void __launch_bounds__(4 * QT_THREADS, 2)                                     \
+    quantize_f##F##_d##D##_quad(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales, u8* col_data, \
+                                u8* col_scales, const float* amax_row, const float* amax_col, int flags, \
+                                u64 seed, u32 rht_mask) {                                               \
+        __shared__ __align__(16) u8 blk[1024];                                                          \
+        const i64 qk = K >> 7;                                                                          \
+        const i64 bq = div_fast((i64)blockIdx.x, qk), bk = (i64)blockIdx.x - bq * qk;                   \
+        const int g = threadIdx.x >> 8;                                                                 \
+        quantize_tile_rc<F, D, false, QFLAG_EXT_ALL, 2>(x, M, K, row_data, row_scales, col_data, col_scales, \
+                                                        nullptr, nullptr, flags, 0ull, 0u, 2 * bq + (g >> 1), \
+                                                        2 * bk + (g & 1), false, blk);                  \
+        __syncthreads();                                                                                \
+        const int t = threadIdx.x;                                                                      \
+        if (t < 32) {                                                                                   \
+            if (flags & QFLAG_ROWWISE)                                                                  \
+                reinterpret_cast<uint4*>(row_scales + (bq * qk + bk) * 512)[t] =                        \
+                    reinterpret_cast<const uint4*>(blk)[t];                                             \
+        } else if (t < 64) {                                                                            \
+            if (flags & QFLAG_COLUMNWISE)                                                               \
+                reinterpret_cast<uint4*>(col_scales + (bk * (M >> 7) + bq) * 512)[t - 32] =             \
+                    reinterpret_cast<const uint4*>(blk + 512)[t - 32];                                  \
+        }                                                                                               \
+        prefetch_quad_l2<D>(x, M, K, qk, g);                                                            \
     }
 
 // quantize_f<F>_d<D>_rows (plain; R = 2 for float32 input, 4 for 16-bit input) and _rowsx (every
@@ -178,6 +237,11 @@ FP4KIT_QUANTIZE_SR_KERNELS(4, 2)
 FP4KIT_QUANTIZE_SR_KERNELS(5, 0)
 FP4KIT_QUANTIZE_SR_KERNELS(5, 1)
 FP4KIT_QUANTIZE_SR_KERNELS(5, 2)
+
+FP4KIT_QUANTIZE_QUAD_KERNEL(0, 1)
+FP4KIT_QUANTIZE_QUAD_KERNEL(0, 2)
+FP4KIT_QUANTIZE_QUAD_KERNEL(1, 1)
+FP4KIT_QUANTIZE_QUAD_KERNEL(1, 2)
 
 FP4KIT_QUANTIZE_ALL_DTYPES(0, FP4KIT_LB_4)
 FP4KIT_QUANTIZE_ALL_DTYPES(1, FP4KIT_LB_4)

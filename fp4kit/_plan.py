@@ -157,8 +157,8 @@ class _Builder:
         self.steps.append(Buffer(slot, tuple(int(s) for s in shape), dtype, init, src, start))
         return slot
 
-    def launch(self, module: str, kernel: str, grid: int, args: tuple) -> None:
-        self.steps.append(Launch(module, kernel, int(grid), THREADS, tuple(args)))
+    def launch(self, module: str, kernel: str, grid: int, args: tuple, block: int = THREADS) -> None:
+        self.steps.append(Launch(module, kernel, int(grid), int(block), tuple(args)))
 
     def zero_fill(self, slot: int) -> None:
         self.steps.append(ZeroFill(slot))
@@ -210,6 +210,18 @@ def stage_scales(fmt: str, rows: int, blocks: int) -> bool:
     formats in STAGED_SCALE_FORMATS, and only shapes whose swizzled layout has no padding
     (rows % 128 == 0, blocks % 4 == 0), where the kernel writes every staged byte."""
     return fmt in STAGED_SCALE_FORMATS and rows % 128 == 0 and blocks % 4 == 0
+
+
+# The 128 x 128 tile kernels (quantize.cu quantize_f<F>_d<D>_quad): plain MXFP8 "both" from 16-bit
+# input with both dimensions multiples of 128 (then every operand's scales are swizzled or staged).
+# Measured slower for MXFP8 columnwise alone and for MXFP6 (see quantize.cu).
+QUAD_TILES = True
+QUAD_FORMATS = {"mxfp8_e4m3", "mxfp8_e5m2"}
+
+
+def quad_tiles(fmt: str, input_dtype: str, M: int, K: int, both: bool) -> bool:
+    return (QUAD_TILES and both and fmt in QUAD_FORMATS and input_dtype in ("bfloat16", "float16")
+            and M % 128 == 0 and K % 128 == 0)
 
 
 # The rows kernel's widest CTA row: 2^ROWS_MAX_LW segments of 16 elements (6: 1024 columns).
@@ -448,9 +460,15 @@ def build_quantize_plan(M: int, K: int, input_dtype: str, opts, amax_size: int |
             cd, ca = (c[0], c[2]) if c else (None, None)
             suffix = ("_rht" if rht_only(opts, input_dtype) else "_sr" if sr_only(opts) else "" if ext
                       else "_plain")
+            block = THREADS
+            if (suffix == "_plain" and quad_tiles(opts.format, input_dtype, M, K, r is not None and c is not None)
+                    and all(layout == "swizzled" or key in staged for key in ops)):
+                # one CTA of 4 x 256 threads per 128 x 128 square; its scale blocks leave whole
+                # (quantize.cu _quad)
+                suffix, tiles, block = "_quad", (M // 128) * (K // 128), 4 * THREADS
             b.launch("quantize", name + suffix, tiles,
                      (_X, _i64(M), _i64(K), _ptr(rd), _ptr(rs), _ptr(cd), _ptr(cs), _ptr(ra), _ptr(ca),
-                      _i32(flags), _SEED, _u32(opts.rht_sign_mask)))
+                      _i32(flags), _SEED, _u32(opts.rht_sign_mask)), block)
         if staged:   # one launch for both operands, one CTA per 128 x 64 compact tile (swizzle.cu)
             jobs = [(_buf(stage), _i64(ops[key][3]), _i64(ops[key][4]), _i64(ops[key][4]), _buf(ops[key][1]))
                     for key, stage in staged.items()]

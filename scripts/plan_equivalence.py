@@ -15,7 +15,9 @@ as a last argument (the comparison runs with fp4kit._plan.ROWS_MAX_LW = 2, the o
 blocks, drops that argument and counts the launches); small plain rowwise NVFP4 with a computed
 amax runs one launch, quantize_f5_d<D>_rowsam, instead of the memset, the amax launch and the rows
 launch (fp4kit._plan.small_fused; the comparison runs with fp4kit._plan.SMALL_FUSED_MAX = 0 and
-counts the cases that would take it; the GPU tests compare its bytes).
+counts the cases that would take it; the GPU tests compare its bytes); plain MXFP8 "both" from 16-bit
+input with M and K multiples of 128 runs quantize_f<F>_d<D>_quad (1024-thread CTAs over 128 x 128
+squares; the comparison runs with fp4kit._plan.QUAD_TILES = False and counts the cases).
 
     python scripts/plan_equivalence.py [REV]
 """
@@ -140,6 +142,8 @@ _plan.ROWS_MAX_LW = 2                   # the old rows-kernel blocks (64 columns
 SMALL_FUSED_MAX = _plan.SMALL_FUSED_MAX
 _plan.SMALL_FUSED_MAX = 0               # the separate amax launches
 fused = 0
+_plan.QUAD_TILES = False                # the 64 x 64 tile kernel
+quad = 0
 _plan.clear_plans()
 with_lw = 0
 for fmt in fp4kit.FORMATS:
@@ -167,6 +171,10 @@ for fmt in fp4kit.FORMATS:
             _plan.SMALL_FUSED_MAX = SMALL_FUSED_MAX
             fused += _plan.small_fused(opts, M_, K_, given)
             _plan.SMALL_FUSED_MAX = 0
+            _plan.QUAD_TILES = True
+            quad += bool(M and K and not _plan.needs_ext(opts)
+                         and _plan.quad_tiles(fmt, dtype, M, K, axis == "both"))
+            _plan.QUAD_TILES = False
             a = trace(old, "quantize", shape, dtype, ptr, opts, amax_shape=amax_shape)
             b = trace(new, "quantize", shape, dtype, ptr, opts, amax_shape=amax_shape)
             # the one intended change since REV: the fused RHT cast alone runs quantize_f5_d1_rht,
@@ -192,7 +200,7 @@ for fmt in fp4kit.FORMATS:
                         print("   ", "==" if e1 == e2 else "!=", e1, "|", e2)
 print(f"quantize: {n} cases, {bad} with different traces ({renamed} run quantize_f5_d1_rht or an _sr / _rowssr kernel for the full one; "
       f"{staged} would stage compact scales; {with_lw} rows-kernel launches with lw = 2; {fused} would run the "
-      f"one-launch small NVFP4 kernel)")
+      f"one-launch small NVFP4 kernel; {quad} the 128 x 128 MXFP8 kernel)")
 m = bad_amax = 0
 for shape, dtype, mode, ptr in itertools.product(SHAPES + [(16, 3), (32, 5)], ("float32", "bfloat16", "float16"),
                                                  ("global", "rows", "cols", "rht", "global+rht"), PTRS):

@@ -34,6 +34,8 @@ for fmt, f in fp4kit.FORMATS.items():
         variants = [dict(scale_layout="compact"), dict(scale_layout="swizzled")]
         if f.packed:
             variants.append(dict(rounding="stochastic", seed=3))
+        if fmt.startswith("mxfp8") and M and K and M % 128 == 0 and K % 128 == 0:   # the 128 x 128 _quad kernel
+            variants += [dict(torch_bf16=True), dict(torch_bf16=True, scale_layout="swizzled")]
         if f.is_nvfp4:
             variants += [dict(tile_2d=True), dict(row_scaled=True), dict(amax=cp.asarray(np.float32([2.0])))]
             if M % 16 == 0 and axis != "rowwise":

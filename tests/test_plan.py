@@ -88,7 +88,9 @@ def test_mxfp8_compact_scales_staged_swizzled():
         Buffer(4, (256, 16), "uint8", EMPTY), Buffer(5, (512, 8), "uint8", EMPTY)]   # the staging buffers
     flags = 1 | 2 | 256 | 512 | 1024     # ROWWISE | COLUMNWISE | VEC_IN | COL_SCALES_SWZ | ROW_SCALES_SWZ
     assert p.launches() == [
-        Launch("quantize", "quantize_f0_d1_plain", 32, 256,
+        # MXFP8 "both" from bfloat16, M and K multiples of 128: one CTA of 4 x 256 threads per 128 x 128
+        # square (8 of them), the scale blocks written whole into the staging buffers
+        Launch("quantize", "quantize_f0_d1_quad", 8, 1024,
                (X, i64(256), i64(512), buf(0), buf(4), buf(2), buf(5), NULL, NULL, i32(flags), SEED, u32(0xD7E8))),
         # one launch for both matrices, one CTA per 128 x 64 tile of the compact scales: 2 + 4
         Launch("swizzle", "unswizzle_scales", 6, 256, (buf(4), i64(256), i64(16), i64(16), buf(1),
@@ -1123,3 +1125,26 @@ def test_dequantize_grid_one_cta_per_1024_segments(monkeypatch):
         assert out == ("out", (rows, cols))
         assert [(g, b) for g, b, _ in launches] == [((grid,), (_cuda._THREADS,))], (rows, cols)
         assert int(launches[0][2][3]) == rows and int(launches[0][2][4]) == cols
+
+
+def test_quad_tile_kernel_only_where_measured_faster():
+    """quantize_f<F>_d<D>_quad (128 x 128 squares, 1024 threads) for plain MXFP8 "both" from 16-bit
+    input with M and K multiples of 128, either scale layout; the 64 x 64 kernel everywhere else
+    (columnwise alone, MXFP6, float32 input, other shapes, the extended options)."""
+    def kernels(shape, dtype, fmt, **kw):
+        return [(s.kernel, s.grid, s.block) for s in plan_of(shape, dtype, fmt, **kw).launches()
+                if s.module == "quantize"]
+
+    for fmt, f in (("mxfp8_e4m3", 0), ("mxfp8_e5m2", 1)):
+        for dtype, d in (("bfloat16", 1), ("float16", 2)):
+            for layout in ("compact", "swizzled"):
+                assert kernels((384, 1280), dtype, fmt, axis="both", scale_layout=layout) == [
+                    (f"quantize_f{f}_d{d}_quad", 3 * 10, 1024)]
+    assert kernels((384, 1280), "float32", "mxfp8_e4m3", axis="both") == [("quantize_f0_d0_plain", 6 * 20, 256)]
+    assert kernels((384, 1280), "bfloat16", "mxfp8_e4m3", axis="columnwise") == [("quantize_f0_d1_plain", 120, 256)]
+    assert kernels((384, 1280), "bfloat16", "mxfp6_e2m3", axis="both") == [("quantize_f2_d1_plain", 120, 256)]
+    assert kernels((384, 1216), "bfloat16", "mxfp8_e4m3", axis="both") == [("quantize_f0_d1_plain", 6 * 19, 256)]
+    assert kernels((320, 1280), "bfloat16", "mxfp8_e4m3", axis="both") == [("quantize_f0_d1_plain", 5 * 20, 256)]
+    assert kernels((384, 1280), "bfloat16", "mxfp4_e2m1", axis="both") == [("quantize_f4_d1_plain", 120, 256)]
+    assert kernels((384, 1280), "bfloat16", "mxfp8_e4m3", axis="both", scale_rule="floor") == [
+        ("quantize_f0_d1_quad", 30, 1024)]   # the floor rule is a plain-kernel flag

@@ -420,6 +420,14 @@ struct ColStage {
     }
 };
 
+// Barrier of the threads that share a tile: the CTA, or (GRP) its group of 256 threads
+// (named barrier 1 + group; barrier 0 stays __syncthreads').
+template <bool GRP>
+__device__ __forceinline__ void tile_sync() {
+    if constexpr (GRP) asm volatile("bar.sync %0, %1;" ::"r"(1 + (int)(threadIdx.x >> 8)), "r"(QT_THREADS) : "memory");
+    else __syncthreads();
+}
+
 // EXT = false compiles out the NVFP4 variants and stochastic rounding (fewer registers, more
 // CTAs per SM) for the plain recipes; the flags of those variants are then ignored. XM narrows EXT
 // to some of them (e.g. QFLAG_RHT alone: the fused RHT cast without the other variants' registers).
@@ -430,29 +438,40 @@ struct ColStage {
 // barrier it quantizes column c = tid % 64, rows 16 * (tid / 64) .. +15 of the tile.
 // quantize_tile_rc: the tile in tile row tq, tile column kt (rows 64 tq.., columns 64 kt..);
 // quantize_tile: the tile_idx-th tile in row-major order (one division to split it).
-// STASH: the scale bytes go to shared memory and leave after a last barrier, one 2-byte (MX) or
+// STASH 1: the scale bytes go to shared memory and leave after a last barrier, one 2-byte (MX) or
 // 4-byte (NVFP4) store per tile row and per tile column (store_scale_run), instead of one byte store
-// per block (quantize.cu FP4KIT_TILE_STASH says where it pays).
-template <int FMT, int DT, bool EXT = true, int XM = QFLAG_EXT_ALL, bool STASH = false>
+// per block (quantize.cu FP4KIT_TILE_STASH says where it pays). STASH 2 (MX, block 32): they go to
+// the caller's shared 128 x 128 swizzled blocks blk[0 .. 512) (rowwise) and blk[512 .. 1024)
+// (columnwise), the tile being one of the four of a 128 x 128 square (tq & 1, kt & 1), and the
+// caller writes the blocks (quantize.cu _quad).
+template <int FMT, int DT, bool EXT = true, int XM = QFLAG_EXT_ALL, int STASH = 0>
 __device__ __forceinline__ void quantize_tile_rc(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales,
                                                  u8* col_data, u8* col_scales, const float* amax_row,
                                                  const float* amax_col, int flags, u64 seed, u32 rht_mask, i64 tq,
-                                                 i64 kt, bool tab_ready = false) {
+                                                 i64 kt, bool tab_ready = false, u8* blk = nullptr) {
     typedef Fmt<FMT> F;
     typedef RawTile<DT> RT;
     constexpr int V = In<DT>::vec;
-    __shared__ __align__(16) u32 tile[RT::words];
-    __shared__ float seg_am[QT_M][QT_K / SEG];
-    __shared__ float tile_am[QT_M / 16][QT_K / 16];
-    __shared__ float enc_tab[2][F::mx ? 1 : NV_TAB + 1];   // NVFP4: rowwise / columnwise tables
-    __shared__ __align__(16) u32 col_stage[ColStage<FMT>::WORDS];
+    constexpr bool GRP = STASH == 2;   // one of 4 groups of 256 threads of the CTA (own tile, barrier)
+    constexpr int NG = GRP ? 4 : 1;
+    const int grp = GRP ? (int)(threadIdx.x >> 8) : 0;
+    __shared__ __align__(16) u32 tile_g[NG][RT::words];
+    __shared__ float seg_am_g[NG][QT_M][QT_K / SEG];
+    __shared__ float tile_am_g[NG][QT_M / 16][QT_K / 16];
+    __shared__ float enc_tab_g[NG][2][F::mx ? 1 : NV_TAB + 1];   // NVFP4: rowwise / columnwise tables
+    __shared__ __align__(16) u32 col_stage[GRP ? 1 : ColStage<FMT>::WORDS];   // groups never stage
+    u32* tile = tile_g[grp];
+    float (*seg_am)[QT_K / SEG] = seg_am_g[grp];
+    float (*tile_am)[QT_K / 16] = tile_am_g[grp];
+    float (*enc_tab)[F::mx ? 1 : NV_TAB + 1] = enc_tab_g[grp];
     // STASH: the tile's scale bytes, rowwise (row hi) and columnwise (column c), written out at the end
-    __shared__ __align__(4) u8 sc_stash[STASH ? 2 : 1][STASH ? QT_M : 1][4];
+    __shared__ __align__(4) u8 sc_stash[STASH == 1 ? 2 : 1][STASH == 1 ? QT_M : 1][4];
+    static_assert(STASH != 2 || (F::mx && F::block == 32), "128 x 128 swizzled blocks: MX only");
     constexpr int SW = QT_K / F::block;   // scale bytes per 64-element run
 
     const i64 m0 = tq * QT_M;
     const i64 k0 = kt * QT_K;
-    const int tid = threadIdx.x;
+    const int tid = GRP ? (int)(threadIdx.x & (QT_THREADS - 1)) : (int)threadIdx.x;
     const bool col_swz = flags & (QFLAG_SWIZZLED | QFLAG_COL_SCALES_SWZ);
     const bool row_swz = flags & (QFLAG_SWIZZLED | QFLAG_ROW_SCALES_SWZ);
     const bool floor_rule = flags & QFLAG_RULE_FLOOR;
@@ -489,21 +508,21 @@ __device__ __forceinline__ void quantize_tile_rc(const void* x, i64 M, i64 K, u8
         if (use_tab && !tab_ready) {   // tab_ready: the previous tile of this CTA had the same amaxes
             if (flags & QFLAG_ROWWISE) nvfp4_fill_table(enc_tab[0], amax_row[0], 0);
             if (colwise) nvfp4_fill_table(enc_tab[1], amax_col[0], NV_TAB);
-            __syncthreads();
+            tile_sync<GRP>();
         }
     }
 
     if constexpr (!F::mx) {
         if (tile2d) {   // 16x16 tile amax, shared by both operands
             seg_am[hi][s] = seg_amax(v);
-            __syncthreads();
+            tile_sync<GRP>();
             if (tid < (QT_M / 16) * (QT_K / 16)) {
                 const int tr = tid / (QT_K / 16), tc = tid % (QT_K / 16);
                 u32 acc = 0;
                 for (int r = 0; r < 16; ++r) acc = absmax_bits(acc, seg_am[tr * 16 + r][tc]);
                 tile_am[tr][tc] = u2f(acc);
             }
-            __syncthreads();
+            tile_sync<GRP>();
         }
     }
 
@@ -511,17 +530,20 @@ __device__ __forceinline__ void quantize_tile_rc(const void* x, i64 M, i64 K, u8
         float s_enc = 1.0f, s_dec = 1.0f;   // unused with the table (row_scaled: per row in row_segment)
         row_segment<FMT>(v, M, K, gm, gk, s, row_data, row_scales, amax_row, flags, seed,
                          tile2d ? tile_am[hi >> 4][s] : -1.0f, s_enc, s_dec, use_tab ? enc_tab[0] : nullptr, 0,
-                         STASH ? sc_stash[0][hi] : nullptr);
+                         STASH == 1 ? sc_stash[0][hi]
+                         : STASH == 2 ? blk + (((int)(tq & 1) * QT_M + hi) & 31) * 16 + (((int)(tq & 1) * QT_M + hi) >> 5) * 4 +
+                                            (int)(kt & 1) * 2
+                                      : nullptr);
     }
 
     if (colwise) {
-        __syncthreads();
+        tile_sync<GRP>();
         // Column c, 16-row segment sc_seg. G consecutive lanes take the same column and consecutive
         // segments, so that their codes (G x 16 bytes FP8/FP6, G x 8 bytes FP4) fill whole 32-byte
         // sectors of the output row in one store instruction (no partial-sector L2 writes), and the
         // two halves of an MX block of 32 are neighbouring lanes (one shuffle, no barrier).
         constexpr int G = F::packed ? 4 : 2;
-        const bool stage = ColStage<FMT>::needed(col_data, M);
+        const bool stage = !GRP && ColStage<FMT>::needed(col_data, M);   // groups: per-thread stores
         const int c = (tid / G) & (QT_K - 1);
         const int sc_seg = (tid / (G * QT_K)) * G + (tid & (G - 1));
         const i64 gkc = k0 + c, gmc = m0 + sc_seg * SEG;
@@ -532,9 +554,9 @@ __device__ __forceinline__ void quantize_tile_rc(const void* x, i64 M, i64 K, u8
             if (rht) rht16_inplace(v, rht_mask);
             bamax = seg_amax(v);
             if (rht && tile2d) {   // 16x16 tiles of the transformed operand
-                __syncthreads();
+                tile_sync<GRP>();
                 seg_am[c][sc_seg] = bamax;
-                __syncthreads();
+                tile_sync<GRP>();
                 u32 acc = 0;
                 for (int j = 0; j < 16; ++j) acc = absmax_bits(acc, seg_am[(c & ~15) + j][sc_seg]);
                 bamax = u2f(acc);
@@ -565,8 +587,11 @@ __device__ __forceinline__ void quantize_tile_rc(const void* x, i64 M, i64 K, u8
             else if constexpr (F::packed) store_bytes(col_data + gkc * (M / 2) + gmc / 2, w, n / 2, SEG / 2);
             else store_bytes(col_data + gkc * M + gmc, w, n, SEG);
             if (F::block == 16 || (sc_seg & 1) == 0) {
-                if constexpr (STASH) {
+                if constexpr (STASH == 1) {
                     sc_stash[1][c][sc_seg / (F::block / SEG)] = (u8)sc;
+                } else if constexpr (STASH == 2) {
+                    const int cl = (int)(kt & 1) * QT_K + c;
+                    blk[512 + (cl & 31) * 16 + (cl >> 5) * 4 + (int)(tq & 1) * 2 + (sc_seg >> 1)] = (u8)sc;
                 } else {
                     const i64 nb = (M + F::block - 1) / F::block;
                     col_scales[scale_offset(gkc, gmc / F::block, nb, col_swz)] = (u8)sc;
@@ -574,12 +599,12 @@ __device__ __forceinline__ void quantize_tile_rc(const void* x, i64 M, i64 K, u8
             }
         }
         if (ColStage<FMT>::enabled && stage) {   // CTA-uniform
-            __syncthreads();
+            tile_sync<GRP>();
             ColStage<FMT>::write(col_stage, col_data, M, K, m0, k0);
         }
     }
-    if constexpr (STASH) {   // the staged scale bytes out: 64 threads per operand, one store per run
-        __syncthreads();
+    if constexpr (STASH == 1) {   // the staged scale bytes out: 64 threads per operand, one store per run
+        tile_sync<GRP>();
         const bool rowwise = flags & QFLAG_ROWWISE;
         if (rowwise && tid < QT_M) {
             const i64 gr = m0 + tid;
@@ -600,7 +625,7 @@ __device__ __forceinline__ void quantize_tile_rc(const void* x, i64 M, i64 K, u8
     }
 }
 
-template <int FMT, int DT, bool EXT = true, int XM = QFLAG_EXT_ALL, bool STASH = false>
+template <int FMT, int DT, bool EXT = true, int XM = QFLAG_EXT_ALL, int STASH = 0>
 __device__ __forceinline__ void quantize_tile(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales,
                                               u8* col_data, u8* col_scales, const float* amax_row,
                                               const float* amax_col, int flags, u64 seed, u32 rht_mask, i64 tile_idx,

@@ -124,6 +124,36 @@ def test_quantize_shapes(gpu, fmt, dtype, layout):
         check_against_reference(gpu, x, fmt, axis=axis, scale_layout=layout)
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("fmt", ["mxfp8_e4m3", "mxfp8_e5m2"])
+def test_quantize_quad_kernel(gpu, fmt, dtype):
+    """MXFP8 "both" from 16-bit input with M and K multiples of 128 runs quantize_f<F>_d<D>_quad (4
+    groups of 256 threads per 128 x 128 square, the scale blocks written whole from shared memory):
+    bytes equal the reference for both scale layouts, normal and special values, one square and
+    many (rectangular in both directions), and a misaligned input (element-wise loads)."""
+    from fp4kit import _cuda, _plan
+
+    for i, (shape, kind) in enumerate([((128, 128), "normal"), ((256, 384), "special"), ((384, 1280), "normal"),
+                                       ((1280, 256), "special"), ((128, 4096), "normal")]):
+        opts = quantize_options(shape, dtype, fmt, axis="both")
+        kernels = [s.kernel for s in _plan.build_quantize_plan(*shape, dtype, opts, None, 16, 132).launches()]
+        assert kernels[0].endswith("_quad"), kernels
+        x = make_input(shape, dtype, kind, seed=600 + i)
+        for layout in ("compact", "swizzled"):
+            check_against_reference(gpu, x, fmt, axis="both", scale_layout=layout)
+    # misaligned input (a view one element in): no 16-byte loads
+    xs = make_input((256, 256), dtype, "special", seed=620)
+    buf, dn = to_device(gpu, make_input((256 * 256 + 1,), dtype, "normal", seed=621))
+    buf = buf.reshape(-1)
+    buf[1:] = to_device(gpu, xs)[0].reshape(-1)
+    opts = quantize_options(xs.shape, dn, fmt, axis="both", scale_layout="swizzled")
+    row, col = _cuda.quantize(buf[1:].reshape(256, 256), opts, None, input_dtype=dn)
+    want = ref_api.quantize(xs, fmt, axis="both", scale_layout="swizzled")
+    for got, ref, name in ((row, want.rowwise, "rowwise"), (col, want.columnwise, "columnwise")):
+        assert_bytes_equal(gpu.asnumpy(got["data"]), ref.data, f"{dtype} misaligned {name}: data")
+        assert_bytes_equal(gpu.asnumpy(got["scales"]), ref.scales, f"{dtype} misaligned {name}: scales")
+
+
 @pytest.mark.parametrize("layout", ["compact", "swizzled"])
 @pytest.mark.parametrize("fmt", ["mxfp8_e4m3", "mxfp6_e3m2", "mxfp4_e2m1", "nvfp4"])
 def test_quantize_tile_scale_runs(gpu, fmt, layout):
