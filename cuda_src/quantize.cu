@@ -73,9 +73,6 @@ __device__ __forceinline__ void prefetch_tile_l2(const void* x, i64 M, i64 K, i6
         prefetch_tile_l2<F, D>(x, M, K, (i64)blockIdx.x, col_data);                                   \
     }
 
-#ifndef FP4KIT_QUAD_PREFETCH
-#define FP4KIT_QUAD_PREFETCH 1
-#endif
 // quantize_f<F>_d<D>_quad (plain MXFP8 "both" from 16-bit input, M and K multiples of 128; every
 // operand's scales are then in the swizzled layout: swizzled, or compact through the staging
 // buffer): one CTA of 4 x 256 threads per 128 x 128 square, thread group g quantizing its 64 x 64
@@ -93,7 +90,7 @@ __device__ __forceinline__ void prefetch_tile_l2(const void* x, i64 M, i64 K, i6
 template <int DT>
 __device__ __forceinline__ void prefetch_quad_l2(const void* x, i64 M, i64 K, i64 qk, int g) {
     const int r = (int)(threadIdx.x & (QT_THREADS - 1));
-    if (!FP4KIT_QUAD_PREFETCH || r >= QT_M) return;
+    if (r >= QT_M) return;
     u32 nsm;
     asm("mov.u32 %0, %%nsmid;" : "=r"(nsm));
     const i64 b = (i64)blockIdx.x + 2 * (i64)nsm;

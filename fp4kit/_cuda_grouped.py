@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._cuda import _DTYPE_IDS, _NULL, _THREADS, _empty, _fn, _resident_per_sm, _sm_count
+from ._cuda import _DTYPE_IDS, _MAX_GRID, _NULL, _THREADS, _empty, _fn, _resident_per_sm, _sm_count
 from ._plan import needs_ext, quantize_flags, rows_blocks, rows_lw, rows_stack
 from .formats import FORMATS
 
@@ -39,7 +39,6 @@ def rows_unit(f, ext: bool, input_dtype: str) -> int:
     return 4
 
 
-_MAX_GRID = 1 << 24   # CTAs; the kernels stride over any work beyond it
 
 
 def _tiles_bound(n_el: int, G: int) -> int:

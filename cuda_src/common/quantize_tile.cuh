@@ -443,7 +443,9 @@ __device__ __forceinline__ void tile_sync() {
 // per block (quantize.cu FP4KIT_TILE_STASH says where it pays). STASH 2 (MX, block 32): they go to
 // the caller's shared 128 x 128 swizzled blocks blk[0 .. 512) (rowwise) and blk[512 .. 1024)
 // (columnwise), the tile being one of the four of a 128 x 128 square (tq & 1, kt & 1), and the
-// caller writes the blocks (quantize.cu _quad).
+// caller writes the blocks (quantize.cu _quad). The byte of (row r, scale column c) of a block is
+// swizzled_offset(r, c, 4), written out below in 32-bit arithmetic (the i64 helper changed the
+// measured kernel's code).
 template <int FMT, int DT, bool EXT = true, int XM = QFLAG_EXT_ALL, int STASH = 0>
 __device__ __forceinline__ void quantize_tile_rc(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales,
                                                  u8* col_data, u8* col_scales, const float* amax_row,
