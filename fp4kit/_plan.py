@@ -224,6 +224,28 @@ def quad_tiles(fmt: str, input_dtype: str, M: int, K: int, both: bool) -> bool:
             and M % 128 == 0 and K % 128 == 0)
 
 
+# The columnwise-only NVFP4 kernels (cuda_src/quantize_cols.cu): plain recipe from 16-bit input,
+# 4-byte aligned, K even and M a multiple of 16. A thread reads 16 rows of a column pair (no
+# shared-memory transpose, which the ALU-bound FP4 tile kernel paid for); a CTA covers 32 scale bytes
+# of each of its 64 columns (compact) or one whole 128 x 4 swizzled block, so no padding launch
+# follows. H100, 8192^2 bfloat16: 84 -> 70 us. The MX formats measured no faster and keep the tile
+# kernel (docs/performance.md item 60).
+COLS_KERNEL = True
+
+
+def cols_kernel(fmt: str, input_dtype: str, M: int, K: int, align: int, columnwise_only: bool) -> bool:
+    return (COLS_KERNEL and columnwise_only and FORMATS[fmt].is_nvfp4 and input_dtype in ("bfloat16", "float16")
+            and align >= 4 and K % 2 == 0 and M % 16 == 0)
+
+
+def cols_launch(layout: str, M: int, K: int) -> tuple[int, int]:
+    """(CTAs, threads) of quantize_cols_f5_d<D>_{c,s}: compact tiles of 64 columns x 512 rows (512
+    threads), swizzled ones of 128 columns x 64 rows (256 threads)."""
+    if layout == "compact":
+        return -(-K // 64) * -(-M // 512), 2 * THREADS
+    return -(-K // 128) * -(-M // 64), THREADS
+
+
 # The rows kernel's widest CTA row: 2^ROWS_MAX_LW segments of 16 elements (6: 1024 columns).
 ROWS_MAX_LW = 6
 
@@ -431,10 +453,11 @@ def build_quantize_plan(M: int, K: int, input_dtype: str, opts, amax_size: int |
         ext = needs_ext(opts)
         name = f"quantize_f{fmt.format_id}_d{DTYPE_IDS[input_dtype]}"
         rows_kernel = c is None and not (fmt.is_nvfp4 and opts.tile_2d)
+        cols = not ext and cols_kernel(opts.format, input_dtype, M, K, align, r is None)
         # the tile kernel's compact scales through a swizzled staging buffer (see stage_scales):
         # operand -> staging slot (the rows kernel writes whole sectors of compact scales itself)
         staged = {}
-        if layout == "compact" and not rows_kernel:
+        if layout == "compact" and not rows_kernel and not cols:
             for key, bit in (("rowwise", QFLAG_ROW_SCALES_SWZ), ("columnwise", QFLAG_COL_SCALES_SWZ)):
                 op = ops.get(key)
                 if op is not None and stage_scales(opts.format, op[3], op[4]):
@@ -442,7 +465,12 @@ def build_quantize_plan(M: int, K: int, input_dtype: str, opts, amax_size: int |
                     flags |= bit
         rs = staged.get("rowwise", r[1] if r else None)
         cs = staged.get("columnwise", c[1] if c else None)
-        if rows_kernel:
+        if cols:
+            # NVFP4 columnwise alone: compact scales as whole sectors, swizzled ones as whole blocks
+            grid, threads = cols_launch(layout, M, K)
+            b.launch("quantize_cols", f"quantize_cols_f5_d{DTYPE_IDS[input_dtype]}_" + ("c" if layout == "compact" else "s"),
+                     grid, (_X, _i64(M), _i64(K), _buf(c[0]), _buf(c[1]), _ptr(c[2]), _i32(flags)), threads)
+        elif rows_kernel:
             # rowwise alone: CTAs of R x (256 / 2^lw) rows x 16 * 2^lw columns, loads issued up front
             # (quantize_rows_direct in cuda_src/common/quantize_tile.cuh)
             lw = rows_lw(K, M)
@@ -477,7 +505,7 @@ def build_quantize_plan(M: int, K: int, input_dtype: str, opts, amax_size: int |
             b.launch("swizzle", "unswizzle_scales",
                      min(sum(swizzle_tiles(ops[key][3], ops[key][4]) for key in staged), 1 << 24),
                      jobs[0] + jobs[1])
-        if layout == "swizzled":
+        if layout == "swizzled" and not cols:   # the cols kernel writes whole blocks, padding included
             for data, scales, _, rows, nb, (rp, cpd) in ops.values():
                 if rp * cpd == 0 or (rp == rows and cpd == nb):
                     continue

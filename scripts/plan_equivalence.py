@@ -17,7 +17,10 @@ amax runs one launch, quantize_f5_d<D>_rowsam, instead of the memset, the amax l
 launch (fp4kit._plan.small_fused; the comparison runs with fp4kit._plan.SMALL_FUSED_MAX = 0 and
 counts the cases that would take it; the GPU tests compare its bytes); plain MXFP8 "both" from 16-bit
 input with M and K multiples of 128 runs quantize_f<F>_d<D>_quad (1024-thread CTAs over 128 x 128
-squares; the comparison runs with fp4kit._plan.QUAD_TILES = False and counts the cases).
+squares; the comparison runs with fp4kit._plan.QUAD_TILES = False and counts the cases); the plain NVFP4
+columnwise operand alone from 16-bit input (4-byte aligned, K even, M % 16 == 0) runs
+quantize_cols_f5_d<D>_{c,s} (fp4kit._plan.cols_kernel; the comparison runs with
+fp4kit._plan.COLS_KERNEL = False and counts the cases; the GPU tests compare its bytes).
 
     python scripts/plan_equivalence.py [REV]
 """
@@ -144,6 +147,8 @@ _plan.SMALL_FUSED_MAX = 0               # the separate amax launches
 fused = 0
 _plan.QUAD_TILES = False                # the 64 x 64 tile kernel
 quad = 0
+_plan.COLS_KERNEL = False               # the tile kernel for the columnwise operand alone
+cols = 0
 _plan.clear_plans()
 with_lw = 0
 for fmt in fp4kit.FORMATS:
@@ -175,6 +180,10 @@ for fmt in fp4kit.FORMATS:
             quad += bool(M and K and not _plan.needs_ext(opts)
                          and _plan.quad_tiles(fmt, dtype, M, K, axis == "both"))
             _plan.QUAD_TILES = False
+            _plan.COLS_KERNEL = True
+            cols += bool(M and K and not _plan.needs_ext(opts)
+                         and _plan.cols_kernel(fmt, dtype, M, K, _plan.align_class(ptr), axis == "columnwise"))
+            _plan.COLS_KERNEL = False
             a = trace(old, "quantize", shape, dtype, ptr, opts, amax_shape=amax_shape)
             b = trace(new, "quantize", shape, dtype, ptr, opts, amax_shape=amax_shape)
             # the one intended change since REV: the fused RHT cast alone runs quantize_f5_d1_rht,
@@ -200,7 +209,7 @@ for fmt in fp4kit.FORMATS:
                         print("   ", "==" if e1 == e2 else "!=", e1, "|", e2)
 print(f"quantize: {n} cases, {bad} with different traces ({renamed} run quantize_f5_d1_rht or an _sr / _rowssr kernel for the full one; "
       f"{staged} would stage compact scales; {with_lw} rows-kernel launches with lw = 2; {fused} would run the "
-      f"one-launch small NVFP4 kernel; {quad} the 128 x 128 MXFP8 kernel)")
+      f"one-launch small NVFP4 kernel; {quad} the 128 x 128 MXFP8 kernel; {cols} the columnwise-only kernel)")
 m = bad_amax = 0
 for shape, dtype, mode, ptr in itertools.product(SHAPES + [(16, 3), (32, 5)], ("float32", "bfloat16", "float16"),
                                                  ("global", "rows", "cols", "rht", "global+rht"), PTRS):

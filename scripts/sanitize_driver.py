@@ -42,6 +42,9 @@ for fmt, f in fp4kit.FORMATS.items():
                 variants.append(dict(rht=True))
             if K % 2 == 0:   # rowwise with a computed amax: the one-launch kernel (_rowsam) when small
                 variants += [dict(axis="rowwise"), dict(axis="rowwise", torch_bf16=True)]
+            if K % 2 == 0 and M % 16 == 0:   # columnwise alone from bfloat16: quantize_cols_f5_d1_{c,s}
+                variants += [dict(axis="columnwise", torch_bf16=True),
+                             dict(axis="columnwise", torch_bf16=True, scale_layout="swizzled")]
         for kw in variants:
             kw = dict(kw)
             xin = bf16(x) if kw.get("rht") or kw.pop("torch_bf16", False) else cp.asarray(x)

@@ -15,7 +15,7 @@ import types
 import numpy as np
 import pytest
 
-from fp4kit import _cuda, _plan, _torch_exec
+from fp4kit import FORMATS, _cuda, _plan, _torch_exec
 from fp4kit._plan import AMAX, COPY, EMPTY, VIEW, ZEROS, Arg, Buffer, Launch, OperandSlots
 from fp4kit._validate import quantize_options
 
@@ -595,7 +595,7 @@ def _signatures():
     from fp4kit._loader import cuda_src_dir
 
     sigs = []
-    for module in ("quantize", "amax", "swizzle"):
+    for module in ("quantize", "quantize_cols", "amax", "swizzle"):
         text = (cuda_src_dir() / f"{module}.cu").read_text()
         text = re.sub(r"//[^\n]*?(\\?)\n", r"\1\n", text).replace("\\\n", " ")   # comments, continuations
         for name, params in _SIG.findall(text):
@@ -634,8 +634,8 @@ def test_planned_arguments_match_the_kernel_signatures():
                         # one signature (quantize_f5_d1_rht also fits the macro's name pattern, with the same types)
                         assert len({tuple(t) for t in match}) == 1, (s.kernel, kinds, match)
                         assert all(_fits(c, k) for c, k in zip(match[0], kinds)), (s.kernel, list(zip(match[0], kinds)))
-                        seen.add(s.kernel.split("_f")[0] if s.module == "quantize" else s.kernel)
-    assert {"quantize", "amax_global_d0", "amax_global_d1", "amax_rows_cols_d1", "amax_rht_bf16",
+                        seen.add(s.kernel.split("_f")[0] if s.module.startswith("quantize") else s.kernel)
+    assert {"quantize", "quantize_cols", "amax_global_d0", "amax_global_d1", "amax_rows_cols_d1", "amax_rht_bf16",
             "amax_plain_rht_bf16", "swizzle_zero_padding", "unswizzle_scales"} <= seen
 
 
@@ -1125,6 +1125,43 @@ def test_dequantize_grid_one_cta_per_1024_segments(monkeypatch):
         assert out == ("out", (rows, cols))
         assert [(g, b) for g, b, _ in launches] == [((grid,), (_cuda._THREADS,))], (rows, cols)
         assert int(launches[0][2][3]) == rows and int(launches[0][2][4]) == cols
+
+
+def test_cols_kernel_for_the_nvfp4_columnwise_operand_alone():
+    """quantize_cols_f5_d<D>_{c,s} for the plain NVFP4 columnwise operand alone from 16-bit input,
+    4-byte aligned, K even, M % 16 == 0: after the amax launch one launch (no padding launch), grids
+    of 64 x 512 tiles of 512 threads for compact scales and 128 x 64 tiles of 256 threads for
+    swizzled ones; the tile kernel everywhere else, and for the MX formats."""
+    def launches(shape, dtype, fmt, align=16, **kw):
+        return [(s.module, s.kernel, s.grid, s.block) for s in plan_of(shape, dtype, fmt, align=align, **kw).launches()]
+
+    for dtype, d in (("bfloat16", 1), ("float16", 2)):
+        for align in (16, 4):
+            for kw in ({}, {"amax_shape": (1,)}):
+                got = launches((3088, 130), dtype, "nvfp4", align=align, axis="columnwise", **kw)
+                assert got[-1] == ("quantize_cols", f"quantize_cols_f5_d{d}_c", 3 * 7, 512), got
+                assert len(got) == (1 if kw else 2), got
+                got = launches((3088, 130), dtype, "nvfp4", align=align, axis="columnwise", scale_layout="swizzled",
+                               **kw)
+                assert got[-1] == ("quantize_cols", f"quantize_cols_f5_d{d}_s", 2 * -(-3088 // 64), 256), got
+                assert len(got) == (1 if kw else 2), got
+    for fmt in FORMATS:
+        for shape, dtype, align, kw in (((3088, 130), "float32", 16, {}), ((3088, 130), "bfloat16", 2, {}),
+                                        ((3080, 130), "bfloat16", 16, {}), ((3088, 128), "bfloat16", 16, {}),
+                                        ((3088, 130), "bfloat16", 16, {"axis": "both"}),
+                                        ((3088, 130), "bfloat16", 16, {"axis": "rowwise"}),
+                                        ((3088, 130), "bfloat16", 16, {"rounding": "stochastic"}),
+                                        ((3088, 128), "bfloat16", 16, {"rht": True}),
+                                        ((3088, 128), "bfloat16", 16, {"row_scaled": True}),
+                                        ((3088, 128), "bfloat16", 16, {"tile_2d": True})):
+            kw = dict(kw)
+            kw.setdefault("axis", "columnwise")
+            want_cols = fmt == "nvfp4" and shape == (3088, 128) and not set(kw) - {"axis"}
+            try:
+                got = launches(shape, dtype, fmt, align=align, **kw)
+            except (TypeError, ValueError):
+                continue
+            assert any(m == "quantize_cols" for m, *_ in got) == want_cols, (fmt, shape, dtype, align, kw, got)
 
 
 def test_quad_tile_kernel_only_where_measured_faster():

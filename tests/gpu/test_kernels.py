@@ -154,6 +154,50 @@ def test_quantize_quad_kernel(gpu, fmt, dtype):
         assert_bytes_equal(gpu.asnumpy(got["scales"]), ref.scales, f"{dtype} misaligned {name}: scales")
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_quantize_cols_kernel(gpu, dtype):
+    """The NVFP4 columnwise operand alone from 16-bit input with M % 16 == 0 and K even runs
+    quantize_cols_f5_d<D>_{c,s} (thread per 16 rows of a column pair, no shared-memory transpose;
+    compact scales 32 bytes per column and CTA, swizzled ones whole 512-byte blocks with their
+    padding): bytes equal the reference for both layouts over shapes with partial CTAs in both
+    directions (M not a multiple of 512 / 64, K not of 64 / 128), compact scale rows off a 16-byte
+    boundary, special values, a given and a computed amax (zero, tiny and huge ones too), and an
+    input only 4-byte aligned; an input 2-byte aligned falls back to the tile kernel, same bytes."""
+    from fp4kit import _cuda, _plan
+
+    fmt = "nvfp4"
+    shapes = [(16, 2), (48, 130), (512, 64), (2048, 192), (528, 256), (1040, 66), (4096, 128), (96, 4098),
+              (3088, 130)]
+    for i, shape in enumerate(shapes):
+        for layout in ("compact", "swizzled"):
+            opts = quantize_options(shape, dtype, fmt, axis="columnwise", scale_layout=layout)
+            kernels = [s.kernel for s in _plan.build_quantize_plan(*shape, dtype, opts, None, 16, 132).launches()]
+            assert kernels == ["amax_global_d" + ("1" if dtype == "bfloat16" else "2"),
+                               f"quantize_cols_f5_d{1 if dtype == 'bfloat16' else 2}_{layout[0]}"], kernels
+            x = make_input(shape, dtype, "special" if i % 2 else "normal", seed=700 + i)
+            check_against_reference(gpu, x, fmt, axis="columnwise", scale_layout=layout)
+            for a in ((3.5e3 if i % 2 else 0.75), 0.0, 1e-30, 3e38):
+                check_against_reference(gpu, x, fmt, amax=np.array([a], np.float32), axis="columnwise",
+                                        scale_layout=layout)
+    # an input view 2 elements in (4-byte aligned: the cols kernel) and 1 element in (the tile kernel)
+    xs = make_input((1040, 192), dtype, "special", seed=720)
+    for off, want_cols in ((2, True), (1, False)):
+        buf, dn = to_device(gpu, make_input((1040 * 192 + off,), dtype, "normal", seed=721))
+        buf = buf.reshape(-1)
+        buf[off:] = to_device(gpu, xs)[0].reshape(-1)
+        view = buf[off:].reshape(1040, 192)
+        for layout in ("compact", "swizzled"):
+            opts = quantize_options(xs.shape, dn, fmt, axis="columnwise", scale_layout=layout)
+            plan = _plan.build_quantize_plan(1040, 192, dn, opts, None, _plan.align_class(view.data.ptr), 132)
+            assert plan.launches()[-1].kernel.startswith("quantize_cols") == want_cols, plan
+            _, col = _cuda.quantize(view, opts, None, input_dtype=dn)
+            want = ref_api.quantize(xs, fmt, axis="columnwise", scale_layout=layout).columnwise
+            for k in ("data", "scales", "amax"):
+                got = gpu.asnumpy(col[k])
+                ref = np.asarray(getattr(want, k))
+                assert_bytes_equal(got.view(np.uint8), ref.view(np.uint8), f"{dtype} offset {off} {layout}: {k}")
+
+
 @pytest.mark.parametrize("layout", ["compact", "swizzled"])
 @pytest.mark.parametrize("fmt", ["mxfp8_e4m3", "mxfp6_e3m2", "mxfp4_e2m1", "nvfp4"])
 def test_quantize_tile_scale_runs(gpu, fmt, layout):
