@@ -1,7 +1,7 @@
 // fp4kit: the columnwise operand alone (plain recipes, 16-bit input), without a shared-memory
-// transpose: every thread reads 16 consecutive rows of two adjacent columns (one 4-byte word per
-// row: the lanes of a warp read 32 or 64 contiguous bytes of a row per load), so a columnwise block
-// (16 or 32 rows of one column of x) is a run of registers of one or two lanes.
+// transpose: every thread reads 16 consecutive rows of 2 or 4 adjacent columns (one or two 4-byte
+// words per row: the lanes of a warp read 32 to 128 contiguous bytes of a row per load), so a
+// columnwise block (16 or 32 rows of one column of x) is a run of registers of one or two lanes.
 //
 // Why a kernel of its own: the 64 x 64 tile kernel (quantize.cu) writes 2 (MX) or 4 (NVFP4) scale
 // bytes of each of its 64 columns; compact columnwise scales are rows of ceil(M / block) bytes, so
@@ -12,13 +12,15 @@
 // whole sector, and for swizzled scales 128 columns x 4 blocks, one whole 512-byte block.
 //
 // Lanes: G = 2 (FP8 / FP6) or 4 (FP4) consecutive lanes take consecutive 16-row segments of the
-// same column pair, so that their codes (16 or 8 bytes per column each) fill one 32-byte sector of
+// same columns, so that their codes (16 or 8 bytes per column each) fill one 32-byte sector of
 // the output row per store instruction, and the two halves of an MX block are neighbouring lanes
 // (one shuffle). A warp: 32 / G column pairs x G segments. A CTA: WX warps across columns times WY
 // along rows, IT passes along rows.
-// Compiled for NVFP4 only (see the kernels at the end: the MX formats measured no faster here).
-// Planner conditions (fp4kit/_plan.py cols_kernel): 16-bit input, 4-byte aligned, K even, M a
-// multiple of 16 (whole segments, 8-byte aligned code stores), no extended option.
+// With NW = 2 a lane takes two adjacent column pairs (8-byte loads: 128 bytes of a row per 16 lanes).
+// Compiled for NVFP4 and, compact with NW = 2 only, MXFP8 / MXFP6 (the kernels at the end say what
+// measured faster than the tile kernel). Planner conditions (fp4kit/_plan.py cols_kernel): 16-bit
+// input, M a multiple of 16 (whole segments, aligned code stores), no extended option, 4-byte aligned
+// input and K even (NW = 1) or 16-byte aligned and K % 4 == 0 (NW = 2).
 #define FP4KIT_E8M0_SELECT 1
 #include "common/quantize_tile.cuh"
 
@@ -42,11 +44,11 @@ __device__ __forceinline__ float half_f32(u32 w, int h) {
     else return f16_bits_to_f32((u16)(h ? (w >> 16) : (w & 0xFFFFu)));
 }
 
-template <int FMT>
+template <int FMT, int NW>
 struct ColsShape {
     static constexpr int G = Fmt<FMT>::packed ? 4 : 2;   // lanes per output sector
-    static constexpr int PW = 32 / G;                    // column pairs per warp
-    static constexpr int WCOL = 2 * PW;                  // columns per warp
+    static constexpr int PW = 32 / G;                    // lane columns per warp
+    static constexpr int WCOL = 2 * NW * PW;             // columns per warp (NW words of 2 per lane)
     static constexpr int WROW = SEG * G;                 // rows per warp and pass
 };
 
@@ -55,11 +57,11 @@ struct ColsShape {
 // The CTA's tile: CW = WX * WCOL columns from k0, CR = WY * IT * WROW rows from m0.
 // SWZ: the scales in the swizzled layout (CW = 128, CR / block = 4: one 512-byte block), else compact
 // (RB = CR / block bytes of each column's scale row: 32, one sector, in the kernels below).
-template <int FMT, int DT, int WX, int WY, int IT, bool SWZ>
+template <int FMT, int DT, int WX, int WY, int IT, bool SWZ, int NW = 1>
 __device__ __forceinline__ void quantize_cols(const void* x, i64 M, i64 K, u8* col_data, u8* col_scales,
                                               const float* amax_col, int flags) {
     typedef Fmt<FMT> F;
-    typedef ColsShape<FMT> S;
+    typedef ColsShape<FMT, NW> S;
     constexpr int CW = WX * S::WCOL;
     constexpr int CR = WY * IT * S::WROW;
     constexpr int RB = CR / F::block;   // scale bytes per column of the tile
@@ -74,7 +76,7 @@ __device__ __forceinline__ void quantize_cols(const void* x, i64 M, i64 K, u8* c
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int wx = warp % WX, wy = warp / WX;
     const int p = lane / S::G, j = lane % S::G;
-    const int cl = wx * S::WCOL + 2 * p;   // first column of the pair, within the tile
+    const int cl = wx * S::WCOL + 2 * NW * p;   // first column of the lane's, within the tile
     const i64 kp = k0 + cl;
     const bool floor_rule = flags & QFLAG_RULE_FLOOR;
     const u32* xw = reinterpret_cast<const u32*>(x);
@@ -89,47 +91,61 @@ __device__ __forceinline__ void quantize_cols(const void* x, i64 M, i64 K, u8* c
         const int rl = (it * WY + wy) * S::WROW + j * SEG;   // first row of the segment, within the tile
         const i64 gm = m0 + rl;
         const bool ok = gm < M && kp < K;
-        u32 w[SEG];
+        u32 w[NW][SEG];
         if (ok) {
             const u32* src = xw + ((gm * K + kp) >> 1);
             const i64 step = K >> 1;
 #pragma unroll
-            for (int i = 0; i < SEG; ++i) w[i] = __ldcs(src + i * step);
-        } else {
-#pragma unroll
-            for (int i = 0; i < SEG; ++i) w[i] = 0u;
-        }
-        u32 am = 0u;
-#pragma unroll
-        for (int i = 0; i < SEG; ++i) am = absmax2<DT>(am, w[i]);
-        if constexpr (F::block == 32) am = absmax2<DT>(am, __shfl_xor_sync(0xFFFFFFFFu, am, 1));
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            float mul;
-            u32 code;
-            const float bamax = half_f32<DT>(am, h);
-            if constexpr (F::mx) {
-                code = block_scale<FMT>(bamax, floor_rule, amax_col, 0, mul);
-            } else {
-                code = nvfp4_scale_code(bamax, enc_tab[NV_TAB]);
-                mul = enc_tab[code];
-            }
-            float v[SEG];
-#pragma unroll
-            for (int i = 0; i < SEG; ++i) v[i] = half_f32<DT>(w[i], h);
-            u32 c[4];
-            encode_seg<FMT>(v, mul, false, 0ull, 1u, 0, c);
-            if (ok) {
-                if constexpr (F::packed) {
-                    *reinterpret_cast<uint2*>(col_data + (kp + h) * (M >> 1) + (gm >> 1)) = make_uint2(c[0], c[1]);
+            for (int i = 0; i < SEG; ++i) {
+                if constexpr (NW == 1) {
+                    w[0][i] = __ldcs(src + i * step);
                 } else {
-                    *reinterpret_cast<uint4*>(col_data + (kp + h) * M + gm) = make_uint4(c[0], c[1], c[2], c[3]);
+                    const uint2 q = __ldcs(reinterpret_cast<const uint2*>(src + i * step));
+                    w[0][i] = q.x;
+                    w[1][i] = q.y;
                 }
             }
-            if (F::block == 16 || (j & 1) == 0) {
-                const int r = cl + h, b = rl / F::block;   // scale (row r, column b) of the tile
-                if constexpr (SWZ) sc[(r & 31) * 16 + (r >> 5) * 4 + b] = (u8)code;
-                else sc[r * RB + b] = (u8)code;
+        } else {
+#pragma unroll
+            for (int i = 0; i < SEG; ++i)
+#pragma unroll
+                for (int n = 0; n < NW; ++n) w[n][i] = 0u;
+        }
+#pragma unroll
+        for (int n = 0; n < NW; ++n) {
+            u32 am = 0u;
+#pragma unroll
+            for (int i = 0; i < SEG; ++i) am = absmax2<DT>(am, w[n][i]);
+            if constexpr (F::block == 32) am = absmax2<DT>(am, __shfl_xor_sync(0xFFFFFFFFu, am, 1));
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                float mul;
+                u32 code;
+                const float bamax = half_f32<DT>(am, h);
+                if constexpr (F::mx) {
+                    code = block_scale<FMT>(bamax, floor_rule, amax_col, 0, mul);
+                } else {
+                    code = nvfp4_scale_code(bamax, enc_tab[NV_TAB]);
+                    mul = enc_tab[code];
+                }
+                float v[SEG];
+#pragma unroll
+                for (int i = 0; i < SEG; ++i) v[i] = half_f32<DT>(w[n][i], h);
+                u32 c[4];
+                encode_seg<FMT>(v, mul, false, 0ull, 1u, 0, c);
+                const i64 k = kp + 2 * n + h;
+                if (ok) {
+                    if constexpr (F::packed) {
+                        *reinterpret_cast<uint2*>(col_data + k * (M >> 1) + (gm >> 1)) = make_uint2(c[0], c[1]);
+                    } else {
+                        *reinterpret_cast<uint4*>(col_data + k * M + gm) = make_uint4(c[0], c[1], c[2], c[3]);
+                    }
+                }
+                if (F::block == 16 || (j & 1) == 0) {
+                    const int r = cl + 2 * n + h, b = rl / F::block;   // scale (row r, column b) of the tile
+                    if constexpr (SWZ) sc[(r & 31) * 16 + (r >> 5) * 4 + b] = (u8)code;
+                    else sc[r * RB + b] = (u8)code;
+                }
             }
         }
     }
@@ -171,23 +187,38 @@ __device__ __forceinline__ void quantize_cols(const void* x, i64 M, i64 K, u8* c
     }
 }
 
-// quantize_cols_f5_d<D>_{c,s}: NVFP4 with compact / swizzled scales. Grid: ceil(K / CW) *
-// ceil(M / CR) CTAs, column tiles fastest. Compact: 512 threads (WX 4, WY 4, IT 2), 64 columns x 512
-// rows; swizzled: 256 threads (WX 8, WY 1, IT 1), 128 columns x 64 rows.
-// H100, kernel time, 8192^2 (16384^2) bfloat16, same run: NVFP4 columnwise 84.1 (319.5) us with the
-// tile kernel -> 70.6 (272.0) compact, 83.7 (310.6) -> 69.4 (268.2) swizzled: the tile kernel is
-// ALU-bound for FP4 and this one has no shared-memory transpose. Not for the MX formats, which
-// measured slower or no faster than the tile kernel with every shape tried (CTAs of 256 / 512 / 1024
-// threads, 8 / 16 / 32 scale bytes per column, an L2 prefetch of the next pass): MXFP8 84.9 - 95.7 us
-// compact and 79.8 - 83.8 swizzled against 83.3 / 78.9 (tile kernel; compact with its unswizzle
-// launch), MXFP4 73.5 - 105.0 / 72.5 - 83.9 against 71.1 / 72.3 (docs/performance.md item 60).
-#define FP4KIT_COLS_KERNEL(D, SUFFIX, WX, WY, IT, SWZ, T, MB)                                           \
+// Kernels, grid ceil(K / CW) * ceil(M / CR) CTAs, column tiles fastest (NW: 4-byte words per lane,
+// i.e. 2 or 4 columns; NW = 2 needs 8-byte aligned rows: the planner asks for a 16-byte aligned input
+// and K % 4 == 0):
+//   quantize_cols_f5_d<D>_c   NVFP4, compact:  NW 1, 64 columns x 512 rows, 512 threads
+//   quantize_cols_f5_d<D>_s   NVFP4, swizzled: NW 1, 128 x 64, 256 threads
+//   quantize_cols_f5_d<D>_s2  NVFP4, swizzled: NW 2, 128 x 64, 128 threads
+//   quantize_cols_f<F>_d<D>_c2  MXFP8 / MXFP6, compact: NW 2, 64 x 1024, 512 threads (80 registers)
+// H100, kernel time, 8192^2 (16384^2) bfloat16, one run (docs/performance.md item 60), against the
+// op with the tile kernel (compact MX: with its unswizzle launch): NVFP4 compact 84.1 (319.5) ->
+// 71.0 (275.7) us, swizzled 83.7 (310.6) -> 69.8 (268.2) with NW 1 and 67.5 (257.0) with NW 2;
+// MXFP8 compact 83.3 (318.8) -> 79.8 (312.8) with NW 2, but 84.9 - 95.7 with NW 1 (every CTA shape
+// tried: 256 / 512 / 1024 threads, 8 / 16 / 32 scale bytes per column, with and without an L2
+// prefetch of the next pass). Not adopted: MX swizzled (NW 2: 79.1 (312.8) against 78.9 (310.7)),
+// MXFP4 (NW 2: 74.0 / 71.1 against 71.1 / 72.3), NVFP4 compact with NW 2 (71.5).
+#define FP4KIT_COLS_KERNEL(F, D, SUFFIX, WX, WY, IT, SWZ, NW, T, MB)                                    \
     extern "C" __global__ void __launch_bounds__(T, MB)                                                 \
-    quantize_cols_f5_d##D##SUFFIX(const void* x, i64 M, i64 K, u8* col_data, u8* col_scales,            \
-                                  const float* amax_col, int flags) {                                   \
-        quantize_cols<5, D, WX, WY, IT, SWZ>(x, M, K, col_data, col_scales, amax_col, flags);           \
+    quantize_cols_f##F##_d##D##SUFFIX(const void* x, i64 M, i64 K, u8* col_data, u8* col_scales,        \
+                                      const float* amax_col, int flags) {                               \
+        quantize_cols<F, D, WX, WY, IT, SWZ, NW>(x, M, K, col_data, col_scales, amax_col, flags);       \
     }
-FP4KIT_COLS_KERNEL(1, _c, 4, 4, 2, false, 512, 2)
-FP4KIT_COLS_KERNEL(2, _c, 4, 4, 2, false, 512, 2)
-FP4KIT_COLS_KERNEL(1, _s, 8, 1, 1, true, 256, 4)
-FP4KIT_COLS_KERNEL(2, _s, 8, 1, 1, true, 256, 4)
+#define FP4KIT_COLS_NVFP4(D)                                   \
+    FP4KIT_COLS_KERNEL(5, D, _c, 4, 4, 2, false, 1, 512, 2)    \
+    FP4KIT_COLS_KERNEL(5, D, _s, 8, 1, 1, true, 1, 256, 4)     \
+    FP4KIT_COLS_KERNEL(5, D, _s2, 4, 1, 1, true, 2, 128, 6)
+#define FP4KIT_COLS_MX(F, D) FP4KIT_COLS_KERNEL(F, D, _c2, 1, 16, 2, false, 2, 512, 1)
+FP4KIT_COLS_NVFP4(1)
+FP4KIT_COLS_NVFP4(2)
+FP4KIT_COLS_MX(0, 1)
+FP4KIT_COLS_MX(0, 2)
+FP4KIT_COLS_MX(1, 1)
+FP4KIT_COLS_MX(1, 2)
+FP4KIT_COLS_MX(2, 1)
+FP4KIT_COLS_MX(2, 2)
+FP4KIT_COLS_MX(3, 1)
+FP4KIT_COLS_MX(3, 2)

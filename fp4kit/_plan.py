@@ -224,26 +224,38 @@ def quad_tiles(fmt: str, input_dtype: str, M: int, K: int, both: bool) -> bool:
             and M % 128 == 0 and K % 128 == 0)
 
 
-# The columnwise-only NVFP4 kernels (cuda_src/quantize_cols.cu): plain recipe from 16-bit input,
-# 4-byte aligned, K even and M a multiple of 16. A thread reads 16 rows of a column pair (no
-# shared-memory transpose, which the ALU-bound FP4 tile kernel paid for); a CTA covers 32 scale bytes
-# of each of its 64 columns (compact) or one whole 128 x 4 swizzled block, so no padding launch
-# follows. H100, 8192^2 bfloat16: 84 -> 70 us. The MX formats measured no faster and keep the tile
-# kernel (docs/performance.md item 60).
+# The columnwise-only kernels (cuda_src/quantize_cols.cu) for the plain recipe from 16-bit input with
+# M a multiple of 16: a thread reads 16 rows of 2 (NW 1: 4-byte aligned input, K even) or 4 (NW 2:
+# 16-byte aligned, K % 4 == 0) adjacent columns, without the tile kernel's shared-memory transpose; a
+# CTA writes 32 compact scale bytes of each of its columns or one whole 128 x 4 swizzled block (so no
+# staging, unswizzle or padding launch). Where it measured faster (H100, 8192^2): NVFP4 (84 -> 70 /
+# 68 us) and compact MXFP8 / MXFP6 with NW 2 (83.3 -> 79.8 us); the tile kernel elsewhere
+# (docs/performance.md item 60).
 COLS_KERNEL = True
+COLS_MX_FORMATS = {"mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2"}
 
 
-def cols_kernel(fmt: str, input_dtype: str, M: int, K: int, align: int, columnwise_only: bool) -> bool:
-    return (COLS_KERNEL and columnwise_only and FORMATS[fmt].is_nvfp4 and input_dtype in ("bfloat16", "float16")
-            and align >= 4 and K % 2 == 0 and M % 16 == 0)
+def cols_kernel(fmt: str, input_dtype: str, M: int, K: int, align: int, columnwise_only: bool,
+                layout: str) -> str | None:
+    """The quantize_cols kernel's suffix ("_c", "_s", "_s2", "_c2") for this call, or None."""
+    if not (COLS_KERNEL and columnwise_only and input_dtype in ("bfloat16", "float16") and M % 16 == 0):
+        return None
+    nw2 = align >= 16 and K % 4 == 0
+    if FORMATS[fmt].is_nvfp4:
+        if nw2:
+            return "_c" if layout == "compact" else "_s2"
+        return ("_c" if layout == "compact" else "_s") if align >= 4 and K % 2 == 0 else None
+    return "_c2" if fmt in COLS_MX_FORMATS and layout == "compact" and nw2 else None
 
 
-def cols_launch(layout: str, M: int, K: int) -> tuple[int, int]:
-    """(CTAs, threads) of quantize_cols_f5_d<D>_{c,s}: compact tiles of 64 columns x 512 rows (512
-    threads), swizzled ones of 128 columns x 64 rows (256 threads)."""
-    if layout == "compact":
-        return -(-K // 64) * -(-M // 512), 2 * THREADS
-    return -(-K // 128) * -(-M // 64), THREADS
+# (tile columns, tile rows, threads) of each quantize_cols kernel; NVFP4 ones have blocks of 16
+COLS_TILES = {"_c": (64, 512, 512), "_s": (128, 64, 256), "_s2": (128, 64, 128), "_c2": (64, 1024, 512)}
+
+
+def cols_launch(suffix: str, M: int, K: int) -> tuple[int, int]:
+    """(CTAs, threads) of quantize_cols_f<F>_d<D><suffix>."""
+    cw, cr, threads = COLS_TILES[suffix]
+    return -(-K // cw) * -(-M // cr), threads
 
 
 # The rows kernel's widest CTA row: 2^ROWS_MAX_LW segments of 16 elements (6: 1024 columns).
@@ -453,11 +465,11 @@ def build_quantize_plan(M: int, K: int, input_dtype: str, opts, amax_size: int |
         ext = needs_ext(opts)
         name = f"quantize_f{fmt.format_id}_d{DTYPE_IDS[input_dtype]}"
         rows_kernel = c is None and not (fmt.is_nvfp4 and opts.tile_2d)
-        cols = not ext and cols_kernel(opts.format, input_dtype, M, K, align, r is None)
+        cols = None if ext else cols_kernel(opts.format, input_dtype, M, K, align, r is None, layout)
         # the tile kernel's compact scales through a swizzled staging buffer (see stage_scales):
         # operand -> staging slot (the rows kernel writes whole sectors of compact scales itself)
         staged = {}
-        if layout == "compact" and not rows_kernel and not cols:
+        if layout == "compact" and not rows_kernel and cols is None:
             for key, bit in (("rowwise", QFLAG_ROW_SCALES_SWZ), ("columnwise", QFLAG_COL_SCALES_SWZ)):
                 op = ops.get(key)
                 if op is not None and stage_scales(opts.format, op[3], op[4]):
@@ -465,11 +477,11 @@ def build_quantize_plan(M: int, K: int, input_dtype: str, opts, amax_size: int |
                     flags |= bit
         rs = staged.get("rowwise", r[1] if r else None)
         cs = staged.get("columnwise", c[1] if c else None)
-        if cols:
-            # NVFP4 columnwise alone: compact scales as whole sectors, swizzled ones as whole blocks
-            grid, threads = cols_launch(layout, M, K)
-            b.launch("quantize_cols", f"quantize_cols_f5_d{DTYPE_IDS[input_dtype]}_" + ("c" if layout == "compact" else "s"),
-                     grid, (_X, _i64(M), _i64(K), _buf(c[0]), _buf(c[1]), _ptr(c[2]), _i32(flags)), threads)
+        if cols is not None:
+            # columnwise alone: compact scales as whole sectors, swizzled ones as whole blocks
+            grid, threads = cols_launch(cols, M, K)
+            b.launch("quantize_cols", f"quantize_cols_f{fmt.format_id}_d{DTYPE_IDS[input_dtype]}{cols}", grid,
+                     (_X, _i64(M), _i64(K), _buf(c[0]), _buf(c[1]), _ptr(c[2]), _i32(flags)), threads)
         elif rows_kernel:
             # rowwise alone: CTAs of R x (256 / 2^lw) rows x 16 * 2^lw columns, loads issued up front
             # (quantize_rows_direct in cuda_src/common/quantize_tile.cuh)
@@ -505,7 +517,7 @@ def build_quantize_plan(M: int, K: int, input_dtype: str, opts, amax_size: int |
             b.launch("swizzle", "unswizzle_scales",
                      min(sum(swizzle_tiles(ops[key][3], ops[key][4]) for key in staged), 1 << 24),
                      jobs[0] + jobs[1])
-        if layout == "swizzled" and not cols:   # the cols kernel writes whole blocks, padding included
+        if layout == "swizzled" and cols is None:   # the cols kernel writes whole blocks, padding included
             for data, scales, _, rows, nb, (rp, cpd) in ops.values():
                 if rp * cpd == 0 or (rp == rows and cpd == nb):
                     continue

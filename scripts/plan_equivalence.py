@@ -17,9 +17,9 @@ amax runs one launch, quantize_f5_d<D>_rowsam, instead of the memset, the amax l
 launch (fp4kit._plan.small_fused; the comparison runs with fp4kit._plan.SMALL_FUSED_MAX = 0 and
 counts the cases that would take it; the GPU tests compare its bytes); plain MXFP8 "both" from 16-bit
 input with M and K multiples of 128 runs quantize_f<F>_d<D>_quad (1024-thread CTAs over 128 x 128
-squares; the comparison runs with fp4kit._plan.QUAD_TILES = False and counts the cases); the plain NVFP4
-columnwise operand alone from 16-bit input (4-byte aligned, K even, M % 16 == 0) runs
-quantize_cols_f5_d<D>_{c,s} (fp4kit._plan.cols_kernel; the comparison runs with
+squares; the comparison runs with fp4kit._plan.QUAD_TILES = False and counts the cases); the plain
+columnwise operand alone from 16-bit input with M % 16 == 0 (NVFP4; compact MXFP8 / MXFP6 from a
+16-byte aligned input with K % 4 == 0) runs quantize_cols_f<F>_d<D>_* (fp4kit._plan.cols_kernel; the comparison runs with
 fp4kit._plan.COLS_KERNEL = False and counts the cases; the GPU tests compare its bytes).
 
     python scripts/plan_equivalence.py [REV]
@@ -182,7 +182,8 @@ for fmt in fp4kit.FORMATS:
             _plan.QUAD_TILES = False
             _plan.COLS_KERNEL = True
             cols += bool(M and K and not _plan.needs_ext(opts)
-                         and _plan.cols_kernel(fmt, dtype, M, K, _plan.align_class(ptr), axis == "columnwise"))
+                         and _plan.cols_kernel(fmt, dtype, M, K, _plan.align_class(ptr), axis == "columnwise",
+                                               layout) is not None)
             _plan.COLS_KERNEL = False
             a = trace(old, "quantize", shape, dtype, ptr, opts, amax_shape=amax_shape)
             b = trace(new, "quantize", shape, dtype, ptr, opts, amax_shape=amax_shape)

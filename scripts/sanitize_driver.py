@@ -36,13 +36,15 @@ for fmt, f in fp4kit.FORMATS.items():
             variants.append(dict(rounding="stochastic", seed=3))
         if fmt.startswith("mxfp8") and M and K and M % 128 == 0 and K % 128 == 0:   # the 128 x 128 _quad kernel
             variants += [dict(torch_bf16=True), dict(torch_bf16=True, scale_layout="swizzled")]
+        if not f.packed and K % 4 == 0 and M % 16 == 0:   # columnwise alone: quantize_cols_f<F>_d1_c2
+            variants.append(dict(axis="columnwise", torch_bf16=True))
         if f.is_nvfp4:
             variants += [dict(tile_2d=True), dict(row_scaled=True), dict(amax=cp.asarray(np.float32([2.0])))]
             if M % 16 == 0 and axis != "rowwise":
                 variants.append(dict(rht=True))
             if K % 2 == 0:   # rowwise with a computed amax: the one-launch kernel (_rowsam) when small
                 variants += [dict(axis="rowwise"), dict(axis="rowwise", torch_bf16=True)]
-            if K % 2 == 0 and M % 16 == 0:   # columnwise alone from bfloat16: quantize_cols_f5_d1_{c,s}
+            if K % 2 == 0 and M % 16 == 0:   # columnwise alone from bfloat16: quantize_cols_f5_d1_{c,s2}
                 variants += [dict(axis="columnwise", torch_bf16=True),
                              dict(axis="columnwise", torch_bf16=True, scale_layout="swizzled")]
         for kw in variants:

@@ -1127,41 +1127,50 @@ def test_dequantize_grid_one_cta_per_1024_segments(monkeypatch):
         assert int(launches[0][2][3]) == rows and int(launches[0][2][4]) == cols
 
 
-def test_cols_kernel_for_the_nvfp4_columnwise_operand_alone():
-    """quantize_cols_f5_d<D>_{c,s} for the plain NVFP4 columnwise operand alone from 16-bit input,
-    4-byte aligned, K even, M % 16 == 0: after the amax launch one launch (no padding launch), grids
-    of 64 x 512 tiles of 512 threads for compact scales and 128 x 64 tiles of 256 threads for
-    swizzled ones; the tile kernel everywhere else, and for the MX formats."""
+def test_cols_kernel_for_the_columnwise_operand_alone():
+    """quantize_cols_f<F>_d<D>_* for the plain columnwise operand alone from 16-bit input with
+    M % 16 == 0: NVFP4 compact (_c: 64 x 512 tiles, 512 threads) and swizzled (_s2 with 8-byte loads
+    where the input is 16-byte aligned and K % 4 == 0, 128 threads; _s where it is 4-byte aligned and
+    K even, 256 threads; 128 x 64 tiles), compact MXFP8 / MXFP6 with 8-byte loads only (_c2: 64 x 1024
+    tiles, 512 threads). One launch after the amax (no staging, unswizzle or padding launch); the tile
+    kernel everywhere else (MXFP4, MX swizzled, float32, other alignments and shapes, both / rowwise,
+    the extended options)."""
     def launches(shape, dtype, fmt, align=16, **kw):
         return [(s.module, s.kernel, s.grid, s.block) for s in plan_of(shape, dtype, fmt, align=align, **kw).launches()]
 
     for dtype, d in (("bfloat16", 1), ("float16", 2)):
-        for align in (16, 4):
-            for kw in ({}, {"amax_shape": (1,)}):
-                got = launches((3088, 130), dtype, "nvfp4", align=align, axis="columnwise", **kw)
-                assert got[-1] == ("quantize_cols", f"quantize_cols_f5_d{d}_c", 3 * 7, 512), got
+        for kw in ({}, {"amax_shape": (1,)}):
+            for shape, align, layout, want in (
+                    ((3088, 132), 16, "compact", ("_c", 3 * 7, 512)), ((3088, 132), 4, "compact", ("_c", 3 * 7, 512)),
+                    ((3088, 130), 16, "compact", ("_c", 3 * 7, 512)),
+                    ((3088, 132), 16, "swizzled", ("_s2", 2 * 49, 128)), ((3088, 130), 16, "swizzled", ("_s", 2 * 49, 256)),
+                    ((3088, 132), 4, "swizzled", ("_s", 2 * 49, 256))):
+                got = launches(shape, dtype, "nvfp4", align=align, axis="columnwise", scale_layout=layout, **kw)
+                assert got[-1] == ("quantize_cols", f"quantize_cols_f5_d{d}{want[0]}", want[1], want[2]), got
                 assert len(got) == (1 if kw else 2), got
-                got = launches((3088, 130), dtype, "nvfp4", align=align, axis="columnwise", scale_layout="swizzled",
-                               **kw)
-                assert got[-1] == ("quantize_cols", f"quantize_cols_f5_d{d}_s", 2 * -(-3088 // 64), 256), got
-                assert len(got) == (1 if kw else 2), got
+        for fmt, f in (("mxfp8_e4m3", 0), ("mxfp8_e5m2", 1), ("mxfp6_e2m3", 2), ("mxfp6_e3m2", 3)):
+            got = launches((3088, 132), dtype, fmt, axis="columnwise")
+            assert got == [("quantize_cols", f"quantize_cols_f{f}_d{d}_c2", 3 * 4, 512)], got
     for fmt in FORMATS:
-        for shape, dtype, align, kw in (((3088, 130), "float32", 16, {}), ((3088, 130), "bfloat16", 2, {}),
-                                        ((3080, 130), "bfloat16", 16, {}), ((3088, 128), "bfloat16", 16, {}),
-                                        ((3088, 130), "bfloat16", 16, {"axis": "both"}),
-                                        ((3088, 130), "bfloat16", 16, {"axis": "rowwise"}),
-                                        ((3088, 130), "bfloat16", 16, {"rounding": "stochastic"}),
-                                        ((3088, 128), "bfloat16", 16, {"rht": True}),
-                                        ((3088, 128), "bfloat16", 16, {"row_scaled": True}),
-                                        ((3088, 128), "bfloat16", 16, {"tile_2d": True})):
+        nv = fmt == "nvfp4"
+        for shape, dtype, align, kw, want in (
+                ((3088, 132), "float32", 16, {}, False), ((3088, 132), "bfloat16", 2, {}, False),
+                ((3088, 132), "bfloat16", 4, {}, nv), ((3088, 130), "bfloat16", 16, {}, nv),
+                ((3080, 132), "bfloat16", 16, {}, False), ((3088, 132), "bfloat16", 16, {"axis": "both"}, False),
+                ((3088, 132), "bfloat16", 16, {"axis": "rowwise"}, False),
+                ((3088, 132), "bfloat16", 16, {"scale_layout": "swizzled"}, nv),
+                ((3088, 132), "bfloat16", 16, {}, nv or fmt in _plan.COLS_MX_FORMATS),
+                ((3088, 132), "bfloat16", 16, {"rounding": "stochastic"}, False),
+                ((3088, 128), "bfloat16", 16, {"rht": True}, False), ((3088, 128), "bfloat16", 16, {"row_scaled": True}, False),
+                ((3088, 128), "bfloat16", 16, {"tile_2d": True}, False)):
             kw = dict(kw)
             kw.setdefault("axis", "columnwise")
-            want_cols = fmt == "nvfp4" and shape == (3088, 128) and not set(kw) - {"axis"}
             try:
                 got = launches(shape, dtype, fmt, align=align, **kw)
             except (TypeError, ValueError):
                 continue
-            assert any(m == "quantize_cols" for m, *_ in got) == want_cols, (fmt, shape, dtype, align, kw, got)
+            assert any(m == "quantize_cols" for m, *_ in got) == want, (fmt, shape, dtype, align, kw, got)
+    assert _plan.COLS_MX_FORMATS == {"mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2"}
 
 
 def test_quad_tile_kernel_only_where_measured_faster():
@@ -1178,7 +1187,8 @@ def test_quad_tile_kernel_only_where_measured_faster():
                 assert kernels((384, 1280), dtype, fmt, axis="both", scale_layout=layout) == [
                     (f"quantize_f{f}_d{d}_quad", 3 * 10, 1024)]
     assert kernels((384, 1280), "float32", "mxfp8_e4m3", axis="both") == [("quantize_f0_d0_plain", 6 * 20, 256)]
-    assert kernels((384, 1280), "bfloat16", "mxfp8_e4m3", axis="columnwise") == [("quantize_f0_d1_plain", 120, 256)]
+    assert kernels((384, 1280), "bfloat16", "mxfp8_e4m3", axis="columnwise", scale_layout="swizzled") == [
+        ("quantize_f0_d1_plain", 120, 256)]
     assert kernels((384, 1280), "bfloat16", "mxfp6_e2m3", axis="both") == [("quantize_f2_d1_plain", 120, 256)]
     assert kernels((384, 1216), "bfloat16", "mxfp8_e4m3", axis="both") == [("quantize_f0_d1_plain", 6 * 19, 256)]
     assert kernels((320, 1280), "bfloat16", "mxfp8_e4m3", axis="both") == [("quantize_f0_d1_plain", 5 * 20, 256)]

@@ -155,44 +155,61 @@ def test_quantize_quad_kernel(gpu, fmt, dtype):
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
-def test_quantize_cols_kernel(gpu, dtype):
-    """The NVFP4 columnwise operand alone from 16-bit input with M % 16 == 0 and K even runs
-    quantize_cols_f5_d<D>_{c,s} (thread per 16 rows of a column pair, no shared-memory transpose;
-    compact scales 32 bytes per column and CTA, swizzled ones whole 512-byte blocks with their
-    padding): bytes equal the reference for both layouts over shapes with partial CTAs in both
-    directions (M not a multiple of 512 / 64, K not of 64 / 128), compact scale rows off a 16-byte
-    boundary, special values, a given and a computed amax (zero, tiny and huge ones too), and an
-    input only 4-byte aligned; an input 2-byte aligned falls back to the tile kernel, same bytes."""
+@pytest.mark.parametrize("fmt", ["nvfp4", "mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2"])
+def test_quantize_cols_kernel(gpu, fmt, dtype):
+    """The columnwise operand alone from 16-bit input with M % 16 == 0 runs quantize_cols_f<F>_d<D>_*
+    (thread per 16 rows of 2 or 4 columns, no shared-memory transpose; compact scales 32 bytes per
+    column and CTA, swizzled ones whole 512-byte blocks with their padding) where _plan.cols_kernel
+    says: NVFP4 in both layouts (4- and 8-byte loads), compact MXFP8 / MXFP6 (8-byte loads). Bytes
+    equal the reference over shapes with partial CTAs in both directions (M not a multiple of the
+    tile's 1024 / 512 / 64 rows, K not of 64 / 128, a partial last MX block), compact scale rows off
+    a 16-byte boundary, special values, NVFP4 with a computed and given amaxes (zero, tiny, huge), the
+    MX floor rule, and inputs 16-, 4- and 2-byte aligned (the last two fall back as planned)."""
     from fp4kit import _cuda, _plan
 
-    fmt = "nvfp4"
-    shapes = [(16, 2), (48, 130), (512, 64), (2048, 192), (528, 256), (1040, 66), (4096, 128), (96, 4098),
-              (3088, 130)]
+    nv = FORMATS[fmt].is_nvfp4
+    d = 1 if dtype == "bfloat16" else 2
+    shapes = [(16, 4), (48, 132), (512, 64), (2048, 192), (528, 256), (1040, 68), (4096, 128), (96, 4100),
+              (3088, 132), (1056, 130)]
+    layouts = ("compact", "swizzled") if nv else ("compact",)
+    seen = set()
     for i, shape in enumerate(shapes):
-        for layout in ("compact", "swizzled"):
+        for layout in layouts:
             opts = quantize_options(shape, dtype, fmt, axis="columnwise", scale_layout=layout)
             kernels = [s.kernel for s in _plan.build_quantize_plan(*shape, dtype, opts, None, 16, 132).launches()]
-            assert kernels == ["amax_global_d" + ("1" if dtype == "bfloat16" else "2"),
-                               f"quantize_cols_f5_d{1 if dtype == 'bfloat16' else 2}_{layout[0]}"], kernels
+            suffix = _plan.cols_kernel(fmt, dtype, *shape, 16, True, layout)
+            if suffix is None:   # MX with K % 4 != 0: the tile kernel
+                assert not nv and shape[1] % 4 and not kernels[-1].startswith("quantize_cols"), kernels
+            else:
+                assert kernels[-1] == f"quantize_cols_f{FORMATS[fmt].format_id}_d{d}{suffix}", kernels
+                assert len(kernels) == (2 if nv else 1), kernels   # no unswizzle / padding launch
+                seen.add(suffix)
             x = make_input(shape, dtype, "special" if i % 2 else "normal", seed=700 + i)
             check_against_reference(gpu, x, fmt, axis="columnwise", scale_layout=layout)
-            for a in ((3.5e3 if i % 2 else 0.75), 0.0, 1e-30, 3e38):
-                check_against_reference(gpu, x, fmt, amax=np.array([a], np.float32), axis="columnwise",
-                                        scale_layout=layout)
-    # an input view 2 elements in (4-byte aligned: the cols kernel) and 1 element in (the tile kernel)
+            if nv:
+                for a in ((3.5e3 if i % 2 else 0.75), 0.0, 1e-30, 3e38):
+                    check_against_reference(gpu, x, fmt, amax=np.array([a], np.float32), axis="columnwise",
+                                            scale_layout=layout)
+            else:
+                check_against_reference(gpu, x, fmt, axis="columnwise", scale_layout=layout, scale_rule="floor")
+    assert seen == ({"_c", "_s", "_s2"} if nv else {"_c2"}), seen
+    # input views 8, 2 and 1 elements in: 16-, 4- and 2-byte aligned
     xs = make_input((1040, 192), dtype, "special", seed=720)
-    for off, want_cols in ((2, True), (1, False)):
+    for off in (8, 2, 1):
         buf, dn = to_device(gpu, make_input((1040 * 192 + off,), dtype, "normal", seed=721))
         buf = buf.reshape(-1)
         buf[off:] = to_device(gpu, xs)[0].reshape(-1)
         view = buf[off:].reshape(1040, 192)
-        for layout in ("compact", "swizzled"):
+        for layout in layouts:
             opts = quantize_options(xs.shape, dn, fmt, axis="columnwise", scale_layout=layout)
-            plan = _plan.build_quantize_plan(1040, 192, dn, opts, None, _plan.align_class(view.data.ptr), 132)
-            assert plan.launches()[-1].kernel.startswith("quantize_cols") == want_cols, plan
+            align = _plan.align_class(view.data.ptr)
+            plan = _plan.build_quantize_plan(1040, 192, dn, opts, None, align, 132)
+            suffix = _plan.cols_kernel(fmt, dn, 1040, 192, align, True, layout)
+            assert (suffix is not None) == (off == 8 or (nv and off == 2)), (off, suffix)
+            assert plan.launches()[-1].kernel.startswith("quantize_cols") == (suffix is not None), plan
             _, col = _cuda.quantize(view, opts, None, input_dtype=dn)
             want = ref_api.quantize(xs, fmt, axis="columnwise", scale_layout=layout).columnwise
-            for k in ("data", "scales", "amax"):
+            for k in ("data", "scales") + (("amax",) if nv else ()):
                 got = gpu.asnumpy(col[k])
                 ref = np.asarray(getattr(want, k))
                 assert_bytes_equal(got.view(np.uint8), ref.view(np.uint8), f"{dtype} offset {off} {layout}: {k}")
