@@ -38,10 +38,10 @@ __device__ __forceinline__ u32 absmax2(u32 acc, u32 w) {
     return r;
 }
 
+// Element h (0: low, 1: high half) of a word of two 16-bit inputs, as fp32.
 template <int DT>
 __device__ __forceinline__ float half_f32(u32 w, int h) {
-    if constexpr (DT == DTYPE_BFLOAT16) return u2f(h ? (w & 0xFFFF0000u) : (w << 16));
-    else return f16_bits_to_f32((u16)(h ? (w >> 16) : (w & 0xFFFFu)));
+    return In<DT>::cvt((u16)(h ? (w >> 16) : w));
 }
 
 template <int FMT, int NW>
@@ -56,7 +56,7 @@ struct ColsShape {
 
 // The CTA's tile: CW = WX * WCOL columns from k0, CR = WY * IT * WROW rows from m0.
 // SWZ: the scales in the swizzled layout (CW = 128, CR / block = 4: one 512-byte block), else compact
-// (RB = CR / block bytes of each column's scale row: 32, one sector, in the kernels below).
+// (RB = CR / block = 32 bytes of each column's scale row: one sector).
 template <int FMT, int DT, int WX, int WY, int IT, bool SWZ, int NW = 1>
 __device__ __forceinline__ void quantize_cols(const void* x, i64 M, i64 K, u8* col_data, u8* col_scales,
                                               const float* amax_col, int flags) {
@@ -66,7 +66,7 @@ __device__ __forceinline__ void quantize_cols(const void* x, i64 M, i64 K, u8* c
     constexpr int CR = WY * IT * S::WROW;
     constexpr int RB = CR / F::block;   // scale bytes per column of the tile
     static_assert(!SWZ || (CW == 128 && RB == 4), "swizzled: one 128 x 4 block per CTA");
-    static_assert(SWZ || RB == 32 || RB == 16 || RB == 8, "compact: 8, 16 or 32 bytes per column");
+    static_assert(SWZ || RB == 32, "compact: one 32-byte sector per column");
     __shared__ __align__(16) u8 sc[CW * RB];
     __shared__ float enc_tab[F::mx ? 1 : NV_TAB + 1];
 
@@ -143,7 +143,7 @@ __device__ __forceinline__ void quantize_cols(const void* x, i64 M, i64 K, u8* c
                 }
                 if (F::block == 16 || (j & 1) == 0) {
                     const int r = cl + 2 * n + h, b = rl / F::block;   // scale (row r, column b) of the tile
-                    if constexpr (SWZ) sc[(r & 31) * 16 + (r >> 5) * 4 + b] = (u8)code;
+                    if constexpr (SWZ) sc[swizzled_block_byte(r, b)] = (u8)code;
                     else sc[r * RB + b] = (u8)code;
                 }
             }
@@ -163,22 +163,19 @@ __device__ __forceinline__ void quantize_cols(const void* x, i64 M, i64 K, u8* c
             const u32 cmask = cols >= 4 ? 0xFFFFFFFFu : (0xFFFFFFFFu >> (8 * (4 - (int)cols)));
 #pragma unroll
             for (int g = 0; g < 4; ++g) vw[g] &= (k0 + g * 32 + t < K) ? cmask : 0u;
-            const i64 Cq = (nb + 3) >> 2;
-            reinterpret_cast<uint4*>(col_scales + ((k0 >> 7) * Cq + (b0 >> 2)) * 512)[t] = v;
+            reinterpret_cast<uint4*>(col_scales + swizzled_offset(k0, b0, (nb + 3) & ~(i64)3))[t] = v;
         }
     } else {
-        // column r's RB bytes b0 .. b0 + RB - 1 of its compact row, as 16-byte (8-byte) pieces
-        constexpr int PB = RB >= 16 ? 16 : 8, NP = RB / PB;
-        if (t < NP * CW) {
-            const int r = t / NP, piece = t % NP;
-            const i64 k = k0 + r, bb = b0 + piece * PB;
+        // column r's 32 bytes b0 .. b0 + 31 of its compact row, as two 16-byte halves
+        if (t < 2 * CW) {
+            const int r = t >> 1, half = t & 1;
+            const i64 k = k0 + r, bb = b0 + half * 16;
             if (k < K && bb < nb) {
-                const int n = (int)((nb - bb) < PB ? (nb - bb) : PB);
+                const int n = (int)((nb - bb) < 16 ? (nb - bb) : 16);
                 u8* dst = col_scales + k * nb + bb;
-                const u8* s = sc + r * RB + piece * PB;
-                if (n == PB && (reinterpret_cast<u64>(dst) & (PB - 1)) == 0) {
-                    if constexpr (PB == 16) *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(s);
-                    else *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(s);
+                const u8* s = sc + r * RB + half * 16;
+                if (n == 16 && aligned16(dst)) {
+                    *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(s);
                 } else {
                     for (int i = 0; i < n; ++i) dst[i] = s[i];
                 }

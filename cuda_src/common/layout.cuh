@@ -9,6 +9,10 @@ __device__ __forceinline__ i64 swizzled_offset(i64 i, i64 j, i64 Cp) {
     return ((i >> 7) * (Cp >> 2) + (j >> 2)) * 512 + (i & 31) * 16 + ((i & 127) >> 5) * 4 + (j & 3);
 }
 
+// Byte of (row r < 128, column c < 4) within one 512-byte swizzled block: swizzled_offset's in-block
+// part in 32-bit arithmetic, for kernels that assemble whole blocks in shared memory.
+__device__ __forceinline__ int swizzled_block_byte(int r, int c) { return (r & 31) * 16 + (r >> 5) * 4 + c; }
+
 // Where scale (i, j) of a compact (R, C) matrix is stored for the given layout.
 __device__ __forceinline__ i64 scale_offset(i64 i, i64 j, i64 C, bool swizzled) {
     return swizzled ? swizzled_offset(i, j, (C + 3) & ~(i64)3) : i * C + j;

@@ -444,8 +444,8 @@ __device__ __forceinline__ void tile_sync() {
 // the caller's shared 128 x 128 swizzled blocks blk[0 .. 512) (rowwise) and blk[512 .. 1024)
 // (columnwise), the tile being one of the four of a 128 x 128 square (tq & 1, kt & 1), and the
 // caller writes the blocks (quantize.cu _quad). The byte of (row r, scale column c) of a block is
-// swizzled_offset(r, c, 4), written out below in 32-bit arithmetic (the i64 helper changed the
-// measured kernel's code).
+// swizzled_block_byte(r, c), swizzled_offset's in-block part in 32-bit arithmetic (the i64 helper
+// changed the measured kernel's code).
 template <int FMT, int DT, bool EXT = true, int XM = QFLAG_EXT_ALL, int STASH = 0>
 __device__ __forceinline__ void quantize_tile_rc(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales,
                                                  u8* col_data, u8* col_scales, const float* amax_row,
@@ -533,8 +533,7 @@ __device__ __forceinline__ void quantize_tile_rc(const void* x, i64 M, i64 K, u8
         row_segment<FMT>(v, M, K, gm, gk, s, row_data, row_scales, amax_row, flags, seed,
                          tile2d ? tile_am[hi >> 4][s] : -1.0f, s_enc, s_dec, use_tab ? enc_tab[0] : nullptr, 0,
                          STASH == 1 ? sc_stash[0][hi]
-                         : STASH == 2 ? blk + (((int)(tq & 1) * QT_M + hi) & 31) * 16 + (((int)(tq & 1) * QT_M + hi) >> 5) * 4 +
-                                            (int)(kt & 1) * 2
+                         : STASH == 2 ? blk + swizzled_block_byte((int)(tq & 1) * QT_M + hi, (int)(kt & 1) * 2)
                                       : nullptr);
     }
 
@@ -593,7 +592,7 @@ __device__ __forceinline__ void quantize_tile_rc(const void* x, i64 M, i64 K, u8
                     sc_stash[1][c][sc_seg / (F::block / SEG)] = (u8)sc;
                 } else if constexpr (STASH == 2) {
                     const int cl = (int)(kt & 1) * QT_K + c;
-                    blk[512 + (cl & 31) * 16 + (cl >> 5) * 4 + (int)(tq & 1) * 2 + (sc_seg >> 1)] = (u8)sc;
+                    blk[512 + swizzled_block_byte(cl, (int)(tq & 1) * 2 + (sc_seg >> 1))] = (u8)sc;
                 } else {
                     const i64 nb = (M + F::block - 1) / F::block;
                     col_scales[scale_offset(gkc, gmc / F::block, nb, col_swz)] = (u8)sc;
