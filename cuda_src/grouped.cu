@@ -21,7 +21,7 @@
 
 namespace fp4kit {
 
-// meta: 9 arrays of G + 1 int64 each (fp4kit/_cuda_grouped.py mirrors this order)
+// meta: 10 arrays of G + 1 int64 each (fp4kit/_cuda_grouped.py mirrors this order)
 enum MetaArray : int {
     META_OFF = 0,    // element offsets
     META_TILES = 1,  // 64x64 tile prefix
@@ -32,7 +32,8 @@ enum MetaArray : int {
     META_SEGR = 6,   // rowwise 16-element segment prefix (dequantize)
     META_SEGC = 7,   // columnwise segment prefix
     META_ROWS = 8,   // row prefix (sum of first dims)
-    META_COUNT = 9,
+    META_SQ = 9,     // 128-row band prefix (sum of ceil(M_i / 128); group_quantize4's squares)
+    META_COUNT = 10,
 };
 
 // error bits (fp4kit/_grouped_device.py ERRORS)
@@ -145,12 +146,16 @@ enum BandDesc : int {
     BD_G = 7,      // the member (not read by the kernels; fills the descriptor to 4 x 16 bytes)
     BAND_DESC = 8,
 };
+enum { SQ_DESC = 4 };   // int64 per square band descriptor (group_meta bit 128)
 __host__ __device__ __forceinline__ i64 band_desc_offset(i64 n_band_rows, i64 n_band_tiles) {
     return (n_band_rows + n_band_tiles + 1) & ~(i64)1;   // 16-byte aligned
 }
 
-// bits: 1 packed, 2 swizzled, 4 row_scaled, 8 rht, 16 want_row, 32 want_col, 64 band descriptors
-// (scalars only, so the launch can be captured in a CUDA graph without host-to-device copies).
+// bits: 1 packed, 2 swizzled, 4 row_scaled, 8 rht, 16 want_row, 32 want_col, 64 band descriptors,
+// 128 square bands: from band + band_desc_offset(n_band_rows, n_band_tiles), SQ_DESC int64 per
+// 128-row band j < n_band_sq of group_quantize4's square list (members' bands start at META_SQ):
+// {member's element offset, member's rows M, band within the member, member}; M = 0 past the last
+// band and after an error (scalars only, so the launch can be captured in a CUDA graph without host-to-device copies).
 // With one K (K1 > 0) and a `band` buffer, it also memoises the quantize kernels' member lookups:
 // band[i] (i < n_band_rows) is the member of global row 64 i, band[n_band_rows + j] the member of
 // the j-th 64-row band of the tile list (tiles j * tiles_k ..), so a tile's loads wait for one
@@ -171,7 +176,7 @@ __device__ __forceinline__ u64 sat_add(u64 a, u64 b) {   // a, b <= INT64_MAX
 extern "C" __global__ void __launch_bounds__(META_THREADS)
 group_meta(i64 G, const i64* first, const i64* last, int block, int bits, i64 max_elements, i64 rows_total,
            i64 cap_srow, i64 cap_scol, i64 cap_arow, i64 cap_acol, i64* meta, int* err, i64 K1, i64* band,
-           i64 n_band_rows, i64 n_band_tiles) {
+           i64 n_band_rows, i64 n_band_tiles, i64 n_band_sq) {
     __shared__ i64 val[META_COUNT][META_THREADS];   // member's addition to array k
     __shared__ int chk[META_THREADS];
     __shared__ int e_sh;
@@ -208,6 +213,7 @@ group_meta(i64 G, const i64* first, const i64* last, int block, int bits, i64 ma
                 v[META_SEGR] = M * ((K + 15) / 16);
                 v[META_SEGC] = K * ((M + 15) / 16);
                 v[META_ROWS] = M;
+                v[META_SQ] = (M + 127) / 128;
             }
 #pragma unroll
             for (int k = 0; k < META_COUNT; ++k) val[k][tid] = v[k];
@@ -262,11 +268,17 @@ group_meta(i64 G, const i64* first, const i64* last, int block, int bits, i64 ma
     __syncthreads();
     // bit 64: with one K, also the tile bands' descriptors (group_quantize_one for NVFP4)
     i64* desc = (band != nullptr && K1 > 0 && (bits & 64)) ? band + band_desc_offset(n_band_rows, n_band_tiles) : nullptr;
+    // bit 128: the square bands' descriptors (group_quantize4)
+    i64* sqd = (band != nullptr && K1 > 0 && (bits & 128)) ? band + band_desc_offset(n_band_rows, n_band_tiles) : nullptr;
     if (e_sh) {   // no work at all: every prefix and offset back to zero, every tile band empty
         for (i64 i = tid; i < (i64)META_COUNT * W; i += META_THREADS) meta[i] = 0;
         if (desc != nullptr) {
             longlong2* dv = reinterpret_cast<longlong2*>(desc);
             for (i64 i = tid; i < n_band_tiles * (BAND_DESC / 2); i += META_THREADS) dv[i] = make_longlong2(0, 0);
+        }
+        if (sqd != nullptr) {
+            longlong2* dv = reinterpret_cast<longlong2*>(sqd);
+            for (i64 i = tid; i < n_band_sq * (SQ_DESC / 2); i += META_THREADS) dv[i] = make_longlong2(0, 0);
         }
         return;
     }
@@ -281,6 +293,16 @@ group_meta(i64 G, const i64* first, const i64* last, int block, int bits, i64 ma
             const i64 t0 = tiles[g] / tiles_k;                  // bands [tiles[g], tiles[g+1]) / tiles_k
             i64 t1 = tiles[g + 1] / tiles_k;
             t1 = t1 < n_band_tiles ? t1 : n_band_tiles;
+            if (sqd != nullptr) {                               // square bands [sq[g], sq[g+1])
+                const i64* sq = meta + (i64)META_SQ * W;
+                const i64 s0 = sq[g], s1 = sq[g + 1] < n_band_sq ? sq[g + 1] : n_band_sq;
+                const longlong2 f0 = make_longlong2(meta[(i64)META_OFF * W + g], rows[g + 1] - rows[g]);
+                for (i64 i = s0 + lane; i < s1; i += 32) {
+                    longlong2* dv = reinterpret_cast<longlong2*>(sqd + i * SQ_DESC);
+                    dv[0] = f0;
+                    dv[1] = make_longlong2(i - s0, g);
+                }
+            }
             if (desc == nullptr) {
                 for (i64 j = t0 + lane; j < t1; j += 32) band[n_band_rows + j] = g;
                 continue;
@@ -296,6 +318,13 @@ group_meta(i64 G, const i64* first, const i64* last, int block, int bits, i64 ma
                 dv[1] = f1;
                 dv[2] = f2;
                 dv[3] = make_longlong2(j - t0, g);
+            }
+        }
+        if (sqd != nullptr) {    // square bands past the last one: empty
+            const longlong2 z = make_longlong2(0, 0);
+            for (i64 j = meta[(i64)META_SQ * W + G] + tid; j < n_band_sq; j += META_THREADS) {
+                longlong2* dv = reinterpret_cast<longlong2*>(sqd + j * SQ_DESC);
+                dv[0] = z; dv[1] = z;
             }
         }
         if (desc != nullptr) {   // bands past the last one: empty
@@ -698,6 +727,80 @@ __device__ __forceinline__ void group_quantize_one(const void* x, i64 G, const i
     if (flags & QFLAG_SWIZZLED) group_zero_padding(G, meta, last, K, F::block, row_scales, col_scales);
 }
 
+// group_quantize4 (plain MXFP8 "both" from 16-bit input, one K with K % 128 == 0, swizzled scales):
+// one CTA of 4 x 256 threads per 128 x 128 square of a member (the members' squares in order, K / 128
+// per 128-row band; sq_desc: every 128-row band's descriptor, from group_meta bit 128). Thread group
+// q quantizes the 64 x 64 tile (2 bq + q / 2, 2 bk + q % 2) of the square as quantize.cu's _quad does
+// (quantize_tile_rc with STASH 3: own tile, named barrier, scale bytes into the CTA's two shared
+// swizzled blocks, misaligned columnwise code rows staged in the group's tile); the two blocks then
+// leave as 16-byte chunks, their rows / columns past the member's M as zeros, so the square lists
+// cover every byte of the swizzled scale matrices, padding included (no group_zero_padding). Tiles
+// wholly past M (the second band of a member's last square) load and store nothing.
+// L2 prefetch (as quantize.cu's _quad): group q asks for the 64 input rows of tile q of square
+// blockIdx.x + 2 x (SM count), one 128-byte line per row, from that square's band descriptor.
+template <int DT>
+__device__ __forceinline__ void prefetch_square_l2(const void* x, const i64* sq_desc, i64 K, i64 qk, int q) {
+    const int r = (int)(threadIdx.x & (QT_THREADS - 1));
+    if (r >= QT_M) return;
+    u32 nsm;
+    asm("mov.u32 %0, %%nsmid;" : "=r"(nsm));
+    const i64 b = (i64)blockIdx.x + 2 * (i64)nsm;
+    if (b >= (i64)gridDim.x) return;
+    const i64 j = div_fast(b, qk);
+    const longlong2 d0 = __ldg(reinterpret_cast<const longlong2*>(sq_desc + j * SQ_DESC));
+    const longlong2 d1 = __ldg(reinterpret_cast<const longlong2*>(sq_desc + j * SQ_DESC) + 1);
+    const i64 gm = d1.x * 128 + (q >> 1) * QT_M + r;   // row within the member
+    if (gm >= d0.y) return;
+    const char* p = reinterpret_cast<const char*>(x) + (d0.x + gm * K + (b - j * qk) * 128 + (q & 1) * QT_K) * 2;
+#pragma unroll
+    for (int i = 0; i < QT_K * 2 / 128; ++i) asm volatile("prefetch.global.L2 [%0];" ::"l"(p + 128 * i));
+}
+
+template <int FMT, int DT>
+__device__ __forceinline__ void group_quantize_quad(const void* x, i64 G, const i64* meta, u8* row_data,
+                                                    u8* row_scales, u8* col_data, u8* col_scales, int flags,
+                                                    const i64* sq_desc, i64 K) {
+    static_assert(Fmt<FMT>::mx && !Fmt<FMT>::packed && Fmt<FMT>::block == 32, "MXFP8 / MXFP6 only");
+    __shared__ __align__(16) u8 blk[1024];
+    const i64 W = G + 1;
+    const i64 qk = K >> 7;
+    const i64 j = div_fast((i64)blockIdx.x, qk);
+    const longlong2 d0 = __ldg(reinterpret_cast<const longlong2*>(sq_desc + j * SQ_DESC));
+    const i64 o = d0.x, M = d0.y;
+    if (M == 0) return;   // past the last square (CTA-uniform)
+    const longlong2 d1 = __ldg(reinterpret_cast<const longlong2*>(sq_desc + j * SQ_DESC) + 1);
+    const i64 bk = (i64)blockIdx.x - j * qk, bq = d1.x, g = d1.y;
+    const char* xg = reinterpret_cast<const char*>(x) + o * input_itemsize(DT);
+    int fl = flags & ~QFLAG_VEC_IN;
+    if ((reinterpret_cast<u64>(xg) & 15) == 0) fl |= QFLAG_VEC_IN;   // K * 2 bytes: a multiple of 256
+    const int q = threadIdx.x >> 8;
+    quantize_tile_rc<FMT, DT, false, QFLAG_EXT_ALL, 3>(xg, M, K, row_data + o, row_scales, col_data + o, col_scales,
+                                                       nullptr, nullptr, fl, 0ull, 0u, 2 * bq + (q >> 1),
+                                                       2 * bk + (q & 1), false, blk);
+    __syncthreads();
+    const int t = threadIdx.x;
+    const i64 rem = M - bq * 128;   // rows of the member in this square (> 0)
+    if (t < 32) {   // rowwise block: chunk t holds rows t + 32 w (word w)
+        uint4 v = reinterpret_cast<const uint4*>(blk)[t];
+        if (rem < 128) {
+            v.x = t < rem ? v.x : 0u;
+            v.y = t + 32 < rem ? v.y : 0u;
+            v.z = t + 64 < rem ? v.z : 0u;
+            v.w = t + 96 < rem ? v.w : 0u;
+        }
+        reinterpret_cast<uint4*>(row_scales + meta[(i64)META_SROW * W + g] + (bq * qk + bk) * 512)[t] = v;
+    } else if (t < 64) {   // columnwise block: byte c of every word is the scale of rows 32 c.. of the square
+        uint4 v = reinterpret_cast<const uint4*>(blk + 512)[t - 32];
+        if (rem < 128) {
+            const u32 m = 0xFFFFFFFFu >> (8 * (4 - (int)((rem + 31) >> 5)));
+            v.x &= m; v.y &= m; v.z &= m; v.w &= m;
+        }
+        const i64 nq = (M + 127) >> 7;
+        reinterpret_cast<uint4*>(col_scales + meta[(i64)META_SCOL * W + g] + (bk * nq + bq) * 512)[t - 32] = v;
+    }
+    prefetch_square_l2<DT>(x, sq_desc, K, qk, q);
+}
+
 template <int FMT, int OT>
 __device__ __forceinline__ void group_dequantize(const u8* data, const u8* scales, const float* amax, i64 G,
                                                  const i64* meta, const i64* first, const i64* last, int columnwise,
@@ -762,6 +865,20 @@ FP4KIT_GROUP_QUANTIZE1_ALL(2)
 FP4KIT_GROUP_QUANTIZE1_ALL(3)
 FP4KIT_GROUP_QUANTIZE1_ALL(4)
 FP4KIT_GROUP_QUANTIZE1_ALL(5)
+
+// group_quantize4_f<F>_d<D>: 128 x 128 squares (group_quantize_quad), 2 CTAs of 1024 threads per SM
+#define FP4KIT_GROUP_QUANTIZE4(F, D)                                                                    \
+    extern "C" __global__ void __launch_bounds__(4 * QT_THREADS, 2)                                     \
+    group_quantize4_f##F##_d##D(const void* x, i64 G, const i64* meta, u8* row_data,                    \
+                                u8* row_scales, u8* col_data, u8* col_scales, int flags, const i64* sq_desc, \
+                                i64 K) {                                                               \
+        group_quantize_quad<F, D>(x, G, meta, row_data, row_scales, col_data, col_scales, flags,  \
+                                  sq_desc, K);                                                         \
+    }
+FP4KIT_GROUP_QUANTIZE4(0, 1)
+FP4KIT_GROUP_QUANTIZE4(0, 2)
+FP4KIT_GROUP_QUANTIZE4(1, 1)
+FP4KIT_GROUP_QUANTIZE4(1, 2)
 
 // group_quantize_rows_f<F>_d<D>[_plain]: rowwise only, no tile_2d (group_quantize_rows above).
 // CTAs per SM: 4 for plain NVFP4 from float32 / bfloat16 (64 registers, no spills: bfloat16 598 ->

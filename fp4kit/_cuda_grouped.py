@@ -14,7 +14,7 @@ from .formats import FORMATS
 
 __all__ = ["group_quantize", "group_dequantize"]
 
-_NMETA = 9
+_NMETA = 10
 _META_THREADS = 256   # grouped.cu META_THREADS
 _CTAS_PER_SM = 8          # persistent grid: SMs x this many 256-thread CTAs (tile loop inside)
 _QT = 64
@@ -87,32 +87,57 @@ def one_tile_per_cta(f, ext, rows_only, one_k, G, Kshared, rows_total) -> bool:
             and _tile_bands_bound(rows_total, G) * -(-Kshared // _QT) <= _MAX_GRID)
 
 
+# grouped.cu group_quantize4 (128 x 128 squares, 1024 threads): plain MXFP8 "both" from 16-bit input
+# with one K, K % 128 == 0, swizzled scales. False: group_quantize1 (64 x 64 tiles) instead.
+QUAD = True
+_QUAD_FORMATS = (0, 1)   # format ids: mxfp8_e4m3, mxfp8_e5m2
+
+
+def _square_bands_bound(rows_total: int, G: int) -> int:
+    """With one K: upper bound on the 128-row bands of all members, sum ceil(M_i / 128)."""
+    return rows_total // 128 + G
+
+
+def quad_squares(f, ext, opts, input_dtype, rows_only, one_k, G, Kshared, rows_total) -> bool:
+    """Whether group_quantize4 takes the op (its grid: one CTA per possible square)."""
+    return (QUAD and not ext and not rows_only and one_k and f.format_id in _QUAD_FORMATS
+            and input_dtype in ("bfloat16", "float16") and opts.want_rowwise and opts.want_columnwise
+            and opts.scale_layout == "swizzled" and bool(Kshared) and Kshared % 128 == 0
+            and _square_bands_bound(rows_total, G) * (Kshared // 128) <= _MAX_GRID)
+
+
 def _band_desc_offset(n_rows: int, n_tiles: int) -> int:
     """Where group_meta's band descriptors start in its band buffer (grouped.cu band_desc_offset)."""
     return (n_rows + n_tiles + 1) & ~1
 
 
-def _meta(G, fd, ld, f, opts, n_el, caps, rows_total, Kshared=None, descriptors=False):
+def _meta(G, fd, ld, f, opts, n_el, caps, rows_total, Kshared=None, descriptors=False, squares=False):
     """Launch group_meta. Returns (meta, err, band, n_band_rows, n_band_tiles): with one K (Kshared > 0
     and the caller's row count known) `band` memoises the member lookups of the quantize kernels
-    (grouped.cu group_meta), and with `descriptors` also holds the tile bands' descriptors (from
-    _band_desc_offset, 8 int64 each: grouped.cu BandDesc); else it is None."""
+    (grouped.cu group_meta), with `descriptors` also holds the tile bands' descriptors (from
+    _band_desc_offset, 8 int64 each: grouped.cu BandDesc), and with `squares` instead a descriptor of
+    every 128-row band of group_quantize4's squares (from _band_desc_offset, 4 int64 each:
+    grouped.cu SQ_DESC); else it is None."""
     cp = _cp()
     meta = cp.empty(_NMETA * (G + 1), dtype=cp.int64)
     err = cp.empty(1, dtype=cp.int32)   # group_meta always writes it
-    band, n_rows, n_tiles = None, 0, 0
+    band, n_rows, n_tiles, n_sq = None, 0, 0, 0
     descriptors = bool(descriptors and Kshared and rows_total is not None)
+    squares = bool(squares and Kshared and rows_total is not None and not descriptors)
     if Kshared and rows_total is not None:
         n_rows = -(-rows_total // _QT)            # one entry per 64 rows of the input
         n_tiles = _tile_bands_bound(rows_total, G) + 1   # the 64-row bands of the tile list
-        n = _band_desc_offset(n_rows, n_tiles) + 8 * n_tiles if descriptors else n_rows + n_tiles
+        n_sq = _square_bands_bound(rows_total, G) if squares else 0
+        n = (_band_desc_offset(n_rows, n_tiles) + 8 * n_tiles if descriptors
+             else _band_desc_offset(n_rows, n_tiles) + 4 * n_sq if squares else n_rows + n_tiles)
         band = cp.empty(n, dtype=cp.int64)
     bits = (int(f.packed) | int(opts.scale_layout == "swizzled") << 1 | int(opts.row_scaled) << 2 | int(opts.rht) << 3
-            | int(opts.want_rowwise) << 4 | int(opts.want_columnwise) << 5 | int(descriptors) << 6)
+            | int(opts.want_rowwise) << 4 | int(opts.want_columnwise) << 5 | int(descriptors) << 6 | int(squares) << 7)
     _fn("grouped", "group_meta")((1,), (_META_THREADS,), (
         np.int64(G), fd, ld, np.int32(f.block), np.int32(bits), np.int64(n_el), np.int64(-1 if rows_total is None else rows_total),
         np.int64(caps["srow"]), np.int64(caps["scol"]), np.int64(caps["arow"]), np.int64(caps["acol"]), meta, err,
-        np.int64(Kshared or 0), band if band is not None else _NULL, np.int64(n_rows), np.int64(n_tiles)))
+        np.int64(Kshared or 0), band if band is not None else _NULL, np.int64(n_rows), np.int64(n_tiles),
+        np.int64(n_sq)))
     return meta, err, band, n_rows, n_tiles
 
 
@@ -128,8 +153,10 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
     one_k = Kshared is not None and rows_total is not None
     # the grid covers every tile: the loop-free tile kernel (NVFP4 with the bands' descriptors)
     one = one_tile_per_cta(f, ext, rows_only, one_k, G, Kshared, rows_total)
+    # MXFP8 "both", one K % 128, swizzled: 128 x 128 squares (group_quantize4)
+    quad = quad_squares(f, ext, opts, input_dtype, rows_only, one_k, G, Kshared, rows_total)
     meta, err, band, n_band_rows, n_band_tiles = _meta(G, fd, ld, f, opts, n_el, caps, rows_total, Kshared,
-                                                       descriptors=one and f.is_nvfp4)
+                                                       descriptors=one and f.is_nvfp4, squares=quad)
     out = {"meta": meta, "err": err, "fd": fd, "ld": ld}
     nbytes = f.packed_len(n_el) if f.packed else n_el
     # the quantize kernel writes every byte of every member's scales, the swizzled padding too
@@ -182,7 +209,12 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
             row_t if row_t is not None else _NULL, col_t if col_t is not None else _NULL,
             dbias_buf if dbias_buf is not None else _NULL, np.int64(Kshared or 0)))
     flags = quantize_flags(opts)
-    if rows_only and one_k:
+    if quad:
+        _fn("grouped", f"group_quantize4_f{f.format_id}_d{_DTYPE_IDS[input_dtype]}")(
+            (max(1, _square_bands_bound(rows_total, G) * (Kshared // 128)),), (4 * _THREADS,), (
+                x, np.int64(G), meta, out["row_data"], out["row_scales"], out["col_data"], out["col_scales"],
+                np.int32(flags), band[_band_desc_offset(n_band_rows, n_band_tiles):], np.int64(Kshared)))
+    elif rows_only and one_k:
         qfn((grid,), (_THREADS,), (
             x, np.int64(G), meta, band if band is not None else _NULL, np.int64(Kshared), out["row_data"], out["row_scales"],
             a_row if a_row is not None else _NULL, np.int32(flags), np.uint64(opts.seed), np.int32(rows_lw(Kshared))))

@@ -1104,6 +1104,37 @@ def test_grouped_quantize_grid_sizes(monkeypatch):
     assert [_cuda_grouped._band_desc_offset(r, t) for r, t in ((1024, 1033), (1, 1), (2, 3))] == [2058, 2, 6]
 
 
+def test_grouped_quad_squares_where_it_applies():
+    """group_quantize4 (128 x 128 squares) takes plain MXFP8 "both" from 16-bit input with one K that
+    is a multiple of 128 and swizzled scales; everything else keeps the 64 x 64 tile kernels."""
+    import types as _types
+
+    from fp4kit import _cuda_grouped
+    from fp4kit.formats import FORMATS
+
+    q = _cuda_grouped.quad_squares
+
+    def o(row=True, col=True, layout="swizzled"):
+        return _types.SimpleNamespace(want_rowwise=row, want_columnwise=col, scale_layout=layout)
+
+    e4, e5 = FORMATS["mxfp8_e4m3"], FORMATS["mxfp8_e5m2"]
+    assert q(e4, False, o(), "bfloat16", False, True, 8, 7168, 65536)
+    assert q(e5, False, o(), "float16", False, True, 64, 128, 100)
+    for fmt in ("mxfp6_e2m3", "mxfp6_e3m2", "mxfp4_e2m1", "nvfp4"):
+        assert not q(FORMATS[fmt], False, o(), "bfloat16", False, True, 8, 7168, 65536), fmt
+    assert not q(e4, False, o(), "float32", False, True, 8, 7168, 65536)          # float32 input
+    assert not q(e4, True, o(), "bfloat16", False, True, 8, 7168, 65536)          # extended recipe
+    assert not q(e4, False, o(layout="compact"), "bfloat16", False, True, 8, 7168, 65536)
+    assert not q(e4, False, o(row=False), "bfloat16", False, True, 8, 7168, 65536)
+    assert not q(e4, False, o(col=False), "bfloat16", True, True, 8, 7168, 65536)
+    assert not q(e4, False, o(), "bfloat16", False, False, 8, None, None)         # no single K
+    assert not q(e4, False, o(), "bfloat16", False, True, 8, 7104, 65536)         # K % 128 != 0
+    assert not q(e4, False, o(), "bfloat16", False, True, 8, 0, 65536)
+    assert not q(e4, False, o(), "bfloat16", False, True, 8, 7168, 2**40)         # more squares than CTAs
+    # the grid: one CTA per square of (rows // 128 + G) bands
+    assert _cuda_grouped._square_bands_bound(65536, 8) == 520 and _cuda_grouped._square_bands_bound(127, 3) == 3
+
+
 def test_dequantize_grid_one_cta_per_1024_segments(monkeypatch):
     """_cuda.dequantize launches one CTA per _THREADS * _DQ_SEGS segments of 16 (not one wave of
     resident CTAs), capped at _MAX_GRID for the kernel's grid-stride loop to cover the rest."""

@@ -385,16 +385,18 @@ struct ColStage {
     static __device__ __forceinline__ void put(u32* buf, int c, int sc_seg, const u32* w) {
         *reinterpret_cast<uint4*>(reinterpret_cast<u8*>(buf) + byte_at(c, sc_seg * 16)) = make_uint4(w[0], w[1], w[2], w[3]);
     }
-    // All threads of the CTA, after a barrier that follows every put(). Not inlined: the tile
+    // All threads of the tile (CTA or group), after a barrier that follows every put(). Not inlined: the tile
     // kernels keep their registers for the common, unstaged path (an inlined writer cost the
     // aligned grouped 'both' ~1 %), and the writer's own code stays out of the hot loop.
+    // GRP: the tile belongs to one 256-thread group of the CTA (STASH 3)
+    template <bool GRP>
     static __device__ __noinline__ void write(const u32* buf, u8* col_data, i64 M, i64 K, i64 m0, i64 k0) {
         constexpr int RUNS_PER_PASS = (QT_THREADS / 32) * (32 / LPR);
         const u8* bb = reinterpret_cast<const u8*>(buf);
         const int lane = threadIdx.x & 31, h = lane % LPR;
         const int L = (int)((M - m0) < RUNB ? (M - m0) : RUNB);     // bytes of each run
         const int nc = (int)((K - k0) < QT_K ? (K - k0) : QT_K);    // runs of this tile
-        const int cf = (threadIdx.x >> 5) * (32 / LPR) + lane / LPR;
+        const int cf = ((GRP ? threadIdx.x & (QT_THREADS - 1) : threadIdx.x) >> 5) * (32 / LPR) + lane / LPR;
 #pragma unroll
         for (int i = 0; i < QT_K / RUNS_PER_PASS; ++i) {
             const int c = cf + i * RUNS_PER_PASS;
@@ -445,7 +447,9 @@ __device__ __forceinline__ void tile_sync() {
 // (columnwise), the tile being one of the four of a 128 x 128 square (tq & 1, kt & 1), and the
 // caller writes the blocks (quantize.cu _quad). The byte of (row r, scale column c) of a block is
 // swizzled_block_byte(r, c), swizzled_offset's in-block part in 32-bit arithmetic (the i64 helper
-// changed the measured kernel's code).
+// changed the measured kernel's code). STASH 3: as 2, and columnwise code rows off a 16-byte
+// boundary are staged (ColStage) in the group's own tile buffer, after one more group barrier once
+// every thread has read its column from it (grouped.cu group_quantize4: members of any size).
 template <int FMT, int DT, bool EXT = true, int XM = QFLAG_EXT_ALL, int STASH = 0>
 __device__ __forceinline__ void quantize_tile_rc(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales,
                                                  u8* col_data, u8* col_scales, const float* amax_row,
@@ -454,21 +458,22 @@ __device__ __forceinline__ void quantize_tile_rc(const void* x, i64 M, i64 K, u8
     typedef Fmt<FMT> F;
     typedef RawTile<DT> RT;
     constexpr int V = In<DT>::vec;
-    constexpr bool GRP = STASH == 2;   // one of 4 groups of 256 threads of the CTA (own tile, barrier)
+    constexpr bool GRP = STASH >= 2;   // one of 4 groups of 256 threads of the CTA (own tile, barrier)
     constexpr int NG = GRP ? 4 : 1;
     const int grp = GRP ? (int)(threadIdx.x >> 8) : 0;
     __shared__ __align__(16) u32 tile_g[NG][RT::words];
     __shared__ float seg_am_g[NG][QT_M][QT_K / SEG];
     __shared__ float tile_am_g[NG][QT_M / 16][QT_K / 16];
     __shared__ float enc_tab_g[NG][2][F::mx ? 1 : NV_TAB + 1];   // NVFP4: rowwise / columnwise tables
-    __shared__ __align__(16) u32 col_stage[GRP ? 1 : ColStage<FMT>::WORDS];   // groups never stage
+    __shared__ __align__(16) u32 col_stage[GRP ? 1 : ColStage<FMT>::WORDS];   // groups: in their tile (STASH 3)
+    static_assert(STASH != 3 || ColStage<FMT>::WORDS <= RT::words, "the stage must fit in the tile buffer");
     u32* tile = tile_g[grp];
     float (*seg_am)[QT_K / SEG] = seg_am_g[grp];
     float (*tile_am)[QT_K / 16] = tile_am_g[grp];
     float (*enc_tab)[F::mx ? 1 : NV_TAB + 1] = enc_tab_g[grp];
     // STASH: the tile's scale bytes, rowwise (row hi) and columnwise (column c), written out at the end
     __shared__ __align__(4) u8 sc_stash[STASH == 1 ? 2 : 1][STASH == 1 ? QT_M : 1][4];
-    static_assert(STASH != 2 || (F::mx && F::block == 32), "128 x 128 swizzled blocks: MX only");
+    static_assert(STASH < 2 || (F::mx && F::block == 32), "128 x 128 swizzled blocks: MX only");
     constexpr int SW = QT_K / F::block;   // scale bytes per 64-element run
 
     const i64 m0 = tq * QT_M;
@@ -533,7 +538,7 @@ __device__ __forceinline__ void quantize_tile_rc(const void* x, i64 M, i64 K, u8
         row_segment<FMT>(v, M, K, gm, gk, s, row_data, row_scales, amax_row, flags, seed,
                          tile2d ? tile_am[hi >> 4][s] : -1.0f, s_enc, s_dec, use_tab ? enc_tab[0] : nullptr, 0,
                          STASH == 1 ? sc_stash[0][hi]
-                         : STASH == 2 ? blk + swizzled_block_byte((int)(tq & 1) * QT_M + hi, (int)(kt & 1) * 2)
+                         : STASH >= 2 ? blk + swizzled_block_byte((int)(tq & 1) * QT_M + hi, (int)(kt & 1) * 2)
                                       : nullptr);
     }
 
@@ -544,12 +549,17 @@ __device__ __forceinline__ void quantize_tile_rc(const void* x, i64 M, i64 K, u8
         // sectors of the output row in one store instruction (no partial-sector L2 writes), and the
         // two halves of an MX block of 32 are neighbouring lanes (one shuffle, no barrier).
         constexpr int G = F::packed ? 4 : 2;
-        const bool stage = !GRP && ColStage<FMT>::needed(col_data, M);   // groups: per-thread stores
+        // groups of STASH 2 (single-tensor _quad: M % 128 == 0) never stage
+        const bool stage = STASH != 2 && ColStage<FMT>::needed(col_data, M);
+        u32* const stage_buf = STASH == 3 ? tile : col_stage;
         const int c = (tid / G) & (QT_K - 1);
         const int sc_seg = (tid / (G * QT_K)) * G + (tid & (G - 1));
         const i64 gkc = k0 + c, gmc = m0 + sc_seg * SEG;
 #pragma unroll
         for (int i = 0; i < SEG; ++i) v[i] = RT::get(tile, sc_seg * SEG + i, c);
+        if constexpr (STASH == 3) {
+            if (ColStage<FMT>::enabled && stage) tile_sync<GRP>();   // the stage overwrites the tile
+        }
         float bamax;
         if constexpr (!F::mx) {
             if (rht) rht16_inplace(v, rht_mask);
@@ -584,13 +594,13 @@ __device__ __forceinline__ void quantize_tile_rc(const void* x, i64 M, i64 K, u8
             u32 w[4];
             encode_seg<FMT>(v, mul, stochastic, seed, 1u, gkc * M + gmc, w);
             const int n = (int)((M - gmc) < SEG ? (M - gmc) : SEG);
-            if (ColStage<FMT>::enabled && stage) ColStage<FMT>::put(col_stage, c, sc_seg, w);
+            if (ColStage<FMT>::enabled && stage) ColStage<FMT>::put(stage_buf, c, sc_seg, w);
             else if constexpr (F::packed) store_bytes(col_data + gkc * (M / 2) + gmc / 2, w, n / 2, SEG / 2);
             else store_bytes(col_data + gkc * M + gmc, w, n, SEG);
             if (F::block == 16 || (sc_seg & 1) == 0) {
                 if constexpr (STASH == 1) {
                     sc_stash[1][c][sc_seg / (F::block / SEG)] = (u8)sc;
-                } else if constexpr (STASH == 2) {
+                } else if constexpr (STASH >= 2) {
                     const int cl = (int)(kt & 1) * QT_K + c;
                     blk[512 + swizzled_block_byte(cl, (int)(tq & 1) * 2 + (sc_seg >> 1))] = (u8)sc;
                 } else {
@@ -601,7 +611,7 @@ __device__ __forceinline__ void quantize_tile_rc(const void* x, i64 M, i64 K, u8
         }
         if (ColStage<FMT>::enabled && stage) {   // CTA-uniform
             tile_sync<GRP>();
-            ColStage<FMT>::write(col_stage, col_data, M, K, m0, k0);
+            ColStage<FMT>::template write<GRP>(stage_buf, col_data, M, K, m0, k0);
         }
     }
     if constexpr (STASH == 1) {   // the staged scale bytes out: 64 threads per operand, one store per run

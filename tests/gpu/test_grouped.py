@@ -359,3 +359,82 @@ def test_device_dims_error_flags_many_members(cp, case):
         exp = fp4kit.reference.group_quantize(x[:sum(first)], "mxfp4_e2m1", first_dims=first, axis="both")
         for a_, b_ in zip(g, exp):
             _check(a_, b_)
+
+
+@pytest.fixture
+def launched(monkeypatch):
+    """Names of the grouped kernels launched (a spy on _cuda_grouped._fn)."""
+    from fp4kit import _cuda_grouped
+    names = []
+    real = _cuda_grouped._fn
+
+    def spy(module, name):
+        names.append(name)
+        return real(module, name)
+
+    monkeypatch.setattr(_cuda_grouped, "_fn", spy)
+    return names
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("fmt", ["mxfp8_e4m3", "mxfp8_e5m2"])
+def test_quad_squares_grouped(cp, fmt, dtype, launched):
+    """MXFP8 "both" from 16-bit input with one K % 128 and swizzled scales takes group_quantize4
+    (128 x 128 squares, 4 tiles per CTA, whole swizzled scale blocks with their padding; members off
+    a 16-byte boundary staged in the group's tile): G = 1, 3, 64, 257, empty members at front,
+    middle and end, odd sizes and sizes around 64 / 128, host and device dims, against the
+    reference on poisoned buffers (no padding pass follows, so every padding byte must come from
+    the kernel)."""
+    import ml_dtypes
+    npdt = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16}[dtype]
+    cases = [(1, 384, [1000]), (3, 128, [0, 129, 0]), (64, 256, _dims(64, 70)), (257, 128, _dims(257, 71)),
+             (13, 128, [0, 1, 15, 16, 63, 64, 65, 127, 128, 129, 200, 256, 0]),
+             (4, 256, [96, 32, 160, 1])]      # multiples of 16 (no staging) and their partial squares
+    for G, K, first in cases:
+        x = _x((sum(first), K), seed=G + K, dtype=npdt)
+        exp = fp4kit.reference.group_quantize(x, fmt, first_dims=first, axis="both", scale_layout="swizzled")
+        xd = _dev(cp, x)
+        del launched[:]
+        _check(fp4kit.group_quantize(xd, fmt, first_dims=first, axis="both", scale_layout="swizzled"), exp)
+        assert any(n.startswith("group_quantize4_") for n in launched), launched
+        got = fp4kit.group_quantize(xd, fmt, first_dims=_dev_dims(cp, first, xd), axis="both", scale_layout="swizzled")
+        got.check()
+        for a, b in zip(got, exp):
+            _check(a, b)
+        ref_dq = fp4kit.reference.group_dequantize(exp, operand="columnwise")
+        got_dq = fp4kit.group_dequantize(got, operand="columnwise")
+        np.testing.assert_array_equal(cp.asnumpy(got_dq.data).view(np.uint32), ref_dq.data.view(np.uint32))
+    # kind "same" (one K, device-side count of rows per member)
+    x = _x((5 * 192, 256), seed=3, dtype=npdt)
+    exp = fp4kit.reference.group_quantize(x, fmt, num_groups=5, axis="both", scale_layout="swizzled")
+    _check(fp4kit.group_quantize(_dev(cp, x), fmt, num_groups=5, axis="both", scale_layout="swizzled"), exp)
+
+
+def test_quad_squares_graph_capture_and_bad_dims(cp, launched):
+    """group_quantize4 under CUDA-graph capture with device dims changed between replays (squares
+    move between members, members shrink to zero), and bad device dims: flagged, nothing written."""
+    fmt, K = "mxfp8_e4m3", 256
+    x = _x((640, K), seed=30, dtype=np.float16)
+    xd = cp.asarray(x)
+    dims = cp.asarray(np.array([100, 0, 200, 12], np.int64))
+    kw = dict(axis="both", scale_layout="swizzled")
+    fp4kit.group_quantize(xd, fmt, first_dims=dims, **kw)       # warm-up: compile, pool blocks
+    assert any(n.startswith("group_quantize4_") for n in launched), launched
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        stream.begin_capture()
+        g = fp4kit.group_quantize(xd, fmt, first_dims=dims, **kw)
+        graph = stream.end_capture()
+    for new in ([100, 0, 200, 12], [0, 300, 1, 211], [640, 0, 0, 0], [128, 128, 256, 128]):
+        dims.set(np.array(new, np.int64), stream=stream)
+        graph.launch(stream)
+        stream.synchronize()
+        exp = fp4kit.reference.group_quantize(x[:sum(new)], fmt, first_dims=new, **kw)
+        for i in range(len(new)):
+            _check(g[i], exp[i])
+    for bad, why in (([100, -1, 50], "negative"), ([400, 300, 0], "more elements")):
+        g = fp4kit.group_quantize(xd, fmt, first_dims=cp.asarray(np.array(bad, np.int64)), max_elements=640 * K, **kw)
+        with pytest.raises(ValueError, match=why):
+            g.check()
+        for buf in (g.rowwise_data, g.columnwise_data, g.rowwise_scales, g.columnwise_scales):
+            assert np.all(cp.asnumpy(buf) == 0xA5)
