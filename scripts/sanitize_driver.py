@@ -78,6 +78,20 @@ xm = bf16(rng.standard_normal((sum(many), 64)).astype(np.float32))
 for axis in ("rowwise", "both"):
     fp4kit.group_quantize(xm, "nvfp4", first_dims=cp.asarray(np.array(many, np.int64)), axis=axis,
                           scale_layout="swizzled").check()
+# grouped MXFP8 "both" in 128 x 128 squares (group_quantize4: one K % 128, 16-bit input, swizzled):
+# partial squares, members off a 16-byte boundary (staged in the group's tile), host / device dims
+sq = [0, 1, 130, 0, 64, 256, 17, 0]
+xs = bf16(rng.standard_normal((sum(sq), 256)).astype(np.float32))
+for fmt in ("mxfp8_e4m3", "mxfp8_e5m2"):
+    g = fp4kit.group_quantize(xs, fmt, first_dims=sq, axis="both", scale_layout="swizzled")
+    fp4kit.group_dequantize(g, operand="columnwise")
+    fp4kit.group_quantize(xs, fmt, first_dims=cp.asarray(np.array(sq, np.int64)), axis="both",
+                          scale_layout="swizzled").check()
+    try:   # more rows than the buffer: flagged, nothing written
+        fp4kit.group_quantize(xs, fmt, first_dims=cp.asarray(np.array([300, 10**4], np.int64)), axis="both",
+                              scale_layout="swizzled").check()
+    except ValueError as e:
+        print(f"sanitize driver: bad device dims flagged (squares): {str(e)[:80]}")
 # device dims that exceed the buffer: flagged, nothing written out of bounds
 for layout in ("compact", "swizzled"):
     try:
