@@ -766,9 +766,11 @@ __device__ __forceinline__ void group_quantize_quad(const void* x, i64 G, const 
     const i64 qk = K >> 7;
     const i64 j = div_fast((i64)blockIdx.x, qk);
     const longlong2 d0 = __ldg(reinterpret_cast<const longlong2*>(sq_desc + j * SQ_DESC));
-    const i64 o = d0.x, M = d0.y;
-    if (M == 0) return;   // past the last square (CTA-uniform)
     const longlong2 d1 = __ldg(reinterpret_cast<const longlong2*>(sq_desc + j * SQ_DESC) + 1);
+    const i64 o = d0.x, M = d0.y;
+    // past the last square (CTA-uniform). The test of d1.x (never negative) makes the branch wait
+    // for both halves, so that they are loaded together (else ptxas issues the second after it).
+    if (M == 0 || d1.x < 0) return;
     const i64 bk = (i64)blockIdx.x - j * qk, bq = d1.x, g = d1.y;
     const char* xg = reinterpret_cast<const char*>(x) + o * input_itemsize(DT);
     int fl = flags & ~QFLAG_VEC_IN;
