@@ -152,7 +152,8 @@ __host__ __device__ __forceinline__ i64 band_desc_offset(i64 n_band_rows, i64 n_
 }
 
 // bits: 1 packed, 2 swizzled, 4 row_scaled, 8 rht, 16 want_row, 32 want_col, 64 band descriptors,
-// 128 square bands: from band + band_desc_offset(n_band_rows, n_band_tiles), SQ_DESC int64 per
+// 128 square bands: from band + band_desc_offset(n_band_rows, n_band_tiles) (the launcher passes
+// n_band_rows = n_band_tiles = 0 then: no member lookups are written), SQ_DESC int64 per
 // 128-row band j < n_band_sq of group_quantize4's square list (members' bands start at META_SQ):
 // {member's element offset, member's rows M, band within the member, member}; M = 0 past the last
 // band and after an error (scalars only, so the launch can be captured in a CUDA graph without host-to-device copies).
@@ -736,24 +737,17 @@ __device__ __forceinline__ void group_quantize_one(const void* x, i64 G, const i
 // leave as 16-byte chunks, their rows / columns past the member's M as zeros, so the square lists
 // cover every byte of the swizzled scale matrices, padding included (no group_zero_padding). Tiles
 // wholly past M (the second band of a member's last square) load and store nothing.
-// L2 prefetch (as quantize.cu's _quad): group q asks for the 64 input rows of tile q of square
-// blockIdx.x + 2 x (SM count), one 128-byte line per row, from that square's band descriptor.
+// L2 prefetch (prefetch_square_l2, as quantize.cu's _quad) of square blockIdx.x + 2 x (SM count),
+// from that square's band descriptor.
 template <int DT>
-__device__ __forceinline__ void prefetch_square_l2(const void* x, const i64* sq_desc, i64 K, i64 qk, int q) {
-    const int r = (int)(threadIdx.x & (QT_THREADS - 1));
-    if (r >= QT_M) return;
-    u32 nsm;
-    asm("mov.u32 %0, %%nsmid;" : "=r"(nsm));
-    const i64 b = (i64)blockIdx.x + 2 * (i64)nsm;
+__device__ __forceinline__ void prefetch_group_square_l2(const void* x, const i64* sq_desc, i64 K, i64 qk, int q) {
+    if (threadIdx.x % QT_THREADS >= QT_M) return;   // before the descriptor loads: prefetching threads only
+    const i64 b = (i64)blockIdx.x + 2 * sm_count();
     if (b >= (i64)gridDim.x) return;
     const i64 j = div_fast(b, qk);
     const longlong2 d0 = __ldg(reinterpret_cast<const longlong2*>(sq_desc + j * SQ_DESC));
     const longlong2 d1 = __ldg(reinterpret_cast<const longlong2*>(sq_desc + j * SQ_DESC) + 1);
-    const i64 gm = d1.x * 128 + (q >> 1) * QT_M + r;   // row within the member
-    if (gm >= d0.y) return;
-    const char* p = reinterpret_cast<const char*>(x) + (d0.x + gm * K + (b - j * qk) * 128 + (q & 1) * QT_K) * 2;
-#pragma unroll
-    for (int i = 0; i < QT_K * 2 / 128; ++i) asm volatile("prefetch.global.L2 [%0];" ::"l"(p + 128 * i));
+    prefetch_square_l2<DT>(x, d0.x + d1.x * 128 * K + (b - j * qk) * 128, d0.y - d1.x * 128, K, q);
 }
 
 template <int FMT, int DT>
@@ -800,7 +794,7 @@ __device__ __forceinline__ void group_quantize_quad(const void* x, i64 G, const 
         const i64 nq = (M + 127) >> 7;
         reinterpret_cast<uint4*>(col_scales + meta[(i64)META_SCOL * W + g] + (bk * nq + bq) * 512)[t - 32] = v;
     }
-    prefetch_square_l2<DT>(x, sq_desc, K, qk, q);
+    prefetch_group_square_l2<DT>(x, sq_desc, K, qk, q);
 }
 
 template <int FMT, int OT>

@@ -84,23 +84,13 @@ __device__ __forceinline__ void prefetch_tile_l2(const void* x, i64 M, i64 K, i6
 // 2 x SMs / 4 x SMs): MXFP8 'both' 8192^2 105.5 / 102.2 / 99.0 / 104.4 us, 16384^2 208.7 / 201.2 /
 // 194.6 / 204.2; but MXFP8 columnwise 75.7 / 79.2 / 75.5 / 81.6, MXFP6 'both' 106.0 / 111.7 / 108.0
 // / 110.4 and MXFP6 columnwise 75.9 / 83.4 / 79.3 / 82.2, which keep the 64 x 64 kernel.
-// L2 prefetch for the CTA that takes this one's slot (as prefetch_tile_l2): group g asks for the
-// 64 input rows of tile g of square blockIdx.x + 2 x (SM count) (2 CTAs per SM), one 128-byte line
-// per row and 16-bit input.
+// L2 prefetch (prefetch_square_l2) of square blockIdx.x + 2 x (SM count) (2 CTAs per SM).
 template <int DT>
 __device__ __forceinline__ void prefetch_quad_l2(const void* x, i64 M, i64 K, i64 qk, int g) {
-    const int r = (int)(threadIdx.x & (QT_THREADS - 1));
-    if (r >= QT_M) return;
-    u32 nsm;
-    asm("mov.u32 %0, %%nsmid;" : "=r"(nsm));
-    const i64 b = (i64)blockIdx.x + 2 * (i64)nsm;
+    if (threadIdx.x % QT_THREADS >= QT_M) return;   // prefetching threads only, before the division
+    const i64 b = (i64)blockIdx.x + 2 * sm_count();
     const i64 q = div_fast(b, qk);
-    const i64 gm = q * 128 + (g >> 1) * QT_M + r;
-    if (gm >= M) return;
-    constexpr int B = (int)sizeof(typename In<DT>::T);
-    const char* p = reinterpret_cast<const char*>(x) + (gm * K + (b - q * qk) * 128 + (g & 1) * QT_K) * B;
-#pragma unroll
-    for (int i = 0; i < QT_K * B / 128; ++i) asm volatile("prefetch.global.L2 [%0];" ::"l"(p + 128 * i));
+    prefetch_square_l2<DT>(x, q * 128 * K + (b - q * qk) * 128, M - q * 128, K, g);
 }
 
 #define FP4KIT_QUANTIZE_QUAD_KERNEL(F, D)                                                              \

@@ -39,8 +39,6 @@ def rows_unit(f, ext: bool, input_dtype: str) -> int:
     return 4
 
 
-
-
 def _tiles_bound(n_el: int, G: int) -> int:
     """Upper bound on the 64 x 64 tiles of all members: each adds at most one partial tile per
     row or column band."""
@@ -115,21 +113,22 @@ def _meta(G, fd, ld, f, opts, n_el, caps, rows_total, Kshared=None, descriptors=
     """Launch group_meta. Returns (meta, err, band, n_band_rows, n_band_tiles): with one K (Kshared > 0
     and the caller's row count known) `band` memoises the member lookups of the quantize kernels
     (grouped.cu group_meta), with `descriptors` also holds the tile bands' descriptors (from
-    _band_desc_offset, 8 int64 each: grouped.cu BandDesc), and with `squares` instead a descriptor of
-    every 128-row band of group_quantize4's squares (from _band_desc_offset, 4 int64 each:
-    grouped.cu SQ_DESC); else it is None."""
+    _band_desc_offset, 8 int64 each: grouped.cu BandDesc); with `squares` it holds only a descriptor of
+    every 128-row band of group_quantize4's squares (4 int64 each: grouped.cu SQ_DESC; n_band_rows =
+    n_band_tiles = 0, so group_meta writes no member lookups that kernel would not read); else it is None."""
     cp = _cp()
     meta = cp.empty(_NMETA * (G + 1), dtype=cp.int64)
     err = cp.empty(1, dtype=cp.int32)   # group_meta always writes it
     band, n_rows, n_tiles, n_sq = None, 0, 0, 0
     descriptors = bool(descriptors and Kshared and rows_total is not None)
     squares = bool(squares and Kshared and rows_total is not None and not descriptors)
-    if Kshared and rows_total is not None:
+    if squares:
+        n_sq = _square_bands_bound(rows_total, G)
+        band = cp.empty(4 * n_sq, dtype=cp.int64)   # from _band_desc_offset(0, 0) == 0
+    elif Kshared and rows_total is not None:
         n_rows = -(-rows_total // _QT)            # one entry per 64 rows of the input
         n_tiles = _tile_bands_bound(rows_total, G) + 1   # the 64-row bands of the tile list
-        n_sq = _square_bands_bound(rows_total, G) if squares else 0
-        n = (_band_desc_offset(n_rows, n_tiles) + 8 * n_tiles if descriptors
-             else _band_desc_offset(n_rows, n_tiles) + 4 * n_sq if squares else n_rows + n_tiles)
+        n = _band_desc_offset(n_rows, n_tiles) + 8 * n_tiles if descriptors else n_rows + n_tiles
         band = cp.empty(n, dtype=cp.int64)
     bits = (int(f.packed) | int(opts.scale_layout == "swizzled") << 1 | int(opts.row_scaled) << 2 | int(opts.rht) << 3
             | int(opts.want_rowwise) << 4 | int(opts.want_columnwise) << 5 | int(descriptors) << 6 | int(squares) << 7)
@@ -168,14 +167,15 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
     if opts.want_columnwise:
         out["col_data"] = _empty((nbytes,), np.uint8)
         out["col_scales"] = _empty((caps["scol"],), np.uint8)
-    kname = "group_quantize_rowsk" if rows_only and one_k else "group_quantize_rows" if rows_only else "group_quantize"
-    qfn = _fn("grouped", f"{kname}_f{f.format_id}_d{_DTYPE_IDS[input_dtype]}" + ("" if ext else "_plain"))
-    grid = _quantize_grid(f, ext, input_dtype, rows_only, one_k, G, n_el, Kshared, rows_total, qfn)
-    band_arg = band[n_band_rows:] if band is not None else _NULL   # member of every tile band
-    if one:
-        qfn = _fn("grouped", f"group_quantize1_f{f.format_id}_d{_DTYPE_IDS[input_dtype]}_plain")
-        if f.is_nvfp4:
-            band_arg = band[_band_desc_offset(n_band_rows, n_band_tiles):]
+    if not quad:   # group_quantize4 takes its own grid below
+        kname = "group_quantize_rowsk" if rows_only and one_k else "group_quantize_rows" if rows_only else "group_quantize"
+        qfn = _fn("grouped", f"{kname}_f{f.format_id}_d{_DTYPE_IDS[input_dtype]}" + ("" if ext else "_plain"))
+        grid = _quantize_grid(f, ext, input_dtype, rows_only, one_k, G, n_el, Kshared, rows_total, qfn)
+        band_arg = band[n_band_rows:] if band is not None else _NULL   # member of every tile band
+        if one:
+            qfn = _fn("grouped", f"group_quantize1_f{f.format_id}_d{_DTYPE_IDS[input_dtype]}_plain")
+            if f.is_nvfp4:
+                band_arg = band[_band_desc_offset(n_band_rows, n_band_tiles):]
     # statistics pass: NVFP4 amaxes (unless supplied) and dbias, one read of the input
     mode = 0
     a_row = a_col = row_t = col_t = None
@@ -213,7 +213,7 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
         _fn("grouped", f"group_quantize4_f{f.format_id}_d{_DTYPE_IDS[input_dtype]}")(
             (max(1, _square_bands_bound(rows_total, G) * (Kshared // 128)),), (4 * _THREADS,), (
                 x, np.int64(G), meta, out["row_data"], out["row_scales"], out["col_data"], out["col_scales"],
-                np.int32(flags), band[_band_desc_offset(n_band_rows, n_band_tiles):], np.int64(Kshared)))
+                np.int32(flags), band, np.int64(Kshared)))
     elif rows_only and one_k:
         qfn((grid,), (_THREADS,), (
             x, np.int64(G), meta, band if band is not None else _NULL, np.int64(Kshared), out["row_data"], out["row_scales"],

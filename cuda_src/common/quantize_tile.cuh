@@ -636,6 +636,28 @@ __device__ __forceinline__ void quantize_tile_rc(const void* x, i64 M, i64 K, u8
     }
 }
 
+// L2 prefetch for the 128 x 128 square kernels (quantize.cu _quad, grouped.cu group_quantize4),
+// for the CTA that takes this one's slot: thread group g (of 4 x 256) asks for the input rows of
+// tile g of that square, one 128-byte line per row (16-bit input, QT_K * 2 = 128 bytes). base:
+// element offset of the square's first row and column; rows: the square's rows inside the tensor.
+template <int DT>
+__device__ __forceinline__ void prefetch_square_l2(const void* x, i64 base, i64 rows, i64 K, int g) {
+    const int r = (int)(threadIdx.x & (QT_THREADS - 1));
+    const i64 gm = (g >> 1) * QT_M + r;
+    if (r >= QT_M || gm >= rows) return;
+    constexpr int B = (int)sizeof(typename In<DT>::T);
+    const char* p = reinterpret_cast<const char*>(x) + (base + gm * K + (g & 1) * QT_K) * B;
+#pragma unroll
+    for (int i = 0; i < QT_K * B / 128; ++i) asm volatile("prefetch.global.L2 [%0];" ::"l"(p + 128 * i));
+}
+
+// The SM count (%nsmid), for the prefetch distances.
+__device__ __forceinline__ i64 sm_count() {
+    u32 nsm;
+    asm("mov.u32 %0, %%nsmid;" : "=r"(nsm));
+    return (i64)nsm;
+}
+
 template <int FMT, int DT, bool EXT = true, int XM = QFLAG_EXT_ALL, int STASH = 0>
 __device__ __forceinline__ void quantize_tile(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales,
                                               u8* col_data, u8* col_scales, const float* amax_row,
