@@ -770,12 +770,14 @@ __device__ __forceinline__ void group_quantize_quad(const void* x, i64 G, const 
     int fl = flags & ~QFLAG_VEC_IN;
     if ((reinterpret_cast<u64>(xg) & 15) == 0) fl |= QFLAG_VEC_IN;   // K * 2 bytes: a multiple of 256
     const int q = threadIdx.x >> 8;
-    quantize_tile_rc<FMT, DT, false, QFLAG_EXT_ALL, 3>(xg, M, K, row_data + o, row_scales, col_data + o, col_scales,
-                                                       nullptr, nullptr, fl, 0ull, 0u, 2 * bq + (q >> 1),
-                                                       2 * bk + (q & 1), false, blk);
+    const u32* tiles = quantize_tile_rc<FMT, DT, false, QFLAG_EXT_ALL, 3>(
+        xg, M, K, row_data + o, row_scales, col_data + o, col_scales, nullptr, nullptr, fl, 0ull, 0u,
+        2 * bq + (q >> 1), 2 * bk + (q & 1), false, blk);
     __syncthreads();
     const int t = threadIdx.x;
     const i64 rem = M - bq * 128;   // rows of the member in this square (> 0)
+    if (ColStage<FMT>::needed(col_data + o, M))   // CTA-uniform: the staged columnwise rows
+        ColStage<FMT>::template write_square<RawTileStride<DT, 3>::words>(tiles, col_data + o, M, bq * 128, bk * 128);
     if (t < 32) {   // rowwise block: chunk t holds rows t + 32 w (word w)
         uint4 v = reinterpret_cast<const uint4*>(blk)[t];
         if (rem < 128) {

@@ -340,6 +340,14 @@ struct RawTile {
     }
 };
 
+// Words between the tile buffers of a CTA's groups: STASH 3 adds 64 bytes, so that the buffers of
+// two groups sit half a bank period apart and ColStage::write_square's reads of a row's two runs
+// (one per group) in a quarter warp hit distinct banks.
+template <int DT, int STASH>
+struct RawTileStride {
+    static constexpr int words = RawTile<DT>::words + (STASH == 3 ? 16 : 0);
+};
+
 // The scale bytes of one 64-element run of a tile (W = 64 / block of them: 2 MX, 4 NVFP4), staged
 // in shared memory st[0 .. W) by the tile's threads: scales (i, j0 .. j0 + n - 1) of a compact
 // (R, C) matrix. j0 is a multiple of W, so the W bytes are adjacent in both layouts (the same
@@ -420,6 +428,79 @@ struct ColStage {
             if (h < L - tb) dst[tb + h] = src[(tb + h) ^ sw];
         }
     }
+    // STASH 3: the runs of a whole 128 x 128 square, staged by its four groups (group q = 2 * (row
+    // half) + column half, run c of group q in its tile buffer, buffers GW words apart), written by
+    // all 1024 threads of the CTA after a CTA barrier: output row R (< 128) of the square is runs c =
+    // R % 64 of groups R / 64 and 2 + R / 64 (128 bytes, L of them valid), and lane j (of 8 per row)
+    // builds the 16 bytes of the j-th 16-byte aligned chunk the row touches from two 16-byte shared
+    // reads. Whole chunks leave in one 16-byte store; the row's head (chunk 0) and tail (its last
+    // chunk, the 9th when the row straddles 9) leave as aligned 8 / 4 / 2 / 1-byte pieces, so that
+    // no byte outside the row is written (the neighbouring squares of the member own those).
+    // Instead of write(): one pass with 16-byte stores instead of four of 4-byte words.
+    template <int GW>
+    static __device__ __forceinline__ void write_square(const u32* tiles, u8* col_data, i64 M, i64 m0, i64 k0) {
+        static_assert(RUNB == 64, "FP8 / FP6 runs of 64 bytes");
+        const int R = (int)(threadIdx.x >> 3), j = (int)(threadIdx.x & 7);
+        const int c = R & 63, kh = R >> 6;
+        const int L = (int)((M - m0) < 2 * RUNB ? (M - m0) : 2 * RUNB);   // valid bytes of the row (> 0)
+        u8* const dst = col_data + (k0 + R) * M + m0;
+        const int s = (int)(reinterpret_cast<u64>(dst) & 15u);
+        u8* const A = dst - s;                           // the row's first aligned chunk
+        const int e = (s + L - 1) >> 4;                  // its last chunk (0 .. 8)
+        const int t = (s + L) & 15;                      // bytes of the last chunk (0: all 16)
+        // run bytes [16 j - s, + 16) of the row (modulo 128: chunk 0 of a row of 9 chunks then also
+        // holds the 9th chunk's bytes, in its positions 0 .. s - 1)
+        const int st = (16 * j - s) & 127, f = st >> 4, u = st & 15;
+        const u8* bb = reinterpret_cast<const u8*>(tiles) + c * RUNB;
+        const int sw = run_swz(c);
+        const uint4 a = *reinterpret_cast<const uint4*>(bb + ((f >> 2) * 2 + kh) * (GW * 4) + (((f & 3) << 4) ^ sw));
+        const int f1 = (f + 1) & 7;
+        const uint4 b = *reinterpret_cast<const uint4*>(bb + ((f1 >> 2) * 2 + kh) * (GW * 4) + (((f1 & 3) << 4) ^ sw));
+        u32 x[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+        // words u / 4 .. u / 4 + 4 to the front, then the byte shift
+#pragma unroll
+        for (int i = 0; i < 6; ++i) x[i] = (u & 8) ? x[i + 2] : x[i];
+#pragma unroll
+        for (int i = 0; i < 5; ++i) x[i] = (u & 4) ? x[i + 1] : x[i];
+        u32 w[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) w[i] = __funnelshift_r(x[i], x[i + 1], 8 * (u & 3));
+        // the 9th chunk's bytes, from lane 0 of the row
+        u32 w0[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) w0[i] = __shfl_sync(0xFFFFFFFFu, w[i], (int)(threadIdx.x & 31) & ~7);
+        if (e == 0) {   // the row lies inside one chunk (L < 16): byte stores (rare)
+            if (j == 0)
+                for (int p = s; p < s + L; ++p) {
+                    const u32 wd = (p & 8) ? ((p & 4) ? w[3] : w[2]) : ((p & 4) ? w[1] : w[0]);
+                    dst[p - s] = (u8)(wd >> (8 * (p & 3)));
+                }
+            return;
+        }
+        const int lo = 16 * j - s;   // the chunk's first byte, in run bytes
+        if (lo >= 0 && lo + 16 <= L) *reinterpret_cast<uint4*>(A + 16 * j) = make_uint4(w[0], w[1], w[2], w[3]);
+        // the head (lane 0: positions s .. 15 of chunk 0, all valid as e >= 1) or the tail (lane e,
+        // or lane 7, whose own chunk is whole, for the 9th chunk: positions 0 .. t - 1 of chunk e)
+        const bool head = j == 0 && s != 0;
+        const bool tail = t != 0 && j == (e == 8 ? 7 : e);
+        if (!head && !tail) return;
+        const int bits = head ? 16 - s : t;
+        u8* const base = head ? A : A + 16 * e;
+        if (tail && e == 8) {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) w[i] = w0[i];
+        }
+#pragma unroll
+        for (int n = 8; n >= 1; n >>= 1) {
+            if (!(bits & n)) continue;
+            const int pos = head ? 16 - (bits & ~(n - 1)) : bits & ~(2 * n - 1);
+            const u32 wd = (pos & 8) ? ((pos & 4) ? w[3] : w[2]) : ((pos & 4) ? w[1] : w[0]);
+            if (n == 8) *reinterpret_cast<uint2*>(base + pos) = (pos & 8) ? make_uint2(w[2], w[3]) : make_uint2(w[0], w[1]);
+            else if (n == 4) *reinterpret_cast<u32*>(base + pos) = wd;
+            else if (n == 2) *reinterpret_cast<unsigned short*>(base + pos) = (unsigned short)(wd >> (8 * (pos & 2)));
+            else base[pos] = (u8)(wd >> (8 * (pos & 3)));
+        }
+    }
 };
 
 // Barrier of the threads that share a tile: the CTA, or (GRP) its group of 256 threads
@@ -449,9 +530,11 @@ __device__ __forceinline__ void tile_sync() {
 // swizzled_block_byte(r, c), swizzled_offset's in-block part in 32-bit arithmetic (the i64 helper
 // changed the measured kernel's code). STASH 3: as 2, and columnwise code rows off a 16-byte
 // boundary are staged (ColStage) in the group's own tile buffer, after one more group barrier once
-// every thread has read its column from it (grouped.cu group_quantize4: members of any size).
+// every thread has read its column from it, and the caller writes them for the whole square after a
+// CTA barrier (ColStage::write_square with the returned buffers; grouped.cu group_quantize4:
+// members of any size).
 template <int FMT, int DT, bool EXT = true, int XM = QFLAG_EXT_ALL, int STASH = 0>
-__device__ __forceinline__ void quantize_tile_rc(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales,
+__device__ __forceinline__ const u32* quantize_tile_rc(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales,
                                                  u8* col_data, u8* col_scales, const float* amax_row,
                                                  const float* amax_col, int flags, u64 seed, u32 rht_mask, i64 tq,
                                                  i64 kt, bool tab_ready = false, u8* blk = nullptr) {
@@ -461,7 +544,7 @@ __device__ __forceinline__ void quantize_tile_rc(const void* x, i64 M, i64 K, u8
     constexpr bool GRP = STASH >= 2;   // one of 4 groups of 256 threads of the CTA (own tile, barrier)
     constexpr int NG = GRP ? 4 : 1;
     const int grp = GRP ? (int)(threadIdx.x >> 8) : 0;
-    __shared__ __align__(16) u32 tile_g[NG][RT::words];
+    __shared__ __align__(16) u32 tile_g[NG][RawTileStride<DT, STASH>::words];
     __shared__ float seg_am_g[NG][QT_M][QT_K / SEG];
     __shared__ float tile_am_g[NG][QT_M / 16][QT_K / 16];
     __shared__ float enc_tab_g[NG][2][F::mx ? 1 : NV_TAB + 1];   // NVFP4: rowwise / columnwise tables
@@ -609,9 +692,11 @@ __device__ __forceinline__ void quantize_tile_rc(const void* x, i64 M, i64 K, u8
                 }
             }
         }
-        if (ColStage<FMT>::enabled && stage) {   // CTA-uniform
-            tile_sync<GRP>();
-            ColStage<FMT>::template write<GRP>(stage_buf, col_data, M, K, m0, k0);
+        if constexpr (STASH != 3) {   // STASH 3: the caller writes the square (ColStage::write_square)
+            if (ColStage<FMT>::enabled && stage) {   // CTA-uniform
+                tile_sync<GRP>();
+                ColStage<FMT>::template write<GRP>(stage_buf, col_data, M, K, m0, k0);
+            }
         }
     }
     if constexpr (STASH == 1) {   // the staged scale bytes out: 64 threads per operand, one store per run
@@ -634,6 +719,7 @@ __device__ __forceinline__ void quantize_tile_rc(const void* x, i64 M, i64 K, u8
             }
         }
     }
+    return tile_g[0];   // STASH 3: the groups' buffers, RawTileStride apart, holding the staged runs
 }
 
 // L2 prefetch for the 128 x 128 square kernels (quantize.cu _quad, grouped.cu group_quantize4),
