@@ -340,12 +340,13 @@ struct RawTile {
     }
 };
 
-// Words between the tile buffers of a CTA's groups: STASH 3 adds 64 bytes, so that the buffers of
-// two groups sit half a bank period apart and ColStage::write_square's reads of a row's two runs
-// (one per group) in a quarter warp hit distinct banks.
+// Words between the tile buffers of a CTA's groups: STASH 3 adds 32 bytes, so that groups q and
+// q + 2 (the two row halves of a square's column half) sit half a bank period (64 bytes) apart and
+// ColStage::write_square's reads of a row's two runs in a quarter warp hit distinct banks.
 template <int DT, int STASH>
 struct RawTileStride {
-    static constexpr int words = RawTile<DT>::words + (STASH == 3 ? 16 : 0);
+    static constexpr int words = RawTile<DT>::words + (STASH == 3 ? 8 : 0);
+    static_assert(STASH != 3 || (2 * words * 4) % 128 == 64, "groups q and q + 2: 64 bytes apart modulo 128");
 };
 
 // The scale bytes of one 64-element run of a tile (W = 64 / block of them: 2 MX, 4 NVFP4), staged
@@ -428,14 +429,28 @@ struct ColStage {
             if (h < L - tb) dst[tb + h] = src[(tb + h) ^ sw];
         }
     }
+    // One aligned piece of n (8, 4, 2, 1) bytes at byte pos (a multiple of n) of the 16 bytes v,
+    // stored at p + pos.
+    static __device__ __forceinline__ void store_piece(u8* p, int n, int pos, const u32* v) {
+        p += pos;
+        if (n == 8) {
+            *reinterpret_cast<uint2*>(p) = (pos & 8) ? make_uint2(v[2], v[3]) : make_uint2(v[0], v[1]);
+        } else {
+            const u32 wd = ((pos & 8) ? ((pos & 4) ? v[3] : v[2]) : ((pos & 4) ? v[1] : v[0])) >> (8 * (pos & 3));
+            if (n == 4) *reinterpret_cast<u32*>(p) = wd;
+            else if (n == 2) *reinterpret_cast<unsigned short*>(p) = (unsigned short)wd;
+            else *p = (u8)wd;
+        }
+    }
     // STASH 3: the runs of a whole 128 x 128 square, staged by its four groups (group q = 2 * (row
     // half) + column half, run c of group q in its tile buffer, buffers GW words apart), written by
     // all 1024 threads of the CTA after a CTA barrier: output row R (< 128) of the square is runs c =
     // R % 64 of groups R / 64 and 2 + R / 64 (128 bytes, L of them valid), and lane j (of 8 per row)
     // builds the 16 bytes of the j-th 16-byte aligned chunk the row touches from two 16-byte shared
     // reads. Whole chunks leave in one 16-byte store; the row's head (chunk 0) and tail (its last
-    // chunk, the 9th when the row straddles 9) leave as aligned 8 / 4 / 2 / 1-byte pieces, so that
-    // no byte outside the row is written (the neighbouring squares of the member own those).
+    // chunk, the 9th when the row straddles 9) leave as aligned 8 / 4 / 2 / 1-byte pieces, one per
+    // lane, so that no byte outside the row is written (the neighbouring squares of the member own
+    // those).
     // Instead of write(): one pass with 16-byte stores instead of four of 4-byte words.
     template <int GW>
     static __device__ __forceinline__ void write_square(const u32* tiles, u8* col_data, i64 M, i64 m0, i64 k0) {
@@ -465,10 +480,16 @@ struct ColStage {
         u32 w[4];
 #pragma unroll
         for (int i = 0; i < 4; ++i) w[i] = __funnelshift_r(x[i], x[i + 1], 8 * (u & 3));
-        // the 9th chunk's bytes, from lane 0 of the row
-        u32 w0[4];
+        // the head's bytes (chunk 0) from lane 0 of the row, the tail's (chunk e) from lane e, or
+        // from lane 0 for a 9th chunk (wrapped); before any lane leaves
+        const int r0 = (int)(threadIdx.x & 31) & ~7;
+        const int te = r0 + (e == 8 ? 0 : e);
+        u32 hw[4], tw[4];
 #pragma unroll
-        for (int i = 0; i < 4; ++i) w0[i] = __shfl_sync(0xFFFFFFFFu, w[i], (int)(threadIdx.x & 31) & ~7);
+        for (int i = 0; i < 4; ++i) {
+            hw[i] = __shfl_sync(0xFFFFFFFFu, w[i], r0);
+            tw[i] = __shfl_sync(0xFFFFFFFFu, w[i], te);
+        }
         if (e == 0) {   // the row lies inside one chunk (L < 16): byte stores (rare)
             if (j == 0)
                 for (int p = s; p < s + L; ++p) {
@@ -479,26 +500,17 @@ struct ColStage {
         }
         const int lo = 16 * j - s;   // the chunk's first byte, in run bytes
         if (lo >= 0 && lo + 16 <= L) *reinterpret_cast<uint4*>(A + 16 * j) = make_uint4(w[0], w[1], w[2], w[3]);
-        // the head (lane 0: positions s .. 15 of chunk 0, all valid as e >= 1) or the tail (lane e,
-        // or lane 7, whose own chunk is whole, for the 9th chunk: positions 0 .. t - 1 of chunk e)
-        const bool head = j == 0 && s != 0;
-        const bool tail = t != 0 && j == (e == 8 ? 7 : e);
-        if (!head && !tail) return;
-        const int bits = head ? 16 - s : t;
-        u8* const base = head ? A : A + 16 * e;
-        if (tail && e == 8) {
+        // The head (positions s .. 15 of chunk 0, all valid as e >= 1) and the tail (positions 0 ..
+        // t - 1 of chunk e) as aligned pieces of 8 / 4 / 2 / 1 bytes, one per lane: lane j < 4 the
+        // head's piece of 8 >> j bytes, lane j >= 4 the tail's of 8 >> (j - 4), when there is one.
+        const bool hd = j < 4;
+        const int n = 8 >> (j & 3);
+        const int bits = hd ? (s != 0 ? 16 - s : 0) : t;
+        if (bits & n) {
+            u32 v[4];
 #pragma unroll
-            for (int i = 0; i < 4; ++i) w[i] = w0[i];
-        }
-#pragma unroll
-        for (int n = 8; n >= 1; n >>= 1) {
-            if (!(bits & n)) continue;
-            const int pos = head ? 16 - (bits & ~(n - 1)) : bits & ~(2 * n - 1);
-            const u32 wd = (pos & 8) ? ((pos & 4) ? w[3] : w[2]) : ((pos & 4) ? w[1] : w[0]);
-            if (n == 8) *reinterpret_cast<uint2*>(base + pos) = (pos & 8) ? make_uint2(w[2], w[3]) : make_uint2(w[0], w[1]);
-            else if (n == 4) *reinterpret_cast<u32*>(base + pos) = wd;
-            else if (n == 2) *reinterpret_cast<unsigned short*>(base + pos) = (unsigned short)(wd >> (8 * (pos & 2)));
-            else base[pos] = (u8)(wd >> (8 * (pos & 3)));
+            for (int i = 0; i < 4; ++i) v[i] = hd ? hw[i] : tw[i];
+            store_piece(hd ? A : A + 16 * e, n, hd ? 16 - (bits & ~(n - 1)) : bits & ~(2 * n - 1), v);
         }
     }
 };
