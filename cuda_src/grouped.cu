@@ -733,7 +733,8 @@ __device__ __forceinline__ void group_quantize_one(const void* x, i64 G, const i
 // per 128-row band; sq_desc: every 128-row band's descriptor, from group_meta bit 128). Thread group
 // q quantizes the 64 x 64 tile (2 bq + q / 2, 2 bk + q % 2) of the square as quantize.cu's _quad does
 // (quantize_tile_rc with STASH 3: own tile, named barrier, scale bytes into the CTA's two shared
-// swizzled blocks, misaligned columnwise code rows staged in the group's tile); the two blocks then
+// swizzled blocks, misaligned columnwise code rows staged in the group's tile and written for the
+// whole square by ColStage::write_square after the CTA barrier); the two blocks then
 // leave as 16-byte chunks, their rows / columns past the member's M as zeros, so the square lists
 // cover every byte of the swizzled scale matrices, padding included (no group_zero_padding). Tiles
 // wholly past M (the second band of a member's last square) load and store nothing.

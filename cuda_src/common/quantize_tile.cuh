@@ -394,18 +394,16 @@ struct ColStage {
     static __device__ __forceinline__ void put(u32* buf, int c, int sc_seg, const u32* w) {
         *reinterpret_cast<uint4*>(reinterpret_cast<u8*>(buf) + byte_at(c, sc_seg * 16)) = make_uint4(w[0], w[1], w[2], w[3]);
     }
-    // All threads of the tile (CTA or group), after a barrier that follows every put(). Not inlined: the tile
+    // All threads of the CTA, after a barrier that follows every put(). Not inlined: the tile
     // kernels keep their registers for the common, unstaged path (an inlined writer cost the
     // aligned grouped 'both' ~1 %), and the writer's own code stays out of the hot loop.
-    // GRP: the tile belongs to one 256-thread group of the CTA (STASH 3)
-    template <bool GRP>
     static __device__ __noinline__ void write(const u32* buf, u8* col_data, i64 M, i64 K, i64 m0, i64 k0) {
         constexpr int RUNS_PER_PASS = (QT_THREADS / 32) * (32 / LPR);
         const u8* bb = reinterpret_cast<const u8*>(buf);
         const int lane = threadIdx.x & 31, h = lane % LPR;
         const int L = (int)((M - m0) < RUNB ? (M - m0) : RUNB);     // bytes of each run
         const int nc = (int)((K - k0) < QT_K ? (K - k0) : QT_K);    // runs of this tile
-        const int cf = ((GRP ? threadIdx.x & (QT_THREADS - 1) : threadIdx.x) >> 5) * (32 / LPR) + lane / LPR;
+        const int cf = (threadIdx.x >> 5) * (32 / LPR) + lane / LPR;
 #pragma unroll
         for (int i = 0; i < QT_K / RUNS_PER_PASS; ++i) {
             const int c = cf + i * RUNS_PER_PASS;
@@ -451,7 +449,6 @@ struct ColStage {
     // chunk, the 9th when the row straddles 9) leave as aligned 8 / 4 / 2 / 1-byte pieces, one per
     // lane, so that no byte outside the row is written (the neighbouring squares of the member own
     // those).
-    // Instead of write(): one pass with 16-byte stores instead of four of 4-byte words.
     template <int GW>
     static __device__ __forceinline__ void write_square(const u32* tiles, u8* col_data, i64 M, i64 m0, i64 k0) {
         static_assert(RUNB == 64, "FP8 / FP6 runs of 64 bytes");
@@ -492,10 +489,7 @@ struct ColStage {
         }
         if (e == 0) {   // the row lies inside one chunk (L < 16): byte stores (rare)
             if (j == 0)
-                for (int p = s; p < s + L; ++p) {
-                    const u32 wd = (p & 8) ? ((p & 4) ? w[3] : w[2]) : ((p & 4) ? w[1] : w[0]);
-                    dst[p - s] = (u8)(wd >> (8 * (p & 3)));
-                }
+                for (int p = s; p < s + L; ++p) store_piece(A, 1, p, w);
             return;
         }
         const int lo = 16 * j - s;   // the chunk's first byte, in run bytes
@@ -707,7 +701,7 @@ __device__ __forceinline__ const u32* quantize_tile_rc(const void* x, i64 M, i64
         if constexpr (STASH != 3) {   // STASH 3: the caller writes the square (ColStage::write_square)
             if (ColStage<FMT>::enabled && stage) {   // CTA-uniform
                 tile_sync<GRP>();
-                ColStage<FMT>::template write<GRP>(stage_buf, col_data, M, K, m0, k0);
+                ColStage<FMT>::write(stage_buf, col_data, M, K, m0, k0);
             }
         }
     }
