@@ -57,6 +57,9 @@ OPS = {
     "mxfp4-both": _single("mxfp4_e2m1", axis="both"),
     "mxfp4-row": _single("mxfp4_e2m1", axis="rowwise"),
     "mxfp4-col": _single("mxfp4_e2m1", axis="columnwise"),
+    "mxfp4-both-swz": _single("mxfp4_e2m1", axis="both", scale_layout="swizzled"),
+    "mxfp4-both-16k": _single("mxfp4_e2m1", M=16384, axis="both", scale_layout="swizzled"),
+    "mxfp4-col-16k": _single("mxfp4_e2m1", M=16384, axis="columnwise"),
     "mxfp8-row": _single("mxfp8_e4m3", axis="rowwise"),
     "mxfp6-both": _single("mxfp6_e2m3", axis="both"),
     "mxfp6-row": _single("mxfp6_e2m3", axis="rowwise"),
@@ -85,7 +88,7 @@ OPS["big-nvfp4-both"] = _big("nvfp4", axis="both", scale_layout="swizzled")
 OPS["big-mxfp8-both"] = _big("mxfp8_e4m3", axis="both", scale_layout="swizzled")
 for _G in (8, 64):
     for _m in (128, 2):
-        for _f, _fn in (("mxfp8", "mxfp8_e4m3"), ("mxfp6", "mxfp6_e2m3"), ("nvfp4", "nvfp4")):
+        for _f, _fn in (("mxfp8", "mxfp8_e4m3"), ("mxfp6", "mxfp6_e2m3"), ("mxfp4", "mxfp4_e2m1"), ("nvfp4", "nvfp4")):
             for _ax in ("rowwise", "both"):
                 _name = f"grp{_G}-{_f}-{'row' if _ax == 'rowwise' else 'both'}{'' if _m == 128 else '-even'}"
                 OPS[_name] = _grouped(_fn, _G, _m, False, axis=_ax, scale_layout="swizzled")

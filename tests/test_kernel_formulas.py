@@ -322,3 +322,114 @@ def test_e2m1_pack8_stochastic_places_codes_and_signs():
         for i in range(8):
             exp |= cc[:, i] << np.uint32(4 * i)
         assert np.array_equal(got, exp), shift
+
+
+# ---- MXFP4 from bfloat16 on packed pairs (codecs.cuh e2m1_pack8_bf16) -------------------------------
+
+BF16_MAX = float.fromhex("0x1.fep127")
+
+
+def bf16_round(v: np.ndarray) -> np.ndarray:
+    """IEEE round-to-nearest-even of exact float64 values to bfloat16 (8 significant bits, fp32's
+    exponent range, subnormals kept, overflow to inf), returned as float64; NaN stays NaN."""
+    v = np.asarray(v, dtype=np.float64)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        a = np.abs(v)
+        e = np.floor(np.log2(np.where((a > 0) & np.isfinite(a), a, 1.0)))
+        e = np.where(np.exp2(e) > a, e - 1, e)           # log2 rounding at binade edges
+        e = np.where(np.exp2(e + 1) <= a, e + 1, e)
+        q = np.exp2(np.maximum(e, -126.0) - 7.0)          # the bf16 quantum of a's binade
+        r = np.rint(v / q) * q                            # exact scaling, ties to even
+        r = np.where(np.abs(r) > BF16_MAX, np.copysign(np.inf, v), r)
+        return np.where(np.isfinite(v), r, v)
+
+
+def bf16_bits(v: np.ndarray) -> np.ndarray:
+    """bfloat16 bits of bf16-representable float64 values; NaN -> the canonical 0x7FFF."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        f = np.asarray(v, dtype=np.float64).astype(np.float32)   # exact for bf16 values
+    b = (f.view(np.uint32) >> np.uint32(16)).astype(np.uint32)
+    return np.where(np.isnan(f), np.uint32(0x7FFF), b)
+
+
+def bf16_min(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """min.bf16x2 on one half: a NaN operand yields the other (both NaN: NaN)."""
+    return np.where(np.isnan(a), b, np.where(np.isnan(b), a, np.minimum(a, b)))
+
+
+def e2m1_bf16_codes(x_bits: np.ndarray, s_inv: float) -> np.ndarray:
+    """e2m1_pack8_bf16's code of each element: x bf16 bits (uint32 < 2^16), scale 2^(127 - E)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        x = (x_bits.astype(np.uint32) << np.uint32(16)).view(np.float32).astype(np.float64)
+        y = bf16_round(x * s_inv)                               # mul.rn.bf16x2 (canonical NaN)
+        a = np.abs(y)
+        g = bf16_min(bf16_min(bf16_round(a + 126.0), bf16_round(a * 0.5 + 128.0)), 131.0)
+    mag = bf16_bits(g) - np.uint32(0x42FC)
+    sign = (bf16_bits(y) >> np.uint32(15)) & np.uint32(1)
+    return (mag | (sign << np.uint32(3))).astype(np.uint8)
+
+
+def e2m1_pack8_bf16(q: np.ndarray, s_inv: float) -> np.ndarray:
+    """codecs.cuh e2m1_pack8_bf16 on rows of 4 words q[k] = (e_k, e_{k+4}) (bf16 bits in uint32)."""
+    s2 = float(s_inv)
+    acc = np.zeros(q.shape[0], dtype=np.uint64)
+    y = []
+    for k in range(3, -1, -1):
+        lo, hi = q[:, k] & np.uint32(0xFFFF), q[:, k] >> np.uint32(16)
+        parts = []
+        yk = []
+        for h in (lo, hi):
+            with np.errstate(invalid="ignore", over="ignore"):
+                xv = (h << np.uint32(16)).view(np.float32).astype(np.float64)
+                yy = bf16_round(xv * s2)
+                a = np.abs(yy)
+                g = bf16_min(bf16_min(bf16_round(a + 126.0), bf16_round(a * 0.5 + 128.0)), 131.0)
+            parts.append(bf16_bits(g).astype(np.uint64))
+            yk.append(bf16_bits(yy))
+        acc = (acc * 16 + (parts[0] | (parts[1] << np.uint64(16)))) % (1 << 32)
+        y.insert(0, (yk[0] | (yk[1] << np.uint32(16))).astype(np.uint32))
+    ev, od = prmt(y[0], y[2], 0x7351), prmt(y[1], y[3], 0x7351)
+    acc = ((acc - (0x42FC * 0x11111111) % (1 << 32)) % (1 << 32)).astype(np.uint32)
+    return acc + (((ev >> np.uint32(4)) & np.uint32(0x08080808)) | (od & np.uint32(0x80808080)))
+
+
+def test_e2m1_bf16x2_form_equals_reference_for_every_bf16_and_scale():
+    """Every bfloat16 x (both signs, NaNs, infinities, subnormals) under every scale code E = 0..254
+    (s_inv = 2^(127 - E); E = 254 is the subnormal 2^-127): the packed-pair code equals SPEC's
+    encode(fp32_RN(x * s_inv)). The kernels only meet |x| <= the block's amax, but every pair is
+    checked. A mutated form (no third candidate) is caught."""
+    x_bits = np.arange(1 << 16, dtype=np.uint32)
+    xf = (x_bits << np.uint32(16)).view(np.float32)
+    for E in range(255):
+        s = np.uint32((254 - E) << 23 if E < 254 else 0x00400000).view(np.float32)
+        with np.errstate(invalid="ignore", over="ignore"):
+            exp = numerics.encode(xf * s, "e2m1")
+        got = e2m1_bf16_codes(x_bits, float(s))
+        bad = np.flatnonzero(got != exp)
+        assert bad.size == 0, (E, [(hex(int(x_bits[i])), int(got[i]), int(exp[i])) for i in bad[:5]])
+    with np.errstate(invalid="ignore", over="ignore"):
+        y = bf16_round(xf.astype(np.float64))
+        a = np.abs(y)
+        wrong = bf16_bits(bf16_min(bf16_round(a + 126.0), bf16_round(a * 0.5 + 128.0))) - np.uint32(0x42FC)
+    assert not np.array_equal(wrong.astype(np.uint8) & np.uint8(7), numerics.encode(xf, "e2m1") & np.uint8(7))
+
+
+def test_e2m1_pack8_bf16_places_codes_and_signs():
+    """e2m1_pack8_bf16's accumulation (pairs (e_k, e_{k+4}), offsets subtracted once) and its sign
+    permutes: random bf16 words, including NaN / inf / negative zero, under several scales."""
+    rng = np.random.default_rng(6)
+    n = 1 << 14
+    q = rng.integers(0, 1 << 32, (n, 4), dtype=np.uint64).astype(np.uint32)
+    specials = np.array([0x7FC0, 0xFFC0, 0x7F80, 0xFF80, 0x8000, 0x0000, 0x0001, 0x8001, 0x40C0, 0xC0A0],
+                        dtype=np.uint32)
+    q[: specials.size * 4, 0] = np.repeat(specials, 4) | (np.tile(specials, 4) << np.uint32(16))
+    for E in (0, 100, 127, 130, 200, 254):
+        s = float(np.uint32((254 - E) << 23 if E < 254 else 0x00400000).view(np.float32))
+        got = e2m1_pack8_bf16(q, s)
+        exp = np.zeros(n, dtype=np.uint32)
+        for k in range(4):
+            for h, i in ((0, k), (1, k + 4)):
+                c = e2m1_bf16_codes((q[:, k] >> np.uint32(16 * h)) & np.uint32(0xFFFF), s).astype(np.uint32)
+                exp |= c << np.uint32(4 * i)
+        bad = np.flatnonzero(got != exp)
+        assert bad.size == 0, (E, [(hex(int(got[i])), hex(int(exp[i]))) for i in bad[:3]])

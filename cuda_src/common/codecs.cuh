@@ -166,6 +166,81 @@ __device__ __forceinline__ u32 e2m1_pack8_product(const float* y) {
     return acc | e2m1_signs8(y);
 }
 
+// ---------------------------------------------------------------------------------------------
+// MXFP4 from bfloat16 on packed pairs (two elements per instruction, Hopper's bf16x2 arithmetic).
+// With an E8M0 scale, x * s_inv is exact in bf16 wherever fp32_RN(x * s_inv) is a normal fp32 value
+// (bf16 has fp32's exponent range, s_inv is a power of two); below 2^-126 both are below 1/4 and give
+// code 0 with x's sign. So the fp32 form above runs on bf16x2 words with M = 2^7 (the bf16 ulp is 1/2
+// below 128, 1 from 128 on):
+//   y = bf16_RN(x * s_inv), a = |y|, code = bits(min(bf16_RN(a + 126), bf16_RN(a / 2 + 128), 131)) - 0x42FC
+// (bits(128) - 4 = 0x42FC; 131 = 128 + 3 is code 7 and catches NaN, inf and anything >= 6 as min.bf16x2
+// returns the non-NaN operand). Every bf16 x under every scale code is checked against the fp32 form:
+// tests/test_kernel_formulas.py (NumPy model of the IEEE bf16 operations) and the selftest kernel
+// e2m1_bf16x2_exhaustive on the GPU, which runs these instructions.
+// The scale's bf16 bits: s_inv = 2^(127 - E) has no low mantissa bits, so its fp32 bits >> 16 (E = 254:
+// 2^-127, the bf16 subnormal 0x0040; bf16 arithmetic keeps subnormals).
+__device__ __forceinline__ u32 bf2_mul(u32 a, u32 b) {
+    u32 d;
+    asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+}
+__device__ __forceinline__ u32 bf2_add(u32 a, u32 b) {
+    u32 d;
+    asm("add.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+}
+__device__ __forceinline__ u32 bf2_fma(u32 a, u32 b, u32 c) {
+    u32 d;
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+// min / max of each half; a NaN operand yields the other one (both NaN: the canonical NaN)
+__device__ __forceinline__ u32 bf2_min(u32 a, u32 b) {
+    u32 d;
+    asm("min.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+}
+__device__ __forceinline__ u32 bf2_max(u32 a, u32 b) {
+    u32 d;
+    asm("max.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+}
+__device__ __forceinline__ u32 bf2_abs(u32 a) {
+    u32 d;
+    asm("abs.bf16x2 %0, %1;" : "=r"(d) : "r"(a));
+    return d;
+}
+__device__ __forceinline__ u32 bf2_scale(float s_inv) { return (f2u(s_inv) >> 16) * 0x00010001u; }
+
+// max |x| over n bf16x2 words, NaN ignored (as seg_amax), as fp32 (exact).
+template <int N>
+__device__ __forceinline__ float bf2_absmax(const u32* p) {
+    u32 acc = 0u;
+#pragma unroll
+    for (int i = 0; i < N; ++i) acc = bf2_max(acc, p[i] & 0x7FFF7FFFu);
+    return fmaxf(u2f(acc << 16), u2f(acc & 0xFFFF0000u));
+}
+
+// The E2M1 codes of 8 bf16 elements e0..e7 given as q[k] = (e_k low half, e_{k + 4} high half),
+// k < 4, under the bf16x2 scale s2: code i in bits 4i .. 4i+3 (SPEC section 1's nibble order).
+// Magnitudes: acc = sum over k of 16^k q'[k] with q'[k] = (V_k, V_{k + 4}), V = 0x42FC + code, i.e.
+// sum over i of 16^i V_i: the offsets are subtracted once (mod 2^32). Signs: from y (NaN results of
+// bf16 arithmetic are the canonical NaN 0x7FFF, sign clear, as SPEC's NaN -> +max asks), bit 15 of
+// q'[k] is e_k's, bit 31 e_{k + 4}'s; byte permutes gather e0 e2 e4 e6 (-> bit 3 of bytes 0..3)
+// and e1 e3 e5 e7 (bit 7).
+__device__ __forceinline__ u32 e2m1_pack8_bf16(const u32* q, u32 s2) {
+    u32 acc = 0u, y[4];
+#pragma unroll
+    for (int k = 3; k >= 0; --k) {
+        y[k] = bf2_mul(q[k], s2);
+        const u32 a = bf2_abs(y[k]);
+        const u32 g = bf2_min(bf2_add(a, 0x42FC42FCu), bf2_fma(a, 0x3F003F00u, 0x43004300u));
+        acc = acc * 16u + bf2_min(g, 0x43034303u);
+    }
+    const u32 ev = prmt(y[0], y[2], 0x7351u), od = prmt(y[1], y[3], 0x7351u);
+    return (acc - 0x42FCu * 0x11111111u) + (((ev >> 4) & 0x08080808u) | (od & 0x80808080u));
+}
+
 // Any y: NaN of either sign -> +inf first (fminf keeps the number), which encodes as +6 (code 7).
 __device__ __forceinline__ u32 e2m1_append(u32 acc, float y) {
     return e2m1_append_product(acc, fminf(y, u2f(FP4KIT_INF_BITS)));

@@ -65,6 +65,43 @@ __device__ __forceinline__ float seg_amax(const float* v) {
     return acc;
 }
 
+// MXFP4 from bfloat16 on packed pairs (codecs.cuh e2m1_pack8_bf16): a 16-element segment e0..e15 as
+// q[4 g + k] = (e_{8g+k}, e_{8g+k+4}), g < 2, k < 4, in place of its fp32 values. Where the tile
+// kernels take it: PackedE2M1 below.
+struct Bf16Seg {
+    u32 q[8];
+};
+template <int FMT, int DT, bool EXT>
+struct PackedE2M1 {
+    static constexpr bool on = FMT == FORMAT_MXFP4_E2M1 && DT == DTYPE_BFLOAT16 && !EXT && !FP4KIT_NATIVE_CVT;
+};
+
+__device__ __forceinline__ float seg_amax(const Bf16Seg& v) { return bf2_absmax<8>(v.q); }
+
+// From the segment's raw input words (natural pairs (e_2j, e_2j+1)): two byte permutes per 4 elements.
+__device__ __forceinline__ Bf16Seg bf16_seg_rows(const uint4* raw) {
+    Bf16Seg v;
+#pragma unroll
+    for (int g = 0; g < 2; ++g) {
+        const u32 n0 = raw[g].x, n1 = raw[g].y, n2 = raw[g].z, n3 = raw[g].w;
+        v.q[4 * g] = prmt(n0, n2, 0x5410u);       // (e0, e4)
+        v.q[4 * g + 1] = prmt(n0, n2, 0x7632u);   // (e1, e5)
+        v.q[4 * g + 2] = prmt(n1, n3, 0x5410u);   // (e2, e6)
+        v.q[4 * g + 3] = prmt(n1, n3, 0x7632u);   // (e3, e7)
+    }
+    return v;
+}
+
+// From 16 raw 16-bit elements h[0..15] (a tile column): one pack per pair.
+__device__ __forceinline__ Bf16Seg bf16_seg_pack(const u32* h) {
+    Bf16Seg v;
+#pragma unroll
+    for (int g = 0; g < 2; ++g)
+#pragma unroll
+        for (int k = 0; k < 4; ++k) v.q[4 * g + k] = prmt(h[8 * g + k], h[8 * g + k + 4], 0x5410u);
+    return v;
+}
+
 // ---- NVFP4 block scale with a per-CTA table (same function as nvfp4_block_scale) ----------------
 // With one amax for the whole operand, the element multiplier enc depends on the scale code only:
 // enc(sf) = min(fp32_RN(1 / fp32_RN(decode(sf) * S_dec)), FLT_MAX), FLT_MAX for sf = 0. A table of
@@ -157,6 +194,16 @@ __device__ __forceinline__ void encode_seg(const float* v, float mul, bool stoch
     }
 }
 
+// The packed segment (MXFP4, nearest rounding): codes of e0..e7 in w[0], e8..e15 in w[1].
+template <int FMT>
+__device__ __forceinline__ void encode_seg(const Bf16Seg& v, float mul, bool, u64, u32, i64, u32* w) {
+    static_assert(FMT == FORMAT_MXFP4_E2M1, "MXFP4 only");
+    const u32 s2 = bf2_scale(mul);
+    w[0] = e2m1_pack8_bf16(v.q, s2);
+    w[1] = e2m1_pack8_bf16(v.q + 4, s2);
+    w[2] = w[3] = 0u;
+}
+
 // Scale code and element multiplier of one block with amax `bamax`.
 // NVFP4: A is the (global or per-row) amax of the operand.
 template <int FMT>
@@ -179,8 +226,8 @@ __device__ __forceinline__ u32 block_scale(float bamax, bool floor_rule, const f
 // enc_tab (NVFP4, one amax for the operand): the 128-entry multiplier table, or null.
 // r0 (grouped rows of one K): row gm is row gm - r0 of the member whose scales start at row_scales,
 // which also numbers its stochastic-rounding counter; codes and per-row amax stay indexed by gm.
-template <int FMT>
-__device__ __forceinline__ void row_segment(const float* v, i64 M, i64 K, i64 gm, i64 gk, int s, u8* row_data,
+template <int FMT, class SV>
+__device__ __forceinline__ void row_segment(SV v, i64 M, i64 K, i64 gm, i64 gk, int s, u8* row_data,
                                             u8* row_scales, const float* amax_row, int flags, u64 seed,
                                             float tile_amax, float s_enc, float s_dec, const float* enc_tab = nullptr,
                                             i64 r0 = 0, u8* stash = nullptr) {
@@ -337,6 +384,11 @@ struct RawTile {
         const u32* row = t + chunk_word(r, c / epc);
         if constexpr (sizeof(T) == 4) return u2f(row[c % epc]);
         else return In<DT>::cvt(reinterpret_cast<const T*>(row)[c % epc]);
+    }
+    // the raw bits of element (r, c) (16-bit input)
+    static __device__ __forceinline__ u32 bits(const u32* t, int r, int c) {
+        static_assert(sizeof(T) == 2, "16-bit input");
+        return reinterpret_cast<const T*>(t + chunk_word(r, c / epc))[c % epc];
     }
 };
 
@@ -585,7 +637,9 @@ __device__ __forceinline__ const u32* quantize_tile_rc(const void* x, i64 M, i64
     const int hi = tid >> 2;   // row within the tile
     const int s = tid & 3;     // 16-element segment of that row
     const i64 gm = m0 + hi, gk = k0 + s * SEG;
+    constexpr bool PK = PackedE2M1<FMT, DT, EXT>::on;   // MXFP4 from bfloat16: packed pairs
     float v[SEG];
+    Bf16Seg pk;   // PK: the rowwise segment
     {
         uint4 raw[SEG / V];
         load_seg_raw<DT>(x, M, K, gm, gk, flags & QFLAG_VEC_IN, raw);
@@ -593,8 +647,12 @@ __device__ __forceinline__ const u32* quantize_tile_rc(const void* x, i64 M, i64
 #pragma unroll
             for (int j = 0; j < SEG / V; ++j) *reinterpret_cast<uint4*>(tile + RT::chunk_word(hi, s * RT::ch + j)) = raw[j];
         }
+        if constexpr (PK) {
+            pk = bf16_seg_rows(raw);
+        } else {
 #pragma unroll
-        for (int j = 0; j < SEG / V; ++j) In<DT>::unpack(raw[j], v + j * V);
+            for (int j = 0; j < SEG / V; ++j) In<DT>::unpack(raw[j], v + j * V);
+        }
     }
 
     // NVFP4 with one amax per operand: multiplier tables (threads 0-127 rowwise, 128-255 columnwise).
@@ -624,11 +682,17 @@ __device__ __forceinline__ const u32* quantize_tile_rc(const void* x, i64 M, i64
 
     if (flags & QFLAG_ROWWISE) {
         float s_enc = 1.0f, s_dec = 1.0f;   // unused with the table (row_scaled: per row in row_segment)
-        row_segment<FMT>(v, M, K, gm, gk, s, row_data, row_scales, amax_row, flags, seed,
-                         tile2d ? tile_am[hi >> 4][s] : -1.0f, s_enc, s_dec, use_tab ? enc_tab[0] : nullptr, 0,
-                         STASH == 1 ? sc_stash[0][hi]
-                         : STASH >= 2 ? blk + swizzled_block_byte((int)(tq & 1) * QT_M + hi, (int)(kt & 1) * 2)
-                                      : nullptr);
+        u8* const stash = STASH == 1 ? sc_stash[0][hi]
+                          : STASH >= 2 ? blk + swizzled_block_byte((int)(tq & 1) * QT_M + hi, (int)(kt & 1) * 2)
+                                       : nullptr;
+        if constexpr (PK) {
+            row_segment<FMT>(pk, M, K, gm, gk, s, row_data, row_scales, amax_row, flags, seed, -1.0f, s_enc, s_dec,
+                             nullptr, 0, stash);
+        } else {
+            row_segment<FMT>(v, M, K, gm, gk, s, row_data, row_scales, amax_row, flags, seed,
+                             tile2d ? tile_am[hi >> 4][s] : -1.0f, s_enc, s_dec, use_tab ? enc_tab[0] : nullptr, 0,
+                             stash);
+        }
     }
 
     if (colwise) {
@@ -644,8 +708,15 @@ __device__ __forceinline__ const u32* quantize_tile_rc(const void* x, i64 M, i64
         const int c = (tid / G) & (QT_K - 1);
         const int sc_seg = (tid / (G * QT_K)) * G + (tid & (G - 1));
         const i64 gkc = k0 + c, gmc = m0 + sc_seg * SEG;
+        if constexpr (PK) {
+            u32 h[SEG];
 #pragma unroll
-        for (int i = 0; i < SEG; ++i) v[i] = RT::get(tile, sc_seg * SEG + i, c);
+            for (int i = 0; i < SEG; ++i) h[i] = RT::bits(tile, sc_seg * SEG + i, c);
+            pk = bf16_seg_pack(h);
+        } else {
+#pragma unroll
+            for (int i = 0; i < SEG; ++i) v[i] = RT::get(tile, sc_seg * SEG + i, c);
+        }
         if constexpr (STASH == 3) {
             if (ColStage<FMT>::enabled && stage) tile_sync<GRP>();   // the stage overwrites the tile
         }
@@ -664,7 +735,8 @@ __device__ __forceinline__ const u32* quantize_tile_rc(const void* x, i64 M, i64
                 bamax = tile_am[sc_seg][c >> 4];
             }
         } else {
-            bamax = seg_amax(v);
+            if constexpr (PK) bamax = seg_amax(pk);
+            else bamax = seg_amax(v);
             if constexpr (F::block == 32) bamax = fmaxf(bamax, __shfl_xor_sync(0xFFFFFFFFu, bamax, 1));
         }
         if (gkc < K && gmc < M) {
@@ -681,7 +753,8 @@ __device__ __forceinline__ const u32* quantize_tile_rc(const void* x, i64 M, i64
                 sc = block_scale<FMT>(bamax, floor_rule, amax_col, 0, mul);
             }
             u32 w[4];
-            encode_seg<FMT>(v, mul, stochastic, seed, 1u, gkc * M + gmc, w);
+            if constexpr (PK) encode_seg<FMT>(pk, mul, false, seed, 1u, 0, w);
+            else encode_seg<FMT>(v, mul, stochastic, seed, 1u, gkc * M + gmc, w);
             const int n = (int)((M - gmc) < SEG ? (M - gmc) : SEG);
             if (ColStage<FMT>::enabled && stage) ColStage<FMT>::put(stage_buf, c, sc_seg, w);
             else if constexpr (F::packed) store_bytes(col_data + gkc * (M / 2) + gmc / 2, w, n / 2, SEG / 2);

@@ -658,6 +658,20 @@ def test_encode_fast_equals_reference_form_every_fp32(gpu, elem):
     assert n == 0, f"element type {elem}: {n} fp32 inputs differ, first 0x{first - 1:08X}"
 
 
+def test_e2m1_bf16x2_equals_reference_every_bf16_and_scale(gpu):
+    """MXFP4 from bfloat16 on packed pairs (codecs.cuh e2m1_pack8_bf16: bf16x2 multiply, add, fma and
+    min, the instructions the Hopper tile kernels run) equals encode_reference(fp32_RN(x * s_inv))
+    for every bfloat16 pattern x under every scale code 0..254 (2^-127 included, a bf16 subnormal),
+    each x in each position of the packed word; the packed block amax equals fmaxf over |x|."""
+    from fp4kit._loader import get_function
+
+    cp = gpu
+    out = cp.zeros(2, dtype=cp.uint64)
+    get_function("selftest", "e2m1_bf16x2_exhaustive")(((8192 * 255 + 255) // 256,), (256,), (out,))
+    n, first = (int(v) for v in cp.asnumpy(out))
+    assert n == 0, f"{n} packed words differ, first E={(first - 1) >> 24} x0=0x{((first - 1) & 0xFFFFF8):04X}"
+
+
 def test_e8m0_rceil_code_equals_reference_form_every_nonnegative_fp32(gpu):
     """e8m0_rceil_code (cvt.rp.satfinite.ue8m0x2 on Blackwell family targets, integer code elsewhere)
     equals SPEC's clamp(ceil(log2 v) + 127, 0, 254) form for every v the rceil rule can see
