@@ -217,7 +217,7 @@ template <int N>
 __device__ __forceinline__ float bf2_absmax(const u32* p) {
     u32 acc = 0u;
 #pragma unroll
-    for (int i = 0; i < N; ++i) acc = bf2_max(acc, p[i] & 0x7FFF7FFFu);
+    for (int i = 0; i < N; ++i) acc = bf2_max(acc, bf2_abs(p[i]));   // abs on the FMA pipe (HFMA2 |x|)
     return fmaxf(u2f(acc << 16), u2f(acc & 0xFFFF0000u));
 }
 
