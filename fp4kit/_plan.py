@@ -201,15 +201,21 @@ def quantize_flags(opts) -> int:
 # tiles far apart in launch order); in the swizzled layout 4 tiles close in launch order complete
 # each 512-byte block (docs/performance.md). FP6 since its encode went through the FP8 cvt (H100,
 # 8192^2 bfloat16, compact scales: 'both' 131.7 -> 117.4 us, columnwise 91.5 -> 85.1 us of kernels);
-# MXFP4 measured slower staged (122.5 -> 132.6 us), NVFP4 has no E8M0 scales to stage this way.
+# NVFP4 has no E8M0 scales to stage this way. MXFP4 stages for "both" from bfloat16 with the plain
+# recipe (the packed-pair encode, docs/performance.md item 63; H100, 8192^2: 97.9 -> 87.8 + 4.6 us,
+# 16384 x 8192: 194.7 -> 173.5 + 7.6 us), not for the columnwise operand alone (66.7 -> 67.4 + 3.3 us)
+# nor from other inputs (the fp32 encode, ALU-bound: 122.5 -> 132.6 us measured staged before).
 STAGED_SCALE_FORMATS = {"mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2"}
+STAGED_BOTH_BF16_FORMATS = {"mxfp4_e2m1"}
 
 
-def stage_scales(fmt: str, rows: int, blocks: int) -> bool:
+def stage_scales(fmt: str, rows: int, blocks: int, both_bf16: bool = False) -> bool:
     """Whether an operand's compact scales (rows, blocks) go through a swizzled staging buffer:
-    formats in STAGED_SCALE_FORMATS, and only shapes whose swizzled layout has no padding
+    formats in STAGED_SCALE_FORMATS (and in STAGED_BOTH_BF16_FORMATS when both_bf16: both operands
+    of a plain quantize from bfloat16), and only shapes whose swizzled layout has no padding
     (rows % 128 == 0, blocks % 4 == 0), where the kernel writes every staged byte."""
-    return fmt in STAGED_SCALE_FORMATS and rows % 128 == 0 and blocks % 4 == 0
+    staged = fmt in STAGED_SCALE_FORMATS or (both_bf16 and fmt in STAGED_BOTH_BF16_FORMATS)
+    return staged and rows % 128 == 0 and blocks % 4 == 0
 
 
 # The 128 x 128 tile kernels (quantize.cu quantize_f<F>_d<D>_quad): plain MXFP8 "both" from 16-bit
@@ -470,9 +476,10 @@ def build_quantize_plan(M: int, K: int, input_dtype: str, opts, amax_size: int |
         # operand -> staging slot (the rows kernel writes whole sectors of compact scales itself)
         staged = {}
         if layout == "compact" and not rows_kernel and cols is None:
+            both_bf16 = r is not None and c is not None and input_dtype == "bfloat16" and not ext
             for key, bit in (("rowwise", QFLAG_ROW_SCALES_SWZ), ("columnwise", QFLAG_COL_SCALES_SWZ)):
                 op = ops.get(key)
-                if op is not None and stage_scales(opts.format, op[3], op[4]):
+                if op is not None and stage_scales(opts.format, op[3], op[4], both_bf16):
                     staged[key] = b.buffer((op[3], op[4]), "uint8", EMPTY)
                     flags |= bit
         rs = staged.get("rowwise", r[1] if r else None)

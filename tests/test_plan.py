@@ -118,9 +118,18 @@ def test_mxfp8_compact_scales_staged_swizzled():
         kernels = [s.kernel for s in plan_of((256, 512), "bfloat16", fmt, axis="both").launches()]
         assert kernels.count("unswizzle_scales") == 1, fmt
     for fmt, kw in (("mxfp8_e4m3", {"scale_layout": "swizzled"}), ("mxfp6_e2m3", {"scale_layout": "swizzled"}),
-                    ("nvfp4", {}), ("mxfp4_e2m1", {})):
+                    ("nvfp4", {})):
         kernels = [s.kernel for s in plan_of((256, 512), "bfloat16", fmt, axis="both", **kw).launches()]
         assert "unswizzle_scales" not in kernels, (fmt, kw)
+    # MXFP4: "both" from bfloat16 with the plain recipe only (one launch for both operands)
+    kernels = [s.kernel for s in plan_of((256, 512), "bfloat16", "mxfp4_e2m1", axis="both").launches()]
+    assert kernels.count("unswizzle_scales") == 1
+    for dt, kw in (("float32", {"axis": "both"}), ("float16", {"axis": "both"}), ("bfloat16", {"axis": "columnwise"}),
+                   ("bfloat16", {"axis": "both", "rounding": "stochastic", "seed": 1}),
+                   ("bfloat16", {"axis": "both", "scale_layout": "swizzled"})):
+        kernels = [s.kernel for s in plan_of((256, 512), dt, "mxfp4_e2m1", **kw).launches()]
+        assert "unswizzle_scales" not in kernels, (dt, kw)
+    assert _plan.stage_scales("mxfp4_e2m1", 384, 32, both_bf16=True) and not _plan.stage_scales("mxfp4_e2m1", 384, 32)
     assert _plan.stage_scales("mxfp8_e4m3", 384, 32) and not _plan.stage_scales("mxfp8_e4m3", 384, 31)
     assert not _plan.stage_scales("mxfp8_e4m3", 320, 32) and not _plan.stage_scales("nvfp4", 384, 32)
 
