@@ -179,30 +179,22 @@ __device__ __forceinline__ u32 e2m1_pack8_product(const float* y) {
 // e2m1_bf16x2_exhaustive on the GPU, which runs these instructions.
 // The scale's bf16 bits: s_inv = 2^(127 - E) has no low mantissa bits, so its fp32 bits >> 16 (E = 254:
 // 2^-127, the bf16 subnormal 0x0040; bf16 arithmetic keeps subnormals).
-__device__ __forceinline__ u32 bf2_mul(u32 a, u32 b) {
-    u32 d;
-    asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-    return d;
-}
-__device__ __forceinline__ u32 bf2_add(u32 a, u32 b) {
-    u32 d;
-    asm("add.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-    return d;
-}
+// One bf16x2 instruction on 32-bit words (min / max: a NaN half yields the other operand's, both NaN
+// the canonical NaN).
+#define FP4KIT_BF2_OP2(NAME, INSTR)                                                    \
+    __device__ __forceinline__ u32 NAME(u32 a, u32 b) {                               \
+        u32 d;                                                                        \
+        asm(INSTR " %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));                         \
+        return d;                                                                     \
+    }
+FP4KIT_BF2_OP2(bf2_mul, "mul.rn.bf16x2")
+FP4KIT_BF2_OP2(bf2_add, "add.rn.bf16x2")
+FP4KIT_BF2_OP2(bf2_min, "min.bf16x2")
+FP4KIT_BF2_OP2(bf2_max, "max.bf16x2")
+#undef FP4KIT_BF2_OP2
 __device__ __forceinline__ u32 bf2_fma(u32 a, u32 b, u32 c) {
     u32 d;
     asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-    return d;
-}
-// min / max of each half; a NaN operand yields the other one (both NaN: the canonical NaN)
-__device__ __forceinline__ u32 bf2_min(u32 a, u32 b) {
-    u32 d;
-    asm("min.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-    return d;
-}
-__device__ __forceinline__ u32 bf2_max(u32 a, u32 b) {
-    u32 d;
-    asm("max.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
     return d;
 }
 __device__ __forceinline__ u32 bf2_abs(u32 a) {
