@@ -32,9 +32,9 @@ namespace {
 // NaN is ignored and the starting 0 stays when every element is NaN, as seg_amax's fmaxf.
 template <int DT>
 __device__ __forceinline__ u32 absmax2(u32 acc, u32 w) {
+    if constexpr (DT == DTYPE_BFLOAT16) return bf2_max(acc, w & 0x7FFF7FFFu);
     u32 r;
-    if constexpr (DT == DTYPE_BFLOAT16) asm("max.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(acc), "r"(w & 0x7FFF7FFFu));
-    else asm("max.f16x2 %0, %1, %2;" : "=r"(r) : "r"(acc), "r"(w & 0x7FFF7FFFu));
+    asm("max.f16x2 %0, %1, %2;" : "=r"(r) : "r"(acc), "r"(w & 0x7FFF7FFFu));
     return r;
 }
 

@@ -85,7 +85,7 @@ extern "C" __global__ void e2m1_bf16x2_exhaustive(unsigned long long* out) {
             am = fmaxf(am, fabsf(xf));
         }
         if (e2m1_pack8_bf16(q, s2) != exp || f2u(bf2_absmax<4>(q)) != f2u(am)) {
-            if (bad == 0) atomicCAS(out + 1, 0ull, 1ull + ((unsigned long long)E << 24 | (base << 0) | rot));
+            if (bad == 0) atomicCAS(out + 1, 0ull, 1ull + ((unsigned long long)E << 24 | base | rot));
             ++bad;
         }
     }

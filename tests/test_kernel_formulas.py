@@ -357,37 +357,33 @@ def bf16_min(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(a), b, np.where(np.isnan(b), a, np.minimum(a, b)))
 
 
-def e2m1_bf16_codes(x_bits: np.ndarray, s_inv: float) -> np.ndarray:
-    """e2m1_pack8_bf16's code of each element: x bf16 bits (uint32 < 2^16), scale 2^(127 - E)."""
+def _bf16_min_candidate(x_bits: np.ndarray, s_inv: float):
+    """(bits of min(bf16(a + 126), bf16(a / 2 + 128), 131), bits of y) for y = bf16(x * s_inv),
+    a = |y| (mul.rn / add.rn / fma.rn / min.bf16x2 on one half): x as bf16 bits in uint32."""
     with np.errstate(invalid="ignore", over="ignore"):
         x = (x_bits.astype(np.uint32) << np.uint32(16)).view(np.float32).astype(np.float64)
-        y = bf16_round(x * s_inv)                               # mul.rn.bf16x2 (canonical NaN)
+        y = bf16_round(x * s_inv)                               # canonical NaN for NaN x
         a = np.abs(y)
         g = bf16_min(bf16_min(bf16_round(a + 126.0), bf16_round(a * 0.5 + 128.0)), 131.0)
-    mag = bf16_bits(g) - np.uint32(0x42FC)
-    sign = (bf16_bits(y) >> np.uint32(15)) & np.uint32(1)
-    return (mag | (sign << np.uint32(3))).astype(np.uint8)
+    return bf16_bits(g), bf16_bits(y)
+
+
+def e2m1_bf16_codes(x_bits: np.ndarray, s_inv: float) -> np.ndarray:
+    """e2m1_pack8_bf16's code of each element: x bf16 bits (uint32 < 2^16), scale 2^(127 - E)."""
+    g, y = _bf16_min_candidate(x_bits, s_inv)
+    sign = (y >> np.uint32(15)) & np.uint32(1)
+    return ((g - np.uint32(0x42FC)) | (sign << np.uint32(3))).astype(np.uint8)
 
 
 def e2m1_pack8_bf16(q: np.ndarray, s_inv: float) -> np.ndarray:
     """codecs.cuh e2m1_pack8_bf16 on rows of 4 words q[k] = (e_k, e_{k+4}) (bf16 bits in uint32)."""
-    s2 = float(s_inv)
     acc = np.zeros(q.shape[0], dtype=np.uint64)
-    y = []
+    y = [None] * 4
     for k in range(3, -1, -1):
-        lo, hi = q[:, k] & np.uint32(0xFFFF), q[:, k] >> np.uint32(16)
-        parts = []
-        yk = []
-        for h in (lo, hi):
-            with np.errstate(invalid="ignore", over="ignore"):
-                xv = (h << np.uint32(16)).view(np.float32).astype(np.float64)
-                yy = bf16_round(xv * s2)
-                a = np.abs(yy)
-                g = bf16_min(bf16_min(bf16_round(a + 126.0), bf16_round(a * 0.5 + 128.0)), 131.0)
-            parts.append(bf16_bits(g).astype(np.uint64))
-            yk.append(bf16_bits(yy))
-        acc = (acc * 16 + (parts[0] | (parts[1] << np.uint64(16)))) % (1 << 32)
-        y.insert(0, (yk[0] | (yk[1] << np.uint32(16))).astype(np.uint32))
+        (g_lo, y_lo), (g_hi, y_hi) = (_bf16_min_candidate((q[:, k] >> np.uint32(16 * h)) & np.uint32(0xFFFF), s_inv)
+                                      for h in (0, 1))
+        acc = (acc * 16 + (g_lo.astype(np.uint64) | (g_hi.astype(np.uint64) << np.uint64(16)))) % (1 << 32)
+        y[k] = (y_lo | (y_hi << np.uint32(16))).astype(np.uint32)
     ev, od = prmt(y[0], y[2], 0x7351), prmt(y[1], y[3], 0x7351)
     acc = ((acc - (0x42FC * 0x11111111) % (1 << 32)) % (1 << 32)).astype(np.uint32)
     return acc + (((ev >> np.uint32(4)) & np.uint32(0x08080808)) | (od & np.uint32(0x80808080)))
