@@ -225,6 +225,16 @@ FP4KIT_QUANTIZE_SR_KERNELS(5, 0)
 FP4KIT_QUANTIZE_SR_KERNELS(5, 1)
 FP4KIT_QUANTIZE_SR_KERNELS(5, 2)
 
+// The NVFP4 multiplier tables of one quantize call (QFLAG_ENC_TABS), one CTA of 256 threads:
+// tabs[0 .. NV_TAB] for amax_row[0] (threads 0-127), tabs[NV_TAB + 1 ..] for amax_col[0] (threads
+// 128-255); a null amax skips its table. The tile kernels then copy them instead of each CTA
+// computing them.
+extern "C" __global__ void __launch_bounds__(QT_THREADS)
+nvfp4_enc_tables(const float* amax_row, const float* amax_col, float* tabs) {
+    if (amax_row != nullptr) nvfp4_fill_table(tabs, amax_row[0], 0);
+    if (amax_col != nullptr) nvfp4_fill_table(tabs + NV_TAB + 1, amax_col[0], NV_TAB);
+}
+
 FP4KIT_QUANTIZE_QUAD_KERNEL(0, 1)
 FP4KIT_QUANTIZE_QUAD_KERNEL(0, 2)
 FP4KIT_QUANTIZE_QUAD_KERNEL(1, 1)

@@ -38,6 +38,7 @@ QFLAG_RHT = 1 << 7
 QFLAG_VEC_IN = 1 << 8
 QFLAG_COL_SCALES_SWZ = 1 << 9
 QFLAG_ROW_SCALES_SWZ = 1 << 10
+QFLAG_ENC_TABS = 1 << 11
 
 QT_M = 64           # quantize tile (cuda_src/quantize.cu)
 QT_K = 64
@@ -282,6 +283,19 @@ def small_fused_grid(nblocks: int) -> int:
     return RA_CTAS * max(1, min(RA_MAX_CLUSTERS, -(-nblocks // RA_CTAS)))
 
 
+# NVFP4 multiplier tables (NV_TAB + 1 floats per operand, cuda_src/common/quantize_tile.cuh): computed
+# by one small launch (nvfp4_enc_tables) when the tile kernel has at least ENC_TABS_MIN_TILES tiles,
+# instead of by every CTA (806 of the 6642 warp instructions of a CTA, NVFP4 'both', H100 ncu).
+ENC_TAB = 129
+ENC_TABS_MIN_TILES = 4096
+
+
+def enc_tables(opts, tiles: int) -> bool:
+    """Whether the NVFP4 tile kernel of a call with validated options `opts` and `tiles` 64 x 64
+    tiles takes precomputed multiplier tables (QFLAG_ENC_TABS)."""
+    return FORMATS[opts.format].is_nvfp4 and not opts.row_scaled and tiles >= ENC_TABS_MIN_TILES
+
+
 def small_fused(opts, M: int, K: int, amax_given: bool) -> bool:
     """True when quantize runs the one-launch small NVFP4 kernel (see SMALL_FUSED_MAX)."""
     return (FORMATS[opts.format].is_nvfp4 and opts.want_rowwise and not opts.want_columnwise and not amax_given
@@ -505,6 +519,14 @@ def build_quantize_plan(M: int, K: int, input_dtype: str, opts, amax_size: int |
             tiles = -(-M // QT_M) * -(-K // QT_K)
             rd, ra = (r[0], r[2]) if r else (None, None)
             cd, ca = (c[0], c[2]) if c else (None, None)
+            if enc_tables(opts, tiles):
+                # the NVFP4 multiplier tables once for the op instead of once per tile (quantize.cu
+                # nvfp4_enc_tables); the tile kernel then takes the tables where it took the amaxes
+                tabs = b.buffer((2 * ENC_TAB,), "float32", EMPTY)
+                b.launch("quantize", "nvfp4_enc_tables", 1, (_ptr(ra), _ptr(ca), _buf(tabs)))
+                ra = None if ra is None else b.buffer((ENC_TAB,), "float32", VIEW, src=tabs, start=0)
+                ca = None if ca is None else b.buffer((ENC_TAB,), "float32", VIEW, src=tabs, start=ENC_TAB)
+                flags |= QFLAG_ENC_TABS
             suffix = ("_rht" if rht_only(opts, input_dtype) else "_sr" if sr_only(opts) else "" if ext
                       else "_plain")
             block = THREADS

@@ -242,6 +242,46 @@ def test_nvfp4_both_given_amax_and_plain_copy():
     assert p.outputs == (OperandSlots(0, 1, 4), OperandSlots(2, 3, 5))
 
 
+def test_nvfp4_tile_kernel_precomputed_tables():
+    # 8192^2 'both' (16384 tiles): the multiplier tables from one launch after the amax, written into a
+    # fresh buffer whose two halves the tile kernel takes in place of the amaxes (QFLAG_ENC_TABS)
+    p = plan_of((8192, 8192), "bfloat16", "nvfp4", axis="both")
+    bufs = [s for s in p.steps if type(s) is Buffer]
+    assert bufs[4:] == [Buffer(4, (1,), "float32", ZEROS), Buffer(5, (1,), "float32", COPY, 4),
+                        Buffer(6, (258,), "float32", EMPTY), Buffer(7, (129,), "float32", VIEW, 6, 0),
+                        Buffer(8, (129,), "float32", VIEW, 6, 129)]
+    assert p.launches()[1:] == [
+        Launch("quantize", "nvfp4_enc_tables", 1, 256, (buf(4), buf(5), buf(6))),
+        Launch("quantize", "quantize_f5_d1_plain", 16384, 256,
+               (X, i64(8192), i64(8192), buf(0), buf(1), buf(2), buf(3), buf(7), buf(8),
+                i32(1 | 2 | 256 | 2048), SEED, u32(0xD7E8))),
+    ]
+    assert p.outputs == (OperandSlots(0, 1, 4), OperandSlots(2, 3, 5))   # the amaxes stay the results
+    # a given amax, one operand (tile_2d rowwise: the tile kernel), the RHT and SR kernels
+    p = plan_of((4096, 4096), "float32", "nvfp4", tile_2d=True, amax_shape=(1,))
+    assert [s.kernel for s in p.launches()] == ["nvfp4_enc_tables", "quantize_f5_d0"]
+    assert p.launches()[0].args == (buf(2), NULL, buf(3))
+    assert p.launches()[1].args[7:9] == (buf(4), NULL)
+    for kw in ({"rht": True}, {"rounding": "stochastic"}):
+        assert "nvfp4_enc_tables" in [s.kernel for s in plan_of((4096, 4096), "bfloat16", "nvfp4", axis="both",
+                                                                **kw).launches()]
+    # below the threshold, row-scaled, the rows and the cols kernels: the tile kernel fills its own
+    for shape, kw in (((4096, 4032), {"axis": "both"}), ((8192, 8192), {"axis": "both", "row_scaled": True}),
+                      ((8192, 8192), {}), ((8192, 8192), {"axis": "columnwise"})):
+        assert "nvfp4_enc_tables" not in [s.kernel for s in plan_of(shape, "bfloat16", "nvfp4", **kw).launches()]
+    assert not any(_plan.enc_tables(quantize_options((8192, 8192), "bfloat16", f, axis="both"), 1 << 20)
+                   for f in FORMATS if f != "nvfp4")
+
+
+def test_quantize_flag_bits_match_the_cuda_header():
+    from fp4kit._loader import cuda_src_dir
+
+    text = (cuda_src_dir() / "common" / "enums.cuh").read_text()
+    bits = {m.group(1): 1 << int(m.group(2)) for m in re.finditer(r"\b(QFLAG_[A-Z0-9_]+)\s*=\s*1 << (\d+)", text)}
+    assert len(bits) >= 12
+    assert bits == {k: v for k, v in vars(_plan).items() if k.startswith("QFLAG_")}
+
+
 def test_nvfp4_row_scaled_stochastic():
     p = plan_of((48, 80), "float32", "nvfp4", axis="both", row_scaled=True, rounding="stochastic", seed=5)
     assert [s for s in p.steps if type(s) is Buffer][4:] == [Buffer(4, (48,), "float32", ZEROS),
@@ -632,7 +672,8 @@ def test_planned_arguments_match_the_kernel_signatures():
     for fmt in fmts:
         for kw in variants:
             for dtype in ("float32", "bfloat16"):
-                for align, shape in ((16, (32, 96)), (4, (32, 96)), (1, (32, 96)), (16, (128, 256))):
+                for align, shape in ((16, (32, 96)), (4, (32, 96)), (1, (32, 96)), (16, (128, 256)),
+                                     (16, (4096, 4096))):   # the last: NVFP4 enc tables (ENC_TABS_MIN_TILES)
                     try:
                         p = plan_of(shape, dtype, fmt, align=align, **kw)
                     except (TypeError, ValueError):
@@ -645,7 +686,7 @@ def test_planned_arguments_match_the_kernel_signatures():
                         assert all(_fits(c, k) for c, k in zip(match[0], kinds)), (s.kernel, list(zip(match[0], kinds)))
                         seen.add(s.kernel.split("_f")[0] if s.module.startswith("quantize") else s.kernel)
     assert {"quantize", "quantize_cols", "amax_global_d0", "amax_global_d1", "amax_rows_cols_d1", "amax_rht_bf16",
-            "amax_plain_rht_bf16", "swizzle_zero_padding", "unswizzle_scales"} <= seen
+            "amax_plain_rht_bf16", "swizzle_zero_padding", "unswizzle_scales", "nvfp4_enc_tables"} <= seen
 
 
 # ---------------------------------------------------------------------------------------------

@@ -61,6 +61,9 @@ enum QuantizeFlag : int {
     // launcher passes a staging buffer and unswizzles it into the compact output afterwards.
     QFLAG_COL_SCALES_SWZ = 1 << 9,
     QFLAG_ROW_SCALES_SWZ = 1 << 10,
+    // NVFP4 tile kernels, one amax per operand: amax_row / amax_col point to the operands' multiplier
+    // tables (NV_TAB + 1 floats each, written by quantize.cu nvfp4_enc_tables), not to their amaxes.
+    QFLAG_ENC_TABS = 1 << 11,
 };
 // The extended options: only the full (EXT) quantize kernels honour them.
 constexpr int QFLAG_EXT_ALL = QFLAG_STOCHASTIC | QFLAG_ROW_SCALED | QFLAG_TILE_2D | QFLAG_RHT;

@@ -126,6 +126,23 @@ __device__ __forceinline__ void nvfp4_fill_table(float* tab, float A, int first)
     }
 }
 
+// QFLAG_ENC_TABS: the table was computed once for the whole op (quantize.cu nvfp4_enc_tables, the
+// same nvfp4_fill_table) and `src` holds its NV_TAB + 1 floats; threads [first, first + 128) copy it
+// into tab (the caller adds the barrier). Otherwise they fill tab from the amax *src. The fill's three
+// IEEE divisions per entry were 12 % of the NVFP4 'both' tile kernel's instructions (ncu source
+// counters, H100, 8192^2: 806 of 6642 warp instructions per CTA).
+__device__ __forceinline__ void nvfp4_table(float* tab, const float* src, int first, bool precomputed) {
+    if (!precomputed) {
+        nvfp4_fill_table(tab, src[0], first);
+        return;
+    }
+    const int i = (int)threadIdx.x - first;
+    if (i >= 0 && i < NV_TAB) {
+        tab[i] = __ldg(src + i);
+        if (i == 0) tab[NV_TAB] = __ldg(src + NV_TAB);
+    }
+}
+
 // Scale code of block amax b (>= 0 or NaN): encode<E4M3>(min(fp32_RN(b * mult), FLT_MAX)), with
 // the hardware cvt.rn.satfinite.e4m3x2 on sm_89+ (checked against encode<E4M3> for every fp32
 // input by the selftest module; NaN of either sign -> 0x7F as in encode4).
@@ -385,10 +402,13 @@ struct RawTile {
         if constexpr (sizeof(T) == 4) return u2f(row[c % epc]);
         else return In<DT>::cvt(reinterpret_cast<const T*>(row)[c % epc]);
     }
-    // the raw bits of element (r, c) (16-bit input)
-    static __device__ __forceinline__ u32 bits(const u32* t, int r, int c) {
-        static_assert(sizeof(T) == 2, "16-bit input");
-        return reinterpret_cast<const T*>(t + chunk_word(r, c / epc))[c % epc];
+    // Column c, rows r0 .. r0 + 15 with r0 a multiple of 16: one row group, so one chunk swizzle, and
+    // element (r0 + i, c) is col_seg(t, r0, c)[i * pitch_e]. One address for the 16 reads (constant
+    // offsets); ptxas did not find that the swizzle is the same for the 16 rows (ncu source counters
+    // of quantize_f5_d1_plain: ~100 address instructions per column segment).
+    static constexpr int pitch_e = pitch_w * 4 / (int)sizeof(T);
+    static __device__ __forceinline__ const T* col_seg(const u32* t, int r0, int c) {
+        return reinterpret_cast<const T*>(t + chunk_word(r0, c / epc)) + c % epc;
     }
 };
 
@@ -660,8 +680,9 @@ __device__ __forceinline__ const u32* quantize_tile_rc(const void* x, i64 M, i64
     if constexpr (!F::mx) {
         use_tab = !row_scaled;
         if (use_tab && !tab_ready) {   // tab_ready: the previous tile of this CTA had the same amaxes
-            if (flags & QFLAG_ROWWISE) nvfp4_fill_table(enc_tab[0], amax_row[0], 0);
-            if (colwise) nvfp4_fill_table(enc_tab[1], amax_col[0], NV_TAB);
+            const bool pre = flags & QFLAG_ENC_TABS;   // amax_row / amax_col: the tables themselves
+            if (flags & QFLAG_ROWWISE) nvfp4_table(enc_tab[0], amax_row, 0, pre);
+            if (colwise) nvfp4_table(enc_tab[1], amax_col, NV_TAB, pre);
             tile_sync<GRP>();
         }
     }
@@ -708,11 +729,17 @@ __device__ __forceinline__ const u32* quantize_tile_rc(const void* x, i64 M, i64
         const int c = (tid / G) & (QT_K - 1);
         const int sc_seg = (tid / (G * QT_K)) * G + (tid & (G - 1));
         const i64 gkc = k0 + c, gmc = m0 + sc_seg * SEG;
-        if constexpr (PK) {
-            u32 h[SEG];
+        if constexpr (F::packed) {   // FP4: one address (FP8 / FP6 spill 8-16 bytes that way: per-row form)
+            const typename RT::T* cs = RT::col_seg(tile, sc_seg * SEG, c);
+            if constexpr (PK) {
+                u32 h[SEG];
 #pragma unroll
-            for (int i = 0; i < SEG; ++i) h[i] = RT::bits(tile, sc_seg * SEG + i, c);
-            pk = bf16_seg_pack(h);
+                for (int i = 0; i < SEG; ++i) h[i] = cs[i * RT::pitch_e];
+                pk = bf16_seg_pack(h);
+            } else {
+#pragma unroll
+                for (int i = 0; i < SEG; ++i) v[i] = In<DT>::cvt(cs[i * RT::pitch_e]);
+            }
         } else {
 #pragma unroll
             for (int i = 0; i < SEG; ++i) v[i] = RT::get(tile, sc_seg * SEG + i, c);

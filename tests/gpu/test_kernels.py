@@ -402,6 +402,47 @@ def test_nvfp4_given_amax(gpu):
             check_against_reference(gpu, x, "nvfp4", amax=amax, axis="both", scale_layout="swizzled")
 
 
+def test_nvfp4_precomputed_tables(gpu, monkeypatch):
+    """The NVFP4 tile kernels with multiplier tables computed by one nvfp4_enc_tables launch
+    (QFLAG_ENC_TABS; by default from fp4kit._plan.ENC_TABS_MIN_TILES tiles on, lowered to 1 here):
+    every tile-kernel variant that takes one amax per operand, computed and given amaxes (zero,
+    tiny, huge, inf), into a poisoned table buffer; the plan shows the launch exactly when the
+    option allows tables (not with row_scaled)."""
+    from fp4kit import _plan
+
+    def launches(shape, dtype, **kw):
+        opts = quantize_options(shape, dtype, "nvfp4", **kw)
+        return [s.kernel for s in _plan.build_quantize_plan(*shape, dtype, opts, None, 16, 132).launches()]
+
+    # the default threshold: 8192^2 'both' takes the tables, 64 x 4096 (64 tiles) fills them per CTA
+    assert "nvfp4_enc_tables" in launches((8192, 8192), "bfloat16", axis="both")
+    assert "nvfp4_enc_tables" not in launches((64, 4096), "bfloat16", axis="both")
+    monkeypatch.setattr(_plan, "ENC_TABS_MIN_TILES", 1)
+    _plan.clear_plans()
+    try:
+        assert "nvfp4_enc_tables" in launches((64, 64), "bfloat16", axis="both")
+        assert "nvfp4_enc_tables" not in launches((64, 64), "bfloat16", axis="both", row_scaled=True)
+        for i, (shape, dtype) in enumerate([((128, 128), "bfloat16"), ((130, 62), "float32"), ((66, 94), "float16"),
+                                            ((256, 192), "bfloat16")]):
+            x = make_input(shape, dtype, "special" if i % 2 else "normal", seed=540 + i)
+            for axis in ("both", "columnwise"):
+                for layout in ("compact", "swizzled"):
+                    check_against_reference(gpu, x, "nvfp4", axis=axis, scale_layout=layout)
+            check_against_reference(gpu, x, "nvfp4", axis="rowwise", tile_2d=True)
+            check_against_reference(gpu, x, "nvfp4", axis="both", tile_2d=True, scale_layout="swizzled")
+            check_against_reference(gpu, x, "nvfp4", axis="both", rounding="stochastic", seed=11 + i)
+            true = np.nanmax(np.abs(x.astype(np.float32)))
+            for a in (true, true / 7, 0.0, 1e-38, 3e38, np.inf):
+                check_against_reference(gpu, x, "nvfp4", amax=np.array([a], np.float32), axis="both")
+        x = make_input((128, 128), "bfloat16", "normal", seed=549)
+        for mask in (0xD7E8, 0):
+            check_against_reference(gpu, x, "nvfp4", axis="both", rht=True, rht_sign_mask=mask)
+        check_against_reference(gpu, x, "nvfp4", axis="both", rht=True, amax=np.array([3.0], np.float32),
+                                scale_layout="swizzled")
+    finally:
+        _plan.clear_plans()
+
+
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
 def test_nvfp4_small_one_launch(gpu, dtype):
     """Plain rowwise NVFP4 with a computed amax up to fp4kit._plan.SMALL_FUSED_MAX elements runs
