@@ -32,10 +32,13 @@ using namespace fp4kit;
 // everywhere (more lines in L2 competing with the half-written columnwise sectors); at the start of
 // the kernel, or with 32-bit index arithmetic, the prefetch made ptxas spill at 32 registers.
 template <int FMT, int DT>
-__device__ __forceinline__ void prefetch_tile_l2(const void* x, i64 M, i64 K, i64 tile_idx, const u8* col_data) {
+__device__ __forceinline__ void prefetch_tile_l2(const void* x, i64 M, i64 K, const u8* col_data) {
     if constexpr (Fmt<FMT>::packed) return;
     if (ColStage<FMT>::needed(col_data, M)) return;
     if (threadIdx.x >= QT_M) return;
+    i64 tq0, kt0;
+    grid_tile(M, tq0, kt0);
+    const i64 tile_idx = tq0 * ((K + QT_K - 1) / QT_K) + kt0;
     u32 nsm;
     asm("mov.u32 %0, %%nsmid;" : "=r"(nsm));
     const i64 tiles_k = (K + QT_K - 1) / QT_K;
@@ -67,10 +70,12 @@ __device__ __forceinline__ void prefetch_tile_l2(const void* x, i64 M, i64 K, i6
     quantize_f##F##_d##D##SUFFIX(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales,           \
                                  u8* col_data, u8* col_scales, const float* amax_row,                  \
                                  const float* amax_col, int flags, u64 seed, u32 rht_mask) {          \
-        quantize_tile<F, D, EXT, QFLAG_EXT_ALL, FP4KIT_TILE_STASH(F, EXT)>(                            \
+        i64 tq, kt;                                                                                   \
+        if (!grid_tile(M, tq, kt)) return;                                                            \
+        quantize_tile_rc<F, D, EXT, QFLAG_EXT_ALL, FP4KIT_TILE_STASH(F, EXT)>(                         \
             x, M, K, row_data, row_scales, col_data, col_scales, amax_row, amax_col, flags, seed, rht_mask, \
-            (i64)blockIdx.x);                                                                         \
-        prefetch_tile_l2<F, D>(x, M, K, (i64)blockIdx.x, col_data);                                   \
+            tq, kt);                                                                                  \
+        prefetch_tile_l2<F, D>(x, M, K, col_data);                                                    \
     }
 
 // quantize_f<F>_d<D>_quad (plain MXFP8 "both" from 16-bit input, M and K multiples of 128; every
@@ -196,8 +201,10 @@ FP4KIT_QUANTIZE_ROWSAM_KERNEL(2, 4)
 extern "C" __global__ void __launch_bounds__(QT_THREADS)
 quantize_f5_d1_rht(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales, u8* col_data, u8* col_scales,
                    const float* amax_row, const float* amax_col, int flags, u64 seed, u32 rht_mask) {
-    quantize_tile<5, 1, true, QFLAG_RHT>(x, M, K, row_data, row_scales, col_data, col_scales, amax_row, amax_col,
-                                         flags, seed, rht_mask, (i64)blockIdx.x);
+    i64 tq, kt;
+    if (!grid_tile(M, tq, kt)) return;
+    quantize_tile_rc<5, 1, true, QFLAG_RHT>(x, M, K, row_data, row_scales, col_data, col_scales, amax_row, amax_col,
+                                            flags, seed, rht_mask, tq, kt);
 }
 
 // quantize_f<F>_d<D>_sr / _rowssr: stochastic rounding (the FP4 formats) and no other extended
@@ -208,9 +215,10 @@ quantize_f5_d1_rht(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales, u8
     quantize_f##F##_d##D##_sr(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales, u8* col_data, \
                               u8* col_scales, const float* amax_row, const float* amax_col, int flags, \
                               u64 seed, u32 rht_mask) {                                               \
-        quantize_tile<F, D, true, QFLAG_STOCHASTIC>(x, M, K, row_data, row_scales, col_data, col_scales, \
-                                                    amax_row, amax_col, flags, seed, rht_mask,         \
-                                                    (i64)blockIdx.x);                                  \
+        i64 tq, kt;                                                                                   \
+        if (!grid_tile(M, tq, kt)) return;                                                            \
+        quantize_tile_rc<F, D, true, QFLAG_STOCHASTIC>(x, M, K, row_data, row_scales, col_data, col_scales, \
+                                                       amax_row, amax_col, flags, seed, rht_mask, tq, kt); \
     }                                                                                                 \
     extern "C" __global__ void FP4KIT_LB_ANY                                                          \
     quantize_f##F##_d##D##_rowssr(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales,          \

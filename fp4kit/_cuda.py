@@ -145,7 +145,8 @@ def run_plan(plan, x, amax=None, seed: int = 0) -> list:
                     args.append(np.uint64(seed))
                 else:
                     args.append(_NP_SCALARS[k](arg.value))
-            _fn(step.module, step.kernel)((step.grid,), (step.block,), tuple(args))
+            grid = (step.grid,) if step.grid_y == step.grid_z == 1 else (step.grid, step.grid_y, step.grid_z)
+            _fn(step.module, step.kernel)(grid, (step.block,), tuple(args))
         else:                                       # ZeroFill
             bufs[step.slot].fill(0)
     return bufs

@@ -74,13 +74,15 @@ class Arg(NamedTuple):
 
 
 class Launch(NamedTuple):
-    """Step: launch extern "C" `kernel` of cuda_src/<module>.cu, grid (grid, 1, 1), block (block, 1, 1)."""
+    """Step: launch extern "C" `kernel` of cuda_src/<module>.cu, grid (grid, grid_y, grid_z), block (block, 1, 1)."""
 
     module: str
     kernel: str
     grid: int
     block: int
     args: tuple         # of Arg, in the kernel's parameter order
+    grid_y: int = 1
+    grid_z: int = 1
 
 
 class ZeroFill(NamedTuple):
@@ -158,8 +160,10 @@ class _Builder:
         self.steps.append(Buffer(slot, tuple(int(s) for s in shape), dtype, init, src, start))
         return slot
 
-    def launch(self, module: str, kernel: str, grid: int, args: tuple, block: int = THREADS) -> None:
-        self.steps.append(Launch(module, kernel, int(grid), int(block), tuple(args)))
+    def launch(self, module: str, kernel: str, grid, args: tuple, block: int = THREADS) -> None:
+        """grid: the CTA count, or (x, y, z)."""
+        gx, gy, gz = (grid, 1, 1) if isinstance(grid, int) else grid
+        self.steps.append(Launch(module, kernel, int(gx), int(block), tuple(args), int(gy), int(gz)))
 
     def zero_fill(self, slot: int) -> None:
         self.steps.append(ZeroFill(slot))
@@ -288,6 +292,14 @@ def small_fused_grid(nblocks: int) -> int:
 # instead of by every CTA (806 of the 6642 warp instructions of a CTA, NVFP4 'both', H100 ncu).
 ENC_TAB = 129
 ENC_TABS_MIN_TILES = 4096
+
+
+def tile_grid(M: int, K: int) -> tuple[int, int, int]:
+    """(x, y, z) grid of the single-tensor 64 x 64 tile kernels (quantize_tile.cuh grid_tile): x the
+    tiles along K, y * z >= the tiles along M with y <= 65535 (grid y's limit); tile row z * y + y."""
+    tm, tk = -(-M // QT_M), -(-K // QT_K)
+    gz = -(-tm // 65535)
+    return tk, -(-tm // gz), gz
 
 
 def enc_tables(opts, tiles: int) -> bool:
@@ -535,7 +547,7 @@ def build_quantize_plan(M: int, K: int, input_dtype: str, opts, amax_size: int |
                 # one CTA of 4 x 256 threads per 128 x 128 square; its scale blocks leave whole
                 # (quantize.cu _quad)
                 suffix, tiles, block = "_quad", (M // 128) * (K // 128), 4 * THREADS
-            b.launch("quantize", name + suffix, tiles,
+            b.launch("quantize", name + suffix, tiles if suffix == "_quad" else tile_grid(M, K),
                      (_X, _i64(M), _i64(K), _ptr(rd), _ptr(rs), _ptr(cd), _ptr(cs), _ptr(ra), _ptr(ca),
                       _i32(flags), _SEED, _u32(opts.rht_sign_mask)), block)
         if staged:   # one launch for both operands, one CTA per 128 x 64 compact tile (swizzle.cu)

@@ -149,8 +149,8 @@ class _Prepared:
                         statics[i] = a.value & _SCALAR_MASK[a.kind]
                 fn = _function_handle(step.module, step.kernel)
                 # (launch number, CUfunction, grid, block, dynamic slots)
-                program.append((_OP_LAUNCH, len(self.launches), fn, step.grid, step.block, tuple(dyn)))
-                self.launches.append((fn, step.grid, step.block, tuple(statics), tuple(dyn)))
+                program.append((_OP_LAUNCH, len(self.launches), fn, (step.grid, step.grid_y, step.grid_z), step.block, tuple(dyn)))
+                self.launches.append((fn, (step.grid, step.grid_y, step.grid_z), step.block, tuple(statics), tuple(dyn)))
             else:                                           # ZeroFill
                 program.append((_OP_ZERO_FILL, step.slot, None, None, None, None))
         self.program = tuple(program)
@@ -200,12 +200,12 @@ def run(plan, x, amax, seed: int, device: int, x_ptr: int | None = None) -> list
     bufs: list = [None] * plan.n_buffers
     vals = [x.data_ptr() if x_ptr is None else x_ptr, seed] + bufs
     for op, slot, a, b, c, d in prep.program:
-        if op == _OP_LAUNCH:                            # slot: launch number; a, b, c, d: fn, grid, block, dyn
+        if op == _OP_LAUNCH:                            # slot: launch number; a, b, c, d: fn, (gx, gy, gz), block, dyn
             values = packs[slot]
             v = values[0]
             for i, j in d:
                 v[i] = vals[j]
-            prep.launch(a, b, 1, 1, c, 1, 1, 0, stream, values[2], 0)
+            prep.launch(a, b[0], b[1], b[2], c, 1, 1, 0, stream, values[2], 0)
             continue
         if op == _OP_EMPTY:                             # a, b: shape, dtype; c: not empty; d: uint8
             t = empty(*a, dtype=b, device=where)        # sizes as arguments: ~2 us less than a tuple

@@ -27,9 +27,10 @@ N = 8192
 GK, GM = 7168, 65536
 
 
-def _single(fmt, M=N, **kw):
+def _single(fmt, M=N, dtype="bfloat16", **kw):
     def make():
-        nxt = rotating(lambda i: (torch.randn(M, N, device="cuda") * (1 + i)).to(torch.bfloat16), M * N * 2)
+        dt = getattr(torch, dtype)
+        nxt = rotating(lambda i: (torch.randn(M, N, device="cuda") * (1 + i)).to(dt), M * N * dt.itemsize)
         return lambda: fp4kit.quantize(nxt(), fmt, **kw)
     return make
 
@@ -69,6 +70,9 @@ OPS = {
     "nvfp4-row": _single("nvfp4", axis="rowwise"),
     "nvfp4-both": _single("nvfp4", axis="both"),
     "nvfp4-both-swz": _single("nvfp4", axis="both", scale_layout="swizzled"),
+    "nvfp4-both-f16": _single("nvfp4", axis="both", dtype="float16"),
+    "nvfp4-both-f32": _single("nvfp4", axis="both", dtype="float32"),
+    "mxfp4-both-f16": _single("mxfp4_e2m1", axis="both", dtype="float16"),
     "nvfp4-rht": _single("nvfp4", axis="both", rht=True, scale_layout="swizzled"),
     "nvfp4-sr": _single("nvfp4", axis="both", rounding="stochastic", seed=7),
     "nvfp4-sr-row": _single("nvfp4", axis="rowwise", rounding="stochastic", seed=7),

@@ -201,9 +201,10 @@ def test_nvfp4_both_rht_one_amax_pass():
     assert p.launches() == [
         # 16 row groups x 512 columns, 2 columns per thread: 4096 items -> 16 CTAs (4 per SM at most)
         Launch("amax", "amax_plain_rht_bf16", 16, 256, (X, i64(256), i64(512), u32(0x1234), buf(5), buf(6))),
-        Launch("quantize", "quantize_f5_d1_rht", 32, 256,
+        # (tiles along K, tiles along M): the 2-D grid of the single-tensor tile kernels
+        Launch("quantize", "quantize_f5_d1_rht", 8, 256,
                (X, i64(256), i64(512), buf(0), buf(1), buf(2), buf(3), buf(5), buf(6), i32(1 | 2 | 4 | 128 | 256),
-                SEED, u32(0x1234))),
+                SEED, u32(0x1234)), 4),
         # (256, 32) and (512, 16) scale matrices need no padding
     ]
     assert p.outputs == (OperandSlots(0, 1, 5), OperandSlots(2, 3, 6))
@@ -242,6 +243,17 @@ def test_nvfp4_both_given_amax_and_plain_copy():
     assert p.outputs == (OperandSlots(0, 1, 4), OperandSlots(2, 3, 5))
 
 
+def test_tile_kernel_grid():
+    # one CTA per 64 x 64 tile on a (tiles along K, tiles along M) grid; past 65535 tile rows, 1-D
+    assert _plan.tile_grid(8192, 8192) == (128, 128, 1)
+    assert _plan.tile_grid(1, 1) == (1, 1, 1)
+    assert _plan.tile_grid(65535 * 64, 100) == (2, 65535, 1)
+    assert _plan.tile_grid(65535 * 64 + 1, 100) == (2, 32768, 2)     # one CTA row past the last tile row
+    assert _plan.tile_grid(3 * 65535 * 64, 64) == (1, 65535, 3)
+    p = plan_of((65535 * 64 + 1, 64), "bfloat16", "mxfp8_e4m3", axis="both")
+    assert [(s.kernel, s.grid, s.grid_y, s.grid_z) for s in p.launches()] == [("quantize_f0_d1_plain", 1, 32768, 2)]
+
+
 def test_nvfp4_tile_kernel_precomputed_tables():
     # 8192^2 'both' (16384 tiles): the multiplier tables from one launch after the amax, written into a
     # fresh buffer whose two halves the tile kernel takes in place of the amaxes (QFLAG_ENC_TABS)
@@ -252,9 +264,9 @@ def test_nvfp4_tile_kernel_precomputed_tables():
                         Buffer(8, (129,), "float32", VIEW, 6, 129)]
     assert p.launches()[1:] == [
         Launch("quantize", "nvfp4_enc_tables", 1, 256, (buf(4), buf(5), buf(6))),
-        Launch("quantize", "quantize_f5_d1_plain", 16384, 256,
+        Launch("quantize", "quantize_f5_d1_plain", 128, 256,
                (X, i64(8192), i64(8192), buf(0), buf(1), buf(2), buf(3), buf(7), buf(8),
-                i32(1 | 2 | 256 | 2048), SEED, u32(0xD7E8))),
+                i32(1 | 2 | 256 | 2048), SEED, u32(0xD7E8)), 128),
     ]
     assert p.outputs == (OperandSlots(0, 1, 4), OperandSlots(2, 3, 5))   # the amaxes stay the results
     # a given amax, one operand (tile_2d rowwise: the tile kernel), the RHT and SR kernels
@@ -312,7 +324,7 @@ def test_rowwise_ext_and_tile_2d_kernels():
     assert [s.kernel for s in p.launches()][-1] == "quantize_f5_d0"
     p = plan_of((130, 200), "bfloat16", "nvfp4", tile_2d=True)      # rowwise, but 2-D tiles: tile kernel
     assert [s.kernel for s in p.launches()] == ["amax_global_d1", "quantize_f5_d1"]
-    assert p.launches()[1].grid == 3 * 4
+    assert (p.launches()[1].grid, p.launches()[1].grid_y) == (4, 3)   # (tiles along K, tiles along M)
     assert p.launches()[1].args[5:8] == (NULL, NULL, buf(2))
     p = plan_of((3, 34), "float32", "mxfp6_e2m3")                  # K*4 = 136: no vector loads
     assert p.launches()[0].args[6] == i32(1)
@@ -454,7 +466,7 @@ def test_cupy_executor_issues_the_plan(monkeypatch, poison):
         ("zeros", (1,), "float32"),                              # columnwise: its own RHT amax
         ("launch", "amax_plain_rht_bf16", (16,), (256,),
          ("x", ("int64", 256), ("int64", 512), ("uint32", 0xD7E8), ("uint64", 0), "b6")),
-        ("launch", "quantize_f5_d1_rht", (32,), (256,),
+        ("launch", "quantize_f5_d1_rht", (8, 4, 1), (256,),
          ("x", ("int64", 256), ("int64", 512), "b1", "b2", "b3", "b4", "b5", "b6", ("int32", 1 | 2 | 128 | 256),
           ("uint64", 0), ("uint32", 0xD7E8))),
     ]
@@ -530,7 +542,7 @@ def _fake_torch(monkeypatch, plan):
 
     def launch(f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
         step = launches[f]
-        assert (gy, gz, by, bz, smem, extra) == (1, 1, 1, 1, 0, 0)
+        assert (gy, gz, by, bz, smem, extra) == (step.grid_y, step.grid_z, 1, 1, 0, 0)
         ptrs = (ctypes.c_void_p * len(step.args)).from_address(params)
         values = tuple(_CTYPES.get(a.kind, ctypes.c_uint64).from_address(p).value for p, a in zip(ptrs, step.args))
         calls.append((step.kernel, gx, bx, stream, values))
@@ -1259,7 +1271,7 @@ def test_quad_tile_kernel_only_where_measured_faster():
     input with M and K multiples of 128, either scale layout; the 64 x 64 kernel everywhere else
     (columnwise alone, MXFP6, float32 input, other shapes, the extended options)."""
     def kernels(shape, dtype, fmt, **kw):
-        return [(s.kernel, s.grid, s.block) for s in plan_of(shape, dtype, fmt, **kw).launches()
+        return [(s.kernel, s.grid * s.grid_y * s.grid_z, s.block) for s in plan_of(shape, dtype, fmt, **kw).launches()
                 if s.module == "quantize"]
 
     for fmt, f in (("mxfp8_e4m3", 0), ("mxfp8_e5m2", 1)):

@@ -243,7 +243,7 @@ __device__ __forceinline__ u32 block_scale(float bamax, bool floor_rule, const f
 // enc_tab (NVFP4, one amax for the operand): the 128-entry multiplier table, or null.
 // r0 (grouped rows of one K): row gm is row gm - r0 of the member whose scales start at row_scales,
 // which also numbers its stochastic-rounding counter; codes and per-row amax stay indexed by gm.
-template <int FMT, class SV>
+template <int FMT, bool TAB = false, class SV>
 __device__ __forceinline__ void row_segment(SV v, i64 M, i64 K, i64 gm, i64 gk, int s, u8* row_data,
                                             u8* row_scales, const float* amax_row, int flags, u64 seed,
                                             float tile_amax, float s_enc, float s_dec, const float* enc_tab = nullptr,
@@ -258,7 +258,7 @@ __device__ __forceinline__ void row_segment(SV v, i64 M, i64 K, i64 gm, i64 gk, 
         if constexpr (F::mx) {
             sc = block_scale<FMT>(bamax, flags & QFLAG_RULE_FLOOR, amax_row, 0, mul);
         } else {
-            if (enc_tab != nullptr && !(flags & QFLAG_ROW_SCALED)) {
+            if (TAB || (enc_tab != nullptr && !(flags & QFLAG_ROW_SCALED))) {   // TAB: enc_tab is never null
                 sc = nvfp4_scale_code(bamax, enc_tab[NV_TAB]);
                 mul = enc_tab[sc];
             } else {
@@ -710,9 +710,9 @@ __device__ __forceinline__ const u32* quantize_tile_rc(const void* x, i64 M, i64
             row_segment<FMT>(pk, M, K, gm, gk, s, row_data, row_scales, amax_row, flags, seed, -1.0f, s_enc, s_dec,
                              nullptr, 0, stash);
         } else {
-            row_segment<FMT>(v, M, K, gm, gk, s, row_data, row_scales, amax_row, flags, seed,
-                             tile2d ? tile_am[hi >> 4][s] : -1.0f, s_enc, s_dec, use_tab ? enc_tab[0] : nullptr, 0,
-                             stash);
+            row_segment<FMT, !EXT>(v, M, K, gm, gk, s, row_data, row_scales, amax_row, flags, seed,
+                                   tile2d ? tile_am[hi >> 4][s] : -1.0f, s_enc, s_dec, use_tab ? enc_tab[0] : nullptr,
+                                   0, stash);
         }
     }
 
@@ -848,6 +848,17 @@ __device__ __forceinline__ i64 sm_count() {
     u32 nsm;
     asm("mov.u32 %0, %%nsmid;" : "=r"(nsm));
     return (i64)nsm;
+}
+
+// The tile of this CTA in a single-tensor launch: grid (tiles along K, gy, gz) with gy * gz >= the
+// tiles along M (gy <= 65535, grid y's limit; fp4kit._plan.tile_grid), tile row blockIdx.z * gy +
+// blockIdx.y. False for a CTA past the last tile row (gy * gz > tiles: the whole CTA returns). The
+// 3-D grid spares the 64-bit division of a 1-D index (~35 uniform instructions of a ~640-instruction
+// warp of the NVFP4 'both' tile kernel, ncu source counters).
+__device__ __forceinline__ bool grid_tile(i64 M, i64& tq, i64& kt) {
+    tq = (i64)blockIdx.z * gridDim.y + blockIdx.y;
+    kt = blockIdx.x;
+    return tq * QT_M < M;
 }
 
 template <int FMT, int DT, bool EXT = true, int XM = QFLAG_EXT_ALL, int STASH = 0>
