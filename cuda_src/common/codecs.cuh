@@ -409,18 +409,21 @@ __device__ __forceinline__ u32 e8m0_rceil_code_select(float v) {
     return a > FP4KIT_INF_BITS ? 255u : min(e, 254u);
 }
 
+// SEL: the select form (the file's FP4KIT_E8M0_SELECT unless a kernel asks otherwise: grouped.cu's
+// 1024-thread square kernel takes selects without spilling, its 256-thread tile kernels do not).
+template <bool SEL = FP4KIT_E8M0_SELECT>
 __device__ __forceinline__ u32 e8m0_rceil_code(float v) {
 #if FP4KIT_NATIVE_CVT
     return native_ue8m0_rp(v);
-#elif FP4KIT_E8M0_SELECT
-    return e8m0_rceil_code_select(v);
 #else
-    return e8m0_rceil_code_branchy(v);
+    if constexpr (SEL) return e8m0_rceil_code_select(v);
+    else return e8m0_rceil_code_branchy(v);
 #endif
 }
 
+template <bool SEL = FP4KIT_E8M0_SELECT>
 __device__ __forceinline__ u32 e8m0_rceil(float amax, u32 recip_bits) {
-    return e8m0_rceil_code(mul_rn(amax, u2f(recip_bits)));
+    return e8m0_rceil_code<SEL>(mul_rn(amax, u2f(recip_bits)));
 }
 
 // The floor rule stays integer code on every target: cvt.rz.satfinite.ue8m0x2 of amax would only give
@@ -436,15 +439,16 @@ __device__ __forceinline__ u32 e8m0_floor(float amax, int emax_elem) {
 }
 
 // 2^(127 - E) built from bits (E = 254 -> 2^-127, subnormal). E = 255 -> NaN.
+template <bool SEL = FP4KIT_E8M0_SELECT>
 __device__ __forceinline__ float e8m0_inv_scale(u32 E) {
-#if FP4KIT_E8M0_SELECT   // selects (see e8m0_rceil_code)
-    const u32 hi = E == 255u ? 0x7FC00000u : 0x00400000u;
-    return u2f(E >= 254u ? hi : (254u - E) << 23);
-#else
-    if (E == 255u) return u2f(0x7FC00000u);
-    if (E == 254u) return u2f(0x00400000u);
-    return u2f((254u - E) << 23);
-#endif
+    if constexpr (SEL) {   // selects (see e8m0_rceil_code)
+        const u32 hi = E == 255u ? 0x7FC00000u : 0x00400000u;
+        return u2f(E >= 254u ? hi : (254u - E) << 23);
+    } else {
+        if (E == 255u) return u2f(0x7FC00000u);
+        if (E == 254u) return u2f(0x00400000u);
+        return u2f((254u - E) << 23);
+    }
 }
 
 // 2^(E - 127) built from bits (E = 0 -> 2^-127, subnormal). E = 255 -> NaN.
@@ -467,10 +471,10 @@ __device__ __forceinline__ u32 e8m0_rceil_reference(float v) {
     return lo;
 }
 
-template <int FMT>
+template <int FMT, bool SEL = FP4KIT_E8M0_SELECT>
 __device__ __forceinline__ u32 mx_scale_code(float amax, bool floor_rule) {
     typedef Fmt<FMT> F;
-    return floor_rule ? e8m0_floor(amax, F::E::emax) : e8m0_rceil(amax, F::recip_bits);
+    return floor_rule ? e8m0_floor(amax, F::E::emax) : e8m0_rceil<SEL>(amax, F::recip_bits);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -223,12 +223,12 @@ __device__ __forceinline__ void encode_seg(const Bf16Seg& v, float mul, bool, u6
 
 // Scale code and element multiplier of one block with amax `bamax`.
 // NVFP4: A is the (global or per-row) amax of the operand.
-template <int FMT>
+template <int FMT, bool SEL = FP4KIT_E8M0_SELECT>
 __device__ __forceinline__ u32 block_scale(float bamax, bool floor_rule, const float* amax_ptr, i64 amax_idx,
                                            float& mul) {
     if constexpr (Fmt<FMT>::mx) {
-        const u32 sc = mx_scale_code<FMT>(bamax, floor_rule);
-        mul = e8m0_inv_scale(sc);
+        const u32 sc = mx_scale_code<FMT, SEL>(bamax, floor_rule);
+        mul = e8m0_inv_scale<SEL>(sc);
         return sc;
     } else {
         float s_enc, s_dec;
@@ -243,7 +243,7 @@ __device__ __forceinline__ u32 block_scale(float bamax, bool floor_rule, const f
 // enc_tab (NVFP4, one amax for the operand): the 128-entry multiplier table, or null.
 // r0 (grouped rows of one K): row gm is row gm - r0 of the member whose scales start at row_scales,
 // which also numbers its stochastic-rounding counter; codes and per-row amax stay indexed by gm.
-template <int FMT, bool TAB = false, class SV>
+template <int FMT, bool TAB = false, bool SEL = FP4KIT_E8M0_SELECT, class SV>
 __device__ __forceinline__ void row_segment(SV v, i64 M, i64 K, i64 gm, i64 gk, int s, u8* row_data,
                                             u8* row_scales, const float* amax_row, int flags, u64 seed,
                                             float tile_amax, float s_enc, float s_dec, const float* enc_tab = nullptr,
@@ -256,7 +256,7 @@ __device__ __forceinline__ void row_segment(SV v, i64 M, i64 K, i64 gm, i64 gk, 
         float mul;
         u32 sc;
         if constexpr (F::mx) {
-            sc = block_scale<FMT>(bamax, flags & QFLAG_RULE_FLOOR, amax_row, 0, mul);
+            sc = block_scale<FMT, SEL>(bamax, flags & QFLAG_RULE_FLOOR, amax_row, 0, mul);
         } else {
             if (TAB || (enc_tab != nullptr && !(flags & QFLAG_ROW_SCALED))) {   // TAB: enc_tab is never null
                 sc = nvfp4_scale_code(bamax, enc_tab[NV_TAB]);
@@ -397,11 +397,6 @@ struct RawTile {
     static constexpr int pitch_w = QT_K * (int)sizeof(T) / 4 + 4;     // words per row
     static constexpr int words = QT_M * pitch_w;
     static __device__ __forceinline__ int chunk_word(int r, int j) { return r * pitch_w + ((j ^ (ch * (r >> 4))) << 2); }
-    static __device__ __forceinline__ float get(const u32* t, int r, int c) {
-        const u32* row = t + chunk_word(r, c / epc);
-        if constexpr (sizeof(T) == 4) return u2f(row[c % epc]);
-        else return In<DT>::cvt(reinterpret_cast<const T*>(row)[c % epc]);
-    }
     // Column c, rows r0 .. r0 + 15 with r0 a multiple of 16: one row group, so one chunk swizzle, and
     // element (r0 + i, c) is col_seg(t, r0, c)[i * pitch_e]. One address for the 16 reads (constant
     // offsets); ptxas did not find that the swizzle is the same for the 16 rows (ncu source counters
@@ -658,6 +653,10 @@ __device__ __forceinline__ const u32* quantize_tile_rc(const void* x, i64 M, i64
     const int s = tid & 3;     // 16-element segment of that row
     const i64 gm = m0 + hi, gk = k0 + s * SEG;
     constexpr bool PK = PackedE2M1<FMT, DT, EXT>::on;   // MXFP4 from bfloat16: packed pairs
+    // E8M0 in select form: the file's choice, and always in the 128 x 128 square kernels (STASH >= 2:
+    // grouped.cu group_quantize4 takes selects without spilling; ncu source counters, grouped MXFP8
+    // 'both', even sizes: the branchy rceil and inverse scale were ~60 of ~730 instructions per warp)
+    constexpr bool SEL = FP4KIT_E8M0_SELECT || STASH >= 2;
     float v[SEG];
     Bf16Seg pk;   // PK: the rowwise segment
     {
@@ -707,10 +706,10 @@ __device__ __forceinline__ const u32* quantize_tile_rc(const void* x, i64 M, i64
                           : STASH >= 2 ? blk + swizzled_block_byte((int)(tq & 1) * QT_M + hi, (int)(kt & 1) * 2)
                                        : nullptr;
         if constexpr (PK) {
-            row_segment<FMT>(pk, M, K, gm, gk, s, row_data, row_scales, amax_row, flags, seed, -1.0f, s_enc, s_dec,
+            row_segment<FMT, false, SEL>(pk, M, K, gm, gk, s, row_data, row_scales, amax_row, flags, seed, -1.0f, s_enc, s_dec,
                              nullptr, 0, stash);
         } else {
-            row_segment<FMT, !EXT>(v, M, K, gm, gk, s, row_data, row_scales, amax_row, flags, seed,
+            row_segment<FMT, !EXT, SEL>(v, M, K, gm, gk, s, row_data, row_scales, amax_row, flags, seed,
                                    tile2d ? tile_am[hi >> 4][s] : -1.0f, s_enc, s_dec, use_tab ? enc_tab[0] : nullptr,
                                    0, stash);
         }
@@ -729,7 +728,7 @@ __device__ __forceinline__ const u32* quantize_tile_rc(const void* x, i64 M, i64
         const int c = (tid / G) & (QT_K - 1);
         const int sc_seg = (tid / (G * QT_K)) * G + (tid & (G - 1));
         const i64 gkc = k0 + c, gmc = m0 + sc_seg * SEG;
-        if constexpr (F::packed) {   // FP4: one address (FP8 / FP6 spill 8-16 bytes that way: per-row form)
+        {
             const typename RT::T* cs = RT::col_seg(tile, sc_seg * SEG, c);
             if constexpr (PK) {
                 u32 h[SEG];
@@ -740,9 +739,6 @@ __device__ __forceinline__ const u32* quantize_tile_rc(const void* x, i64 M, i64
 #pragma unroll
                 for (int i = 0; i < SEG; ++i) v[i] = In<DT>::cvt(cs[i * RT::pitch_e]);
             }
-        } else {
-#pragma unroll
-            for (int i = 0; i < SEG; ++i) v[i] = RT::get(tile, sc_seg * SEG + i, c);
         }
         if constexpr (STASH == 3) {
             if (ColStage<FMT>::enabled && stage) tile_sync<GRP>();   // the stage overwrites the tile
@@ -774,10 +770,10 @@ __device__ __forceinline__ const u32* quantize_tile_rc(const void* x, i64 M, i64
                     sc = nvfp4_scale_code(bamax, enc_tab[1][NV_TAB]);
                     mul = enc_tab[1][sc];
                 } else {
-                    sc = block_scale<FMT>(bamax, floor_rule, amax_col, gkc, mul);
+                    sc = block_scale<FMT, SEL>(bamax, floor_rule, amax_col, gkc, mul);
                 }
             } else {
-                sc = block_scale<FMT>(bamax, floor_rule, amax_col, 0, mul);
+                sc = block_scale<FMT, SEL>(bamax, floor_rule, amax_col, 0, mul);
             }
             u32 w[4];
             if constexpr (PK) encode_seg<FMT>(pk, mul, false, seed, 1u, 0, w);
