@@ -71,6 +71,23 @@ for fmt, f in fp4kit.FORMATS.items():
         fp4kit.group_dequantize(gr)
         fp4kit.group_quantize(xg, fmt, first_dims=cp.asarray(np.array(first, np.int64)), axis="rowwise", **kw).check()
         n += 4
+# NVFP4 tile kernels with the multiplier tables of one nvfp4_enc_tables launch (QFLAG_ENC_TABS; by
+# default from fp4kit._plan.ENC_TABS_MIN_TILES tiles on, here for every shape)
+from fp4kit import _plan  # noqa: E402
+
+_plan.ENC_TABS_MIN_TILES, _keep = 1, _plan.ENC_TABS_MIN_TILES
+_plan.clear_plans()
+for (M, K) in [(34, 96), (130, 66), (256, 384)]:
+    x = rng.standard_normal((M, K)).astype(np.float32)
+    for kw in (dict(axis="both"), dict(axis="both", scale_layout="swizzled"), dict(axis="columnwise"),
+               dict(axis="both", amax=cp.asarray(np.float32([2.0]))), dict(axis="rowwise", tile_2d=True),
+               dict(axis="both", rounding="stochastic", seed=5), dict(axis="both", rht=True)):
+        if kw.get("rht") and M % 16:
+            continue
+        fp4kit.quantize(bf16(x) if kw.get("rht") else cp.asarray(x), "nvfp4", **kw)
+        n += 1
+_plan.ENC_TABS_MIN_TILES = _keep
+_plan.clear_plans()
 # NVFP4 computed amax over many small members (amax chunks straddling member boundaries), bfloat16
 many = [int(v) * 2 for v in rng.integers(0, 20, 70)]     # even: FP4 columnwise packs M
 many[0] = many[-1] = 0

@@ -270,15 +270,15 @@ def test_nvfp4_tile_kernel_precomputed_tables():
     ]
     assert p.outputs == (OperandSlots(0, 1, 4), OperandSlots(2, 3, 5))   # the amaxes stay the results
     # a given amax, one operand (tile_2d rowwise: the tile kernel), the RHT and SR kernels
-    p = plan_of((4096, 4096), "float32", "nvfp4", tile_2d=True, amax_shape=(1,))
+    p = plan_of((8192, 4096), "float32", "nvfp4", tile_2d=True, amax_shape=(1,))
     assert [s.kernel for s in p.launches()] == ["nvfp4_enc_tables", "quantize_f5_d0"]
     assert p.launches()[0].args == (buf(2), NULL, buf(3))
     assert p.launches()[1].args[7:9] == (buf(4), NULL)
     for kw in ({"rht": True}, {"rounding": "stochastic"}):
-        assert "nvfp4_enc_tables" in [s.kernel for s in plan_of((4096, 4096), "bfloat16", "nvfp4", axis="both",
+        assert "nvfp4_enc_tables" in [s.kernel for s in plan_of((8192, 4096), "bfloat16", "nvfp4", axis="both",
                                                                 **kw).launches()]
     # below the threshold, row-scaled, the rows and the cols kernels: the tile kernel fills its own
-    for shape, kw in (((4096, 4032), {"axis": "both"}), ((8192, 8192), {"axis": "both", "row_scaled": True}),
+    for shape, kw in (((8192, 4032), {"axis": "both"}), ((8192, 8192), {"axis": "both", "row_scaled": True}),
                       ((8192, 8192), {}), ((8192, 8192), {"axis": "columnwise"})):
         assert "nvfp4_enc_tables" not in [s.kernel for s in plan_of(shape, "bfloat16", "nvfp4", **kw).launches()]
     assert not any(_plan.enc_tables(quantize_options((8192, 8192), "bfloat16", f, axis="both"), 1 << 20)
@@ -685,7 +685,7 @@ def test_planned_arguments_match_the_kernel_signatures():
         for kw in variants:
             for dtype in ("float32", "bfloat16"):
                 for align, shape in ((16, (32, 96)), (4, (32, 96)), (1, (32, 96)), (16, (128, 256)),
-                                     (16, (4096, 4096))):   # the last: NVFP4 enc tables (ENC_TABS_MIN_TILES)
+                                     (16, (8192, 4096))):   # the last: NVFP4 enc tables (ENC_TABS_MIN_TILES)
                     try:
                         p = plan_of(shape, dtype, fmt, align=align, **kw)
                     except (TypeError, ValueError):
