@@ -397,6 +397,11 @@ struct RawTile {
     static constexpr int pitch_w = QT_K * (int)sizeof(T) / 4 + 4;     // words per row
     static constexpr int words = QT_M * pitch_w;
     static __device__ __forceinline__ int chunk_word(int r, int j) { return r * pitch_w + ((j ^ (ch * (r >> 4))) << 2); }
+    static __device__ __forceinline__ float get(const u32* t, int r, int c) {
+        const u32* row = t + chunk_word(r, c / epc);
+        if constexpr (sizeof(T) == 4) return u2f(row[c % epc]);
+        else return In<DT>::cvt(reinterpret_cast<const T*>(row)[c % epc]);
+    }
     // Column c, rows r0 .. r0 + 15 with r0 a multiple of 16: one row group, so one chunk swizzle, and
     // element (r0 + i, c) is col_seg(t, r0, c)[i * pitch_e]. One address for the 16 reads (constant
     // offsets); ptxas did not find that the swizzle is the same for the 16 rows (ncu source counters
@@ -728,7 +733,11 @@ __device__ __forceinline__ const u32* quantize_tile_rc(const void* x, i64 M, i64
         const int c = (tid / G) & (QT_K - 1);
         const int sc_seg = (tid / (G * QT_K)) * G + (tid & (G - 1));
         const i64 gkc = k0 + c, gmc = m0 + sc_seg * SEG;
-        {
+        if constexpr (STASH == 2) {   // single-tensor squares: per-row addresses (one address measured
+            // 3 % slower at 65536 x 7168, H100: 672.6 -> 692.7 us, same run)
+#pragma unroll
+            for (int i = 0; i < SEG; ++i) v[i] = RT::get(tile, sc_seg * SEG + i, c);
+        } else {
             const typename RT::T* cs = RT::col_seg(tile, sc_seg * SEG, c);
             if constexpr (PK) {
                 u32 h[SEG];
