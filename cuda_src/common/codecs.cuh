@@ -123,6 +123,16 @@ __device__ __forceinline__ u32 e2m1_idx_bits(float s) {
 }
 constexpr u32 E2M1_IDX_OFFSET = 0x4AFFFFFCu;   // bits(M) - 4
 
+// The same for |s| < 7, s not NaN, without the saturation candidate: there min(g0, g1) <= M + 3 (for
+// 6 <= a < 7, g1 = fp32_RN(a / 2 + M) = M + 3 since a / 2 < 3.5, and g0 >= M + 4), so the third
+// candidate never wins. One FMNMX less per element (the NVFP4 tile kernels take it for blocks whose
+// block amax times the multiplier stays below 6.5 with no NaN element: quantize_tile.cuh).
+__device__ __forceinline__ u32 e2m1_idx_bits_below7(float s) {
+    constexpr float M = 8388608.0f;
+    const float a = fabsf(s);
+    return f2u(fminf(__fadd_rn(a, M - 2.0f), __fmaf_rn(a, 0.5f, M)));
+}
+
 // acc * 16 + code(y) + E2M1_IDX_OFFSET: y's code appended to a nibble accumulator filled from the
 // last element down; after n appends the accumulated offsets are E2M1_IDX_OFFSET * (16^n - 1) / 15
 // (mod 2^32), which the caller subtracts once. Multiply-adds only (IMAD, FMA pipe).
@@ -158,10 +168,12 @@ __device__ __forceinline__ u32 e2m1_signs8(const float* y) {
 // The E2M1 codes of y[0..7], code i in bits 4i .. 4i+3, for y whose NaNs have the sign bit clear
 // (as e2m1_append_product). Magnitudes: one multiply-add per element (acc * 16 + e2m1_idx_bits,
 // offsets subtracted once). Signs: e2m1_signs8 (instead of two more multiply-adds per element).
+// BELOW7: every y[i] is below 7 in magnitude and not NaN (e2m1_idx_bits_below7).
+template <bool BELOW7 = false>
 __device__ __forceinline__ u32 e2m1_pack8_product(const float* y) {
     u32 acc = 0u;
 #pragma unroll
-    for (int i = 7; i >= 0; --i) acc = acc * 16u + e2m1_idx_bits(y[i]);
+    for (int i = 7; i >= 0; --i) acc = acc * 16u + (BELOW7 ? e2m1_idx_bits_below7(y[i]) : e2m1_idx_bits(y[i]));
     acc -= E2M1_IDX_OFFSET * 0x11111111u;
     return acc | e2m1_signs8(y);
 }

@@ -65,6 +65,23 @@ __device__ __forceinline__ float seg_amax(const float* v) {
     return acc;
 }
 
+// The block amax for the NVFP4 plain tile kernels, with `below7` telling whether the segment may take
+// the E2M1 encode without its saturation candidate (e2m1_idx_bits_below7): the max of |v| with NaN
+// propagated (max.NaN.f32, same instruction count); a NaN segment (rare) recomputes the NaN-ignoring
+// amax and takes the full encode. The caller still has to check amax * mul < 6.5 (below7_ok).
+__device__ __forceinline__ float seg_amax_nan_aware(const float* v, bool& below7) {
+    float acc = 0.0f;
+#pragma unroll
+    for (int i = 0; i < SEG; ++i) asm("max.NaN.f32 %0, %0, %1;" : "+f"(acc) : "f"(fabsf(v[i])));
+    below7 = !is_nan(acc);
+    return below7 ? acc : seg_amax(v);
+}
+
+// Every element of a segment with block amax b (NaN ignored) encodes below 7 with multiplier mul:
+// |x| <= b gives |fp32_RN(x * mul)| <= fp32_RN(b * mul) (rounding is monotone) < 6.5. An inf element
+// makes b inf and the product inf or NaN, so false.
+__device__ __forceinline__ bool below7_ok(float b, float mul) { return mul_rn(b, mul) < 6.5f; }
+
 // MXFP4 from bfloat16 on packed pairs (codecs.cuh e2m1_pack8_bf16): a 16-element segment e0..e15 as
 // q[4 g + k] = (e_{8g+k}, e_{8g+k+4}), g < 2, k < 4, in place of its fp32 values. Where the tile
 // kernels take it: PackedE2M1 below.
@@ -161,9 +178,10 @@ __device__ __forceinline__ u32 nvfp4_scale_code(float b, float mult) {
 
 // Quantize one 16-element segment (values v, already in fp32) into packed code words w[0..3].
 // e0: linear index of v[0] within its operand (stochastic rounding only).
+// below7 (E2M1, nearest): every fp32_RN(v[i] * mul) is below 7 in magnitude and not NaN.
 template <int FMT>
 __device__ __forceinline__ void encode_seg(const float* v, float mul, bool stochastic, u64 seed, u32 stream,
-                                           i64 e0, u32* w) {
+                                           i64 e0, u32* w, bool below7 = false) {
     typedef Fmt<FMT> F;
     typedef typename F::E E;
     w[0] = w[1] = w[2] = w[3] = 0u;
@@ -192,12 +210,22 @@ __device__ __forceinline__ void encode_seg(const float* v, float mul, bool stoch
 #pragma unroll
         for (int i = 0; i < SEG; ++i) codes[i] = encode<E>(mul_rn(v[i], mul));
 #else
+        if (below7) {
 #pragma unroll
-        for (int q = 0; q < 2; ++q) {   // 8 codes per word
-            float y[8];
+            for (int q = 0; q < 2; ++q) {   // 8 codes per word
+                float y[8];
 #pragma unroll
-            for (int i = 0; i < 8; ++i) y[i] = mul_rn(v[8 * q + i], mul);
-            w[q] = e2m1_pack8_product(y);
+                for (int i = 0; i < 8; ++i) y[i] = mul_rn(v[8 * q + i], mul);
+                w[q] = e2m1_pack8_product<true>(y);
+            }
+        } else {
+#pragma unroll
+            for (int q = 0; q < 2; ++q) {
+                float y[8];
+#pragma unroll
+                for (int i = 0; i < 8; ++i) y[i] = mul_rn(v[8 * q + i], mul);
+                w[q] = e2m1_pack8_product(y);
+            }
         }
         return;
 #endif
@@ -213,7 +241,7 @@ __device__ __forceinline__ void encode_seg(const float* v, float mul, bool stoch
 
 // The packed segment (MXFP4, nearest rounding): codes of e0..e7 in w[0], e8..e15 in w[1].
 template <int FMT>
-__device__ __forceinline__ void encode_seg(const Bf16Seg& v, float mul, bool, u64, u32, i64, u32* w) {
+__device__ __forceinline__ void encode_seg(const Bf16Seg& v, float mul, bool, u64, u32, i64, u32* w, bool = false) {
     static_assert(FMT == FORMAT_MXFP4_E2M1, "MXFP4 only");
     const u32 s2 = bf2_scale(mul);
     w[0] = e2m1_pack8_bf16(v.q, s2);
@@ -249,7 +277,11 @@ __device__ __forceinline__ void row_segment(SV v, i64 M, i64 K, i64 gm, i64 gk, 
                                             float tile_amax, float s_enc, float s_dec, const float* enc_tab = nullptr,
                                             i64 r0 = 0, u8* stash = nullptr) {
     typedef Fmt<FMT> F;
-    float bamax = seg_amax(v);
+    constexpr bool B7 = !F::mx && TAB;   // NVFP4 plain tile kernels: the below-7 encode where it applies
+    bool below7 = false;
+    float bamax;
+    if constexpr (B7) bamax = seg_amax_nan_aware(v, below7);
+    else bamax = seg_amax(v);
     if constexpr (F::block == 32) bamax = fmaxf(bamax, __shfl_xor_sync(0xFFFFFFFFu, bamax, 1));
     if (tile_amax >= 0.0f) bamax = tile_amax;
     if (gm < M && gk < K) {
@@ -267,7 +299,8 @@ __device__ __forceinline__ void row_segment(SV v, i64 M, i64 K, i64 gm, i64 gk, 
             }
         }
         u32 w[4];
-        encode_seg<FMT>(v, mul, flags & QFLAG_STOCHASTIC, seed, 0u, (gm - r0) * K + gk, w);
+        if constexpr (B7) below7 = below7 && below7_ok(bamax, mul);
+        encode_seg<FMT>(v, mul, flags & QFLAG_STOCHASTIC, seed, 0u, (gm - r0) * K + gk, w, below7);
         const int n = (int)((K - gk) < SEG ? (K - gk) : SEG);
         if constexpr (F::packed) store_bytes(row_data + gm * (K / 2) + gk / 2, w, n / 2, SEG / 2);
         else store_bytes(row_data + gm * K + gk, w, n, SEG);
@@ -753,9 +786,12 @@ __device__ __forceinline__ const u32* quantize_tile_rc(const void* x, i64 M, i64
             if (ColStage<FMT>::enabled && stage) tile_sync<GRP>();   // the stage overwrites the tile
         }
         float bamax;
+        constexpr bool B7 = !F::mx && !EXT;   // NVFP4 plain: the below-7 encode where it applies (row_segment)
+        bool below7 = false;
         if constexpr (!F::mx) {
             if (rht) rht16_inplace(v, rht_mask);
-            bamax = seg_amax(v);
+            if constexpr (B7) bamax = seg_amax_nan_aware(v, below7);
+            else bamax = seg_amax(v);
             if (rht && tile2d) {   // 16x16 tiles of the transformed operand
                 tile_sync<GRP>();
                 seg_am[c][sc_seg] = bamax;
@@ -778,6 +814,7 @@ __device__ __forceinline__ const u32* quantize_tile_rc(const void* x, i64 M, i64
                 if (use_tab) {
                     sc = nvfp4_scale_code(bamax, enc_tab[1][NV_TAB]);
                     mul = enc_tab[1][sc];
+                    if constexpr (B7) below7 = below7 && below7_ok(bamax, mul);
                 } else {
                     sc = block_scale<FMT, SEL>(bamax, floor_rule, amax_col, gkc, mul);
                 }
@@ -786,7 +823,7 @@ __device__ __forceinline__ const u32* quantize_tile_rc(const void* x, i64 M, i64
             }
             u32 w[4];
             if constexpr (PK) encode_seg<FMT>(pk, mul, false, seed, 1u, 0, w);
-            else encode_seg<FMT>(v, mul, stochastic, seed, 1u, gkc * M + gmc, w);
+            else encode_seg<FMT>(v, mul, stochastic, seed, 1u, gkc * M + gmc, w, below7);
             const int n = (int)((M - gmc) < SEG ? (M - gmc) : SEG);
             if (ColStage<FMT>::enabled && stage) ColStage<FMT>::put(stage_buf, c, sc_seg, w);
             else if constexpr (F::packed) store_bytes(col_data + gkc * (M / 2) + gmc / 2, w, n / 2, SEG / 2);
