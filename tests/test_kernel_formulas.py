@@ -61,6 +61,12 @@ def e2m1_idx_bits(y: np.ndarray) -> np.ndarray:
     return m.view(np.uint32)
 
 
+def e2m1_idx_bits_below7(y: np.ndarray) -> np.ndarray:
+    """codecs.cuh e2m1_idx_bits_below7: the same two candidates without the saturation one."""
+    a = np.abs(_f32(y)).astype(np.float64)
+    return _fminf(_f32(a + (M - 2.0)), _f32(a * 0.5 + M)).view(np.uint32)
+
+
 def e2m1_codes_product(y: np.ndarray) -> np.ndarray:
     """e2m1_append_product's code: the sign bit straight from y's bits (no NaN guard)."""
     sign = y.view(np.uint32) >> np.uint32(31)
@@ -101,6 +107,22 @@ def test_e2m1_fma_form_equals_reference_encode():
     exp = numerics.encode(y, "e2m1")
     bad = np.flatnonzero(got != exp)
     assert bad.size == 0, [(hex(int(y.view(np.uint32)[i])), int(got[i]), int(exp[i])) for i in bad[:5]]
+
+
+def test_e2m1_below7_form_equals_full_form_below_7_only():
+    """The NVFP4 tile kernels drop the saturation candidate in blocks where every |y| < 7 and no y is
+    NaN (quantize_tile.cuh below7_ok): there the two-candidate minimum is the code; at 7 (a / 2 =
+    3.5 rounds to even, M + 4) and above it is not, so the bound matters."""
+    y = _test_values()
+    with np.errstate(invalid="ignore"):
+        ok = np.abs(y) < 7.0
+    yb = y[ok]
+    assert yb.size > 1 << 20
+    assert np.array_equal(e2m1_idx_bits_below7(yb), e2m1_idx_bits(yb))
+    assert np.array_equal((e2m1_idx_bits_below7(yb) - np.uint32(OFFSET)).astype(np.uint8) & 7,
+                          numerics.encode(yb, "e2m1") & 7)
+    edge = np.array([7.0, -7.0, 7.5, 100.0, np.inf], dtype=np.float32)
+    assert (e2m1_idx_bits_below7(edge) - np.uint32(OFFSET) > 7).all()
 
 
 def test_e2m1_product_form_needs_only_canonical_nan():
