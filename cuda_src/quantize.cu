@@ -37,12 +37,11 @@ __device__ __forceinline__ void prefetch_tile_l2(const void* x, i64 M, i64 K, co
     if (ColStage<FMT>::needed(col_data, M)) return;
     if (threadIdx.x >= QT_M) return;
     i64 tq0, kt0;
-    grid_tile(M, tq0, kt0);
-    const i64 tile_idx = tq0 * ((K + QT_K - 1) / QT_K) + kt0;
+    grid_tile(M, tq0, kt0);   // this CTA's tile (the caller returned for CTAs past the last tile row)
     u32 nsm;
     asm("mov.u32 %0, %%nsmid;" : "=r"(nsm));
     const i64 tiles_k = (K + QT_K - 1) / QT_K;
-    const i64 t = tile_idx + 8 * (i64)nsm;
+    const i64 t = tq0 * tiles_k + kt0 + 8 * (i64)nsm;   // the tile 8 x SMs later in row-major order
     const i64 tq = div_fast(t, tiles_k);
     const i64 gm = tq * QT_M + threadIdx.x;
     if (gm >= M) return;

@@ -292,6 +292,9 @@ def test_quantize_flag_bits_match_the_cuda_header():
     bits = {m.group(1): 1 << int(m.group(2)) for m in re.finditer(r"\b(QFLAG_[A-Z0-9_]+)\s*=\s*1 << (\d+)", text)}
     assert len(bits) >= 12
     assert bits == {k: v for k, v in vars(_plan).items() if k.startswith("QFLAG_")}
+    # the enc-table buffer's per-operand length: the CUDA table (NV_TAB entries and the block multiplier)
+    nv_tab = re.search(r"constexpr int NV_TAB = (\d+);", (cuda_src_dir() / "common" / "quantize_tile.cuh").read_text())
+    assert _plan.ENC_TAB == int(nv_tab.group(1)) + 1
 
 
 def test_nvfp4_row_scaled_stochastic():
