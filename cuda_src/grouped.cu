@@ -152,7 +152,8 @@ __host__ __device__ __forceinline__ i64 band_desc_offset(i64 n_band_rows, i64 n_
 }
 
 // bits: 1 packed, 2 swizzled, 4 row_scaled, 8 rht, 16 want_row, 32 want_col, 64 band descriptors,
-// 128 square bands: from band + band_desc_offset(n_band_rows, n_band_tiles) (the launcher passes
+// 256 (with 64) the descriptors' amax offsets count NV_TAB + 1 floats per member (BD_AROW / BD_ACOL
+// address group_stats' multiplier tables, QFLAG_ENC_TABS), 128 square bands: from band + band_desc_offset(n_band_rows, n_band_tiles) (the launcher passes
 // n_band_rows = n_band_tiles = 0 then: no member lookups are written), SQ_DESC int64 per
 // 128-row band j < n_band_sq of group_quantize4's square list (members' bands start at META_SQ):
 // {member's element offset, member's rows M, band within the member, member}; M = 0 past the last
@@ -311,7 +312,8 @@ group_meta(i64 G, const i64* first, const i64* last, int block, int bits, i64 ma
             // the member's descriptor fields, read once (the stores below may alias meta for the compiler)
             const longlong2 f0 = make_longlong2(meta[(i64)META_OFF * W + g], rows[g + 1] - rows[g]);
             const longlong2 f1 = make_longlong2(meta[(i64)META_SROW * W + g], meta[(i64)META_SCOL * W + g]);
-            const longlong2 f2 = make_longlong2(meta[(i64)META_AROW * W + g], meta[(i64)META_ACOL * W + g]);
+            const i64 as = (bits & 256) ? NV_TAB + 1 : 1;   // the amax pointers then address tables
+            const longlong2 f2 = make_longlong2(meta[(i64)META_AROW * W + g] * as, meta[(i64)META_ACOL * W + g] * as);
             for (i64 j = t0 + lane; j < t1; j += 32) {
                 band[n_band_rows + j] = g;
                 longlong2* dv = reinterpret_cast<longlong2*>(desc + j * BAND_DESC);
@@ -340,14 +342,58 @@ group_meta(i64 G, const i64* first, const i64* last, int block, int bits, i64 ma
 
 namespace fp4kit {
 
+// group_stats' multiplier tables: at most this many members (the per-CTA counts live in shared memory;
+// fp4kit/_cuda_grouped.py mirrors it), else the tile kernel builds them in every CTA.
+#define STATS_TABS_MAX_G 512
+
+// The end of group_stats' streaming pass with tables: the CTA adds the elements it covered of each
+// member (cnt_sh) to done[g], and the CTA whose addition completes a member's size builds that
+// member's table, tabs + g (NV_TAB + 1) (nvfp4_fill_table of its amax, which every CTA's atomicMax
+// has reached: each CTA's atomics come before its barrier, fence and counts, and the completing
+// thread reads the amax after its own fence, with an atomic at L2). Counting once per CTA at its
+// end keeps fences and returning atomics out of the streaming loop (one per member change there cost
+// 50 us at G = 64 on the H100: a CTA changes member at almost every chunk).
+__device__ __forceinline__ void stats_tables(i64 G, const i64* off, const i64* cnt_sh, u32* amax,
+                                             unsigned long long* done, float* tabs) {
+    __shared__ int n_done;
+    __shared__ i64 done_g[QT_THREADS];
+    __shared__ float done_a[QT_THREADS];
+    const int tid = threadIdx.x;
+    for (i64 base = 0; base < G; base += QT_THREADS) {
+        if (tid == 0) n_done = 0;
+        __syncthreads();   // every atomicMax of this CTA (thread 0) and every count is in; n_done reset
+        const i64 g = base + tid;
+        if (g < G && cnt_sh[g] > 0) {
+            __threadfence();   // this CTA's atomicMax (ordered by the barrier) before the count
+            const unsigned long long n = (unsigned long long)cnt_sh[g];
+            if ((i64)(atomicAdd(done + g, n) + n) == off[g + 1] - off[g]) {
+                __threadfence();
+                const int k = atomicAdd(&n_done, 1);
+                done_g[k] = g;
+                done_a[k] = u2f(atomicOr(amax + g, 0u));   // final: read at L2 after the fence
+            }
+        }
+        __syncthreads();
+        for (int k = 0; k < n_done; k += 2) {   // two members per pass: threads 0-127, 128-255
+            const int kk = k + (tid >> 7);
+            if (kk < n_done) nvfp4_fill_table(tabs + done_g[kk] * (NV_TAB + 1), done_a[kk], (tid >> 7) << 7);
+        }
+        __syncthreads();   // n_done and the lists are reused by the next round
+    }
+}
+
 // Per-member statistics over the input (null outputs are skipped): mode bits 1 = plain amax (-> amax_row[g]; with bit 16 also
 // -> amax_col[g]),
 // 2 = per-row amax (amax_row[AROW[g] + m]) and per-column amax (amax_col[ACOL[g] + k]),
 // 4 = post-RHT columnwise amax (amax_col[g]), 8 = dbias column sums (dbias[g * K + k], float64).
+// With the plain amax only (mode 1 or 17) and tabs given (G <= STATS_TABS_MAX_G), also every
+// non-empty member's NVFP4 multiplier table (stats_tables; done: G zeroed counters), so that the
+// tile kernel copies it (QFLAG_ENC_TABS) instead of building it in every CTA.
 template <int DT>
 __device__ __forceinline__ void group_stats(const void* x, i64 G, const i64* meta, const i64* first,
                                             const i64* last, int mode, u32 rht_mask, u32* amax_row,
-                                            u32* amax_col, double* dbias, i64 dbias_K) {
+                                            u32* amax_col, double* dbias, i64 dbias_K, float* tabs,
+                                            unsigned long long* done) {
     __shared__ float tile[QT_M][QT_PITCH];
     __shared__ u32 red[QT_THREADS / 32];
     const i64* off = meta + (i64)META_OFF * (G + 1);
@@ -371,7 +417,11 @@ __device__ __forceinline__ void group_stats(const void* x, i64 G, const i64* met
         const i64 n = off[G];
         const i64 nch = (n + CH - 1) / CH;
         const bool vec_ok = (reinterpret_cast<u64>(x) & 15) == 0;
-        i64 cur = -1;
+        __shared__ i64 cnt_sh[STATS_TABS_MAX_G];   // tabs: elements of member g this CTA covered
+        if (G > STATS_TABS_MAX_G) tabs = nullptr;    // the launcher passes none then
+        if (tabs != nullptr)
+            for (i64 i = tid; i < G; i += QT_THREADS) cnt_sh[i] = 0;
+        i64 cur = -1, cnt = 0;   // cnt: elements of member cur since its last flush
         float acc = 0.0f;
         for (i64 c = blockIdx.x;; c += gridDim.x) {
             const i64 e0 = c * CH;
@@ -402,12 +452,17 @@ __device__ __forceinline__ void group_stats(const void* x, i64 G, const i64* met
                 g = glo == ghi ? glo : -3;
             }
             if (g != cur) {   // uniform across the CTA: flush the running max of `cur`
-                if (cur >= 0) cta_max_atomic(f2u(acc), red, amax_row, (mode & 16) ? amax_col : nullptr, cur);
+                if (cur >= 0) {
+                    if (tabs != nullptr && tid == 0) cnt_sh[cur] += cnt;   // before cta_max_atomic's barriers
+                    cta_max_atomic(f2u(acc), red, amax_row, (mode & 16) ? amax_col : nullptr, cur);
+                }
                 cur = g;
                 acc = 0.0f;
+                cnt = 0;
             }
             if (g == -2) break;
             if (g >= 0) {
+                cnt += (e0 + CH < n ? e0 + CH : n) - e0;
 #pragma unroll
                 for (int u = 0; u < U; ++u) {
                     float v[V];
@@ -431,10 +486,15 @@ __device__ __forceinline__ void group_stats(const void* x, i64 G, const i64* met
                                 if (e + i >= lo && e + i < hi) a = fmaxf(a, fabsf(v[i]));
                         }
                     }
+                    if (tabs != nullptr && tid == 0) {
+                        const i64 c0 = lo > e0 ? lo : e0, e1 = e0 + CH < n ? e0 + CH : n, c1 = hi < e1 ? hi : e1;
+                        if (c1 > c0) cnt_sh[m] += c1 - c0;
+                    }
                     cta_max_atomic(f2u(a), red, amax_row, (mode & 16) ? amax_col : nullptr, m);
                 }
             }
         }
+        if (tabs != nullptr) stats_tables(G, off, cnt_sh, amax_row != nullptr ? amax_row : amax_col, done, tabs);
         return;
     }
     for (i64 t = blockIdx.x; t < total; t += gridDim.x) {
@@ -827,8 +887,9 @@ __device__ __forceinline__ void group_dequantize(const u8* data, const u8* scale
 #define FP4KIT_GROUP_STATS(D)                                                                          \
     extern "C" __global__ void __launch_bounds__(QT_THREADS, 4)                                       \
     group_stats_d##D(const void* x, i64 G, const i64* meta, const i64* first, const i64* last, int mode, \
-                     u32 rht_mask, u32* amax_row, u32* amax_col, double* dbias, i64 dbias_K) {          \
-        group_stats<D>(x, G, meta, first, last, mode, rht_mask, amax_row, amax_col, dbias, dbias_K);  \
+                     u32 rht_mask, u32* amax_row, u32* amax_col, double* dbias, i64 dbias_K, float* tabs, \
+                     unsigned long long* done) {                                                        \
+        group_stats<D>(x, G, meta, first, last, mode, rht_mask, amax_row, amax_col, dbias, dbias_K, tabs, done); \
     }
 FP4KIT_GROUP_STATS(0)
 FP4KIT_GROUP_STATS(1)

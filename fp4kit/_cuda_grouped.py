@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._cuda import _DTYPE_IDS, _MAX_GRID, _NULL, _THREADS, _empty, _fn, _resident_per_sm, _sm_count
-from ._plan import needs_ext, quantize_flags, rows_blocks, rows_lw, rows_stack
+from ._plan import ENC_TAB, QFLAG_ENC_TABS, needs_ext, quantize_flags, rows_blocks, rows_lw, rows_stack
 from .formats import FORMATS
 
 __all__ = ["group_quantize", "group_dequantize"]
@@ -78,6 +78,11 @@ def _quantize_grid(f, ext, input_dtype, rows_only, one_k, G, n_el, Kshared, rows
     return _persistent_grid(tiles_bound, qfn)
 
 
+# grouped.cu STATS_TABS_MAX_G: group_stats builds the NVFP4 multiplier tables for at most this many
+# members (its per-CTA counts are in shared memory)
+STATS_TABS_MAX_G = 512
+
+
 def one_tile_per_cta(f, ext, rows_only, one_k, G, Kshared, rows_total) -> bool:
     """Whether the tile kernel's grid (_quantize_grid) has one CTA for every tile, so that
     group_quantize1 (one tile per CTA, no loop; MX and plain NVFP4) can run instead of group_quantize."""
@@ -109,13 +114,14 @@ def _band_desc_offset(n_rows: int, n_tiles: int) -> int:
     return (n_rows + n_tiles + 1) & ~1
 
 
-def _meta(G, fd, ld, f, opts, n_el, caps, rows_total, Kshared=None, descriptors=False, squares=False):
+def _meta(G, fd, ld, f, opts, n_el, caps, rows_total, Kshared=None, descriptors=False, squares=False, tables=False):
     """Launch group_meta. Returns (meta, err, band, n_band_rows, n_band_tiles): with one K (Kshared > 0
     and the caller's row count known) `band` memoises the member lookups of the quantize kernels
     (grouped.cu group_meta), with `descriptors` also holds the tile bands' descriptors (from
     _band_desc_offset, 8 int64 each: grouped.cu BandDesc); with `squares` it holds only a descriptor of
     every 128-row band of group_quantize4's squares (4 int64 each: grouped.cu SQ_DESC; n_band_rows =
-    n_band_tiles = 0, so group_meta writes no member lookups that kernel would not read); else it is None."""
+    n_band_tiles = 0, so group_meta writes no member lookups that kernel would not read); else it is None.
+    `tables` (with `descriptors`): the descriptors' amax offsets address per-member multiplier tables."""
     cp = _cp()
     meta = cp.empty(_NMETA * (G + 1), dtype=cp.int64)
     err = cp.empty(1, dtype=cp.int32)   # group_meta always writes it
@@ -131,7 +137,8 @@ def _meta(G, fd, ld, f, opts, n_el, caps, rows_total, Kshared=None, descriptors=
         n = _band_desc_offset(n_rows, n_tiles) + 8 * n_tiles if descriptors else n_rows + n_tiles
         band = cp.empty(n, dtype=cp.int64)
     bits = (int(f.packed) | int(opts.scale_layout == "swizzled") << 1 | int(opts.row_scaled) << 2 | int(opts.rht) << 3
-            | int(opts.want_rowwise) << 4 | int(opts.want_columnwise) << 5 | int(descriptors) << 6 | int(squares) << 7)
+            | int(opts.want_rowwise) << 4 | int(opts.want_columnwise) << 5 | int(descriptors) << 6 | int(squares) << 7
+            | int(tables and descriptors) << 8)
     _fn("grouped", "group_meta")((1,), (_META_THREADS,), (
         np.int64(G), fd, ld, np.int32(f.block), np.int32(bits), np.int64(n_el), np.int64(-1 if rows_total is None else rows_total),
         np.int64(caps["srow"]), np.int64(caps["scol"]), np.int64(caps["arow"]), np.int64(caps["acol"]), meta, err,
@@ -154,8 +161,14 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
     one = one_tile_per_cta(f, ext, rows_only, one_k, G, Kshared, rows_total)
     # MXFP8 "both", one K % 128, swizzled: 128 x 128 squares (group_quantize4)
     quad = quad_squares(f, ext, opts, input_dtype, rows_only, one_k, G, Kshared, rows_total)
+    # plain NVFP4 with computed amaxes in the one-tile kernel: the statistics pass also builds every
+    # member's multiplier table once its amax is final (grouped.cu cta_flush_member), and the tile
+    # kernel copies it (QFLAG_ENC_TABS) instead of building it in every CTA
+    # (`one` implies the plain recipe: no row_scaled / rht / tile_2d / stochastic rounding)
+    tabs_on = bool(one and f.is_nvfp4 and amax is None and not dbias and G <= STATS_TABS_MAX_G)
     meta, err, band, n_band_rows, n_band_tiles = _meta(G, fd, ld, f, opts, n_el, caps, rows_total, Kshared,
-                                                       descriptors=one and f.is_nvfp4, squares=quad)
+                                                       descriptors=one and f.is_nvfp4, squares=quad,
+                                                       tables=tabs_on)
     out = {"meta": meta, "err": err, "fd": fd, "ld": ld}
     nbytes = f.packed_len(n_el) if f.packed else n_el
     # the quantize kernel writes every byte of every member's scales, the swizzled padding too
@@ -179,7 +192,21 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
     # statistics pass: NVFP4 amaxes (unless supplied) and dbias, one read of the input
     mode = 0
     a_row = a_col = row_t = col_t = None
-    if f.is_nvfp4:
+    tabs = done = None
+    if tabs_on:
+        # one cleared buffer: rowwise amaxes, columnwise amaxes, then G uint64 counters (8-byte aligned)
+        na, nc = caps["arow"] if opts.want_rowwise else 0, caps["acol"] if opts.want_columnwise else 0
+        c0 = (na + nc + 1) & ~1
+        zbuf = cp.zeros((c0 + 2 * G,), np.float32)
+        if opts.want_rowwise:
+            a_row = row_t = zbuf[:na]
+            mode |= 1
+        if opts.want_columnwise:
+            a_col = col_t = zbuf[na:na + nc]
+            mode |= 1 | 16
+        done = zbuf[c0:].view(np.uint64)
+        tabs = _empty((G * ENC_TAB,), np.float32)
+    elif f.is_nvfp4:
         if opts.want_rowwise:
             if amax is not None:
                 a_row = amax.astype(cp.float32, copy=True)
@@ -207,8 +234,14 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
         sfn((_persistent_grid(_tiles_bound(n_el, G)),), (_THREADS,), (
             x, np.int64(G), meta, fd, ld, np.int32(mode), np.uint32(opts.rht_sign_mask),
             row_t if row_t is not None else _NULL, col_t if col_t is not None else _NULL,
-            dbias_buf if dbias_buf is not None else _NULL, np.int64(Kshared or 0)))
+            dbias_buf if dbias_buf is not None else _NULL, np.int64(Kshared or 0),
+            tabs if tabs is not None else _NULL, done if done is not None else _NULL))
     flags = quantize_flags(opts)
+    a_row_k, a_col_k = a_row, a_col   # what the tile kernel reads: the amaxes, or the tables
+    if tabs is not None:
+        flags |= QFLAG_ENC_TABS
+        a_row_k = tabs if opts.want_rowwise else None
+        a_col_k = tabs if opts.want_columnwise else None
     if quad:
         _fn("grouped", f"group_quantize4_f{f.format_id}_d{_DTYPE_IDS[input_dtype]}")(
             (max(1, _square_bands_bound(rows_total, G) * (Kshared // 128)),), (4 * _THREADS,), (
@@ -226,7 +259,7 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
         qfn((grid,), (_THREADS,), (
             x, np.int64(G), meta, fd, ld, out.get("row_data", _NULL), out.get("row_scales", _NULL),
             out.get("col_data", _NULL), out.get("col_scales", _NULL),
-            a_row if a_row is not None else _NULL, a_col if a_col is not None else _NULL,
+            a_row_k if a_row_k is not None else _NULL, a_col_k if a_col_k is not None else _NULL,
             np.int32(flags), np.uint64(opts.seed), np.uint32(opts.rht_sign_mask),
             band_arg, np.int64(Kshared or 0)))
     if f.is_nvfp4:

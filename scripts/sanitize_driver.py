@@ -95,6 +95,12 @@ xm = bf16(rng.standard_normal((sum(many), 64)).astype(np.float32))
 for axis in ("rowwise", "both"):
     fp4kit.group_quantize(xm, "nvfp4", first_dims=cp.asarray(np.array(many, np.int64)), axis=axis,
                           scale_layout="swizzled").check()
+# ... and members spread over many statistics CTAs (the CTA completing a member's count builds its
+# multiplier table, grouped.cu cta_flush_member), columnwise only too
+big = [3000, 0, 2000, 6]
+xb = bf16(rng.standard_normal((sum(big), 64)).astype(np.float32))
+for axis in ("both", "columnwise"):
+    fp4kit.group_quantize(xb, "nvfp4", first_dims=cp.asarray(np.array(big, np.int64)), axis=axis).check()
 # grouped MXFP8 "both" in 128 x 128 squares (group_quantize4: one K % 128, 16-bit input, swizzled):
 # partial squares, members off a 16-byte boundary (staged in the group's tile), host / device dims
 sq = [0, 1, 130, 0, 64, 256, 17, 0]

@@ -438,3 +438,130 @@ def test_quad_squares_graph_capture_and_bad_dims(cp, launched):
             g.check()
         for buf in (g.rowwise_data, g.columnwise_data, g.rowwise_scales, g.columnwise_scales):
             assert np.all(cp.asnumpy(buf) == 0xA5)
+
+
+@pytest.fixture
+def launch_args(monkeypatch):
+    """(name, args) of every grouped kernel launched (a spy on _cuda_grouped._fn's kernels)."""
+    from fp4kit import _cuda_grouped
+    calls = []
+    real = _cuda_grouped._fn
+
+    def spy(module, name):
+        fn = real(module, name)
+
+        def call(grid, block, args, **kw):
+            calls.append((name, args))
+            return fn(grid, block, args, **kw)
+        return call
+
+    monkeypatch.setattr(_cuda_grouped, "_fn", spy)
+    return calls
+
+
+def stats_tabs(calls):
+    """The tables buffer passed to the (last) group_stats launch (its second-to-last argument)."""
+    stats = [a for n, a in calls if n.startswith("group_stats")]
+    assert stats and not isinstance(stats[-1][-2], np.integer) and not isinstance(stats[-1][-1], np.integer)
+    return stats[-1][-2]
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
+def test_nvfp4_grouped_tables_from_stats(cp, dtype, launch_args):
+    """Plain NVFP4 with computed amaxes and one K: the statistics pass builds each member's multiplier
+    table once that member's amax is final (the CTA whose element count completes it) and the
+    one-tile kernel copies it (QFLAG_ENC_TABS, poisoned table buffer). Members much smaller than a
+    statistics chunk (several per chunk), members spread over many CTAs, empty members at front,
+    middle and end, G = 1, 3, 64, 257, a member of zeros (amax 0), members holding inf / NaN / huge
+    values; 'both' and columnwise, both layouts, host and device dims, and a CUDA graph replayed with
+    new device dims (the counters are cleared inside the graph)."""
+    import gc
+
+    import ml_dtypes
+    from fp4kit._plan import QFLAG_ENC_TABS
+    npdt = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16, "float32": np.float32}[dtype]
+    K = 128
+    cases = [(1, [300]), (3, [0, 5000, 0]), (64, _dims(64, 80, even=True)), (257, _dims(257, 81, even=True)),
+             (6, [2, 0, 2, 4000, 4, 18]), (5, [40, 64, 0, 70, 10])]    # even: FP4 columnwise packs M
+    for ci, (G, first) in enumerate(cases):
+        x = _x((sum(first), K), seed=90 + ci).astype(np.float32)
+        offs = np.cumsum([0] + first)
+        nz = [g for g in range(G) if first[g]]
+        if len(nz) >= 3:
+            x[offs[nz[0]]:offs[nz[0] + 1]] = 0.0                   # amax 0
+            x[offs[nz[1]] + first[nz[1]] // 2, 5] = np.inf         # amax inf
+            x[offs[nz[2]], 3] = np.nan                             # NaN ignored by the amax
+            x[offs[nz[-1]], 7] = 60000.0 if dtype == "float16" else 3e38
+        x = x.astype(npdt)
+        xd = _dev(cp, x)
+        for axis in ("both", "columnwise"):
+            for layout in ("compact", "swizzled"):
+                kw = dict(axis=axis, scale_layout=layout)
+                exp = fp4kit.reference.group_quantize(x, "nvfp4", first_dims=first, **kw)
+                del launch_args[:]
+                _check(fp4kit.group_quantize(xd, "nvfp4", first_dims=first, **kw), exp)
+                q = [a for n, a in launch_args if n.startswith("group_quantize1_f5")]
+                assert q and int(q[0][11]) & QFLAG_ENC_TABS, [n for n, _ in launch_args]
+                assert q[0][9] is stats_tabs(launch_args) or axis == "columnwise"
+                assert q[0][10] is stats_tabs(launch_args)
+                got = fp4kit.group_quantize(xd, "nvfp4", first_dims=_dev_dims(cp, first, xd), **kw)
+                got.check()
+                for g in range(G):
+                    _check(got[g], exp[g])
+    # more members than group_stats takes tables for: the tile kernel builds them per CTA
+    from fp4kit._cuda_grouped import STATS_TABS_MAX_G
+    first = _dims(STATS_TABS_MAX_G + 1, 82, even=True)
+    x = _x((sum(first), 64), seed=98).astype(npdt)
+    exp = fp4kit.reference.group_quantize(x, "nvfp4", first_dims=first, axis="both")
+    del launch_args[:]
+    _check(fp4kit.group_quantize(_dev(cp, x), "nvfp4", first_dims=first, axis="both"), exp)
+    q = [a for n, a in launch_args if n.startswith("group_quantize1_f5")]
+    assert q and not int(q[0][11]) & QFLAG_ENC_TABS
+    # CUDA graph: capture with device dims, change them on the device, replay (the amaxes and the
+    # counters are cleared inside the graph). bfloat16 comes as a torch tensor, so fp4kit queues on
+    # torch's current stream: captured with torch.cuda.graph; CuPy arrays with a CuPy stream.
+    x = _x((6000, K), seed=99).astype(npdt)
+    xd = _dev(cp, x)
+    kw = dict(axis="both", scale_layout="swizzled")
+    sizes = ([100, 0, 2000, 12], [0, 3000, 2, 2998], [6000, 0, 0, 0], [18, 18, 18, 18])
+    del launch_args[:]
+    if dtype == "bfloat16":
+        import torch
+        dims = torch.tensor(sizes[0], dtype=torch.int64, device="cuda")
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):                       # warm-up on the capture stream (compile, pools)
+            for _ in range(2):
+                fp4kit.group_quantize(xd, "nvfp4", first_dims=dims, **kw)
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        del launch_args[:]                                  # the spy's records hold the warm-up's buffers
+        gc.collect()                                        # ... back to the pool (for the capture)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=side):          # CuPy's pool keeps free blocks per stream
+            g = fp4kit.group_quantize(xd, "nvfp4", first_dims=dims, **kw)
+
+        def replay(new):
+            dims.copy_(torch.tensor(new, dtype=torch.int64))
+            graph.replay()
+            torch.cuda.synchronize()
+    else:
+        dims = cp.asarray(np.array(sizes[0], np.int64))
+        fp4kit.group_quantize(xd, "nvfp4", first_dims=dims, **kw)
+        del launch_args[:]
+        gc.collect()
+        stream = cp.cuda.Stream(non_blocking=True)
+        with stream:
+            stream.begin_capture()
+            g = fp4kit.group_quantize(xd, "nvfp4", first_dims=dims, **kw)
+            cgraph = stream.end_capture()
+
+        def replay(new):
+            dims.set(np.array(new, np.int64), stream=stream)
+            cgraph.launch(stream)
+            stream.synchronize()
+    for new in sizes:
+        replay(new)
+        exp = fp4kit.reference.group_quantize(x[:sum(new)], "nvfp4", first_dims=new, **kw)
+        for i in range(len(new)):
+            _check(g[i], exp[i])
