@@ -1291,3 +1291,19 @@ def test_quad_tile_kernel_only_where_measured_faster():
     assert kernels((384, 1280), "bfloat16", "mxfp4_e2m1", axis="both") == [("quantize_f4_d1_plain", 120, 256)]
     assert kernels((384, 1280), "bfloat16", "mxfp8_e4m3", axis="both", scale_rule="floor") == [
         ("quantize_f0_d1_quad", 30, 1024)]   # the floor rule is a plain-kernel flag
+
+
+def test_grouped_stats_tables_bound_matches_cuda():
+    """fp4kit._cuda_grouped.STATS_TABS_MAX_G (the launcher's bound on members for which group_stats
+    builds NVFP4 multiplier tables) equals grouped.cu's STATS_TABS_MAX_G (its shared-memory count
+    array), and group_meta's bit 256 (amax offsets in tables) is the one the launcher sets."""
+    from pathlib import Path
+
+    from fp4kit import _cuda_grouped
+    from fp4kit._loader import cuda_src_dir
+    text = (cuda_src_dir() / "grouped.cu").read_text()
+    m = re.search(r"#define STATS_TABS_MAX_G (\d+)", text)
+    assert m and int(m.group(1)) == _cuda_grouped.STATS_TABS_MAX_G
+    assert "(bits & 256) ? NV_TAB + 1 : 1" in text
+    src = (Path(_cuda_grouped.__file__)).read_text()
+    assert "int(tables and descriptors) << 8" in src
