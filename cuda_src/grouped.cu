@@ -419,8 +419,10 @@ __device__ __forceinline__ void group_stats(const void* x, i64 G, const i64* met
         const bool vec_ok = (reinterpret_cast<u64>(x) & 15) == 0;
         __shared__ i64 cnt_sh[STATS_TABS_MAX_G];   // tabs: elements of member g this CTA covered
         if (G > STATS_TABS_MAX_G) tabs = nullptr;    // the launcher passes none then
-        if (tabs != nullptr)
+        if (tabs != nullptr) {   // CTA-uniform
             for (i64 i = tid; i < G; i += QT_THREADS) cnt_sh[i] = 0;
+            __syncthreads();     // zeroed before thread 0 adds to any entry
+        }
         i64 cur = -1, cnt = 0;   // cnt: elements of member cur since its last flush
         float acc = 0.0f;
         for (i64 c = blockIdx.x;; c += gridDim.x) {

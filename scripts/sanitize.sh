@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run every kernel family (scripts/sanitize_driver.py) under compute-sanitizer's memcheck, racecheck,
-# initcheck and synccheck on the GPU machine; print a summary last. Exit non-zero on any error.
+# initcheck and synccheck on the GPU machine (SANITIZE_TOOLS="racecheck" for a subset); print a summary
+# last. Exit non-zero on any error.
 set -u
 cd "$(dirname "$0")/.."
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
@@ -10,7 +11,8 @@ CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2
 python3 -c "import fp4kit; fp4kit.warmup()"          # compile outside the sanitizer
 declare -A result
 rc_all=0
-for tool in memcheck racecheck initcheck synccheck; do
+tools=${SANITIZE_TOOLS:-memcheck racecheck initcheck synccheck}
+for tool in $tools; do
     log="$out/sanitize_$tool.log"
     extra=""
     [ "$tool" = memcheck ] && extra="--leak-check no"
@@ -23,5 +25,5 @@ for tool in memcheck racecheck initcheck synccheck; do
 done
 echo
 echo "compute-sanitizer summary ($(nvidia-smi -L | head -1)):"
-for tool in memcheck racecheck initcheck synccheck; do echo "  $tool: ${result[$tool]}"; done
+for tool in $tools; do echo "  $tool: ${result[$tool]}"; done
 exit $rc_all
