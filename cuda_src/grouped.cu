@@ -162,6 +162,8 @@ __host__ __device__ __forceinline__ i64 band_desc_offset(i64 n_band_rows, i64 n_
 // band[i] (i < n_band_rows) is the member of global row 64 i, band[n_band_rows + j] the member of
 // the j-th 64-row band of the tile list (tiles j * tiles_k ..), so a tile's loads wait for one
 // lookup instead of a binary search.
+// tabs (with bit 256): CTAs 1 .. ceil(G / 2) write the NVFP4 multiplier table of every member's
+// supplied amax tab_amax[g] at tabs + g (NV_TAB + 1) (computed amaxes: group_stats writes them).
 // One CTA of META_THREADS threads, META_THREADS members at a time: thread t computes member t's
 // contributions (the 64-bit divisions) and checks into shared memory; warp 0 then adds them up 32
 // members at a time (warp scans, saturating so that no sum wraps), stopping at the first member
@@ -178,11 +180,19 @@ __device__ __forceinline__ u64 sat_add(u64 a, u64 b) {   // a, b <= INT64_MAX
 extern "C" __global__ void __launch_bounds__(META_THREADS)
 group_meta(i64 G, const i64* first, const i64* last, int block, int bits, i64 max_elements, i64 rows_total,
            i64 cap_srow, i64 cap_scol, i64 cap_arow, i64 cap_acol, i64* meta, int* err, i64 K1, i64* band,
-           i64 n_band_rows, i64 n_band_tiles, i64 n_band_sq) {
+           i64 n_band_rows, i64 n_band_tiles, i64 n_band_sq, const float* tab_amax, float* tabs) {
     __shared__ i64 val[META_COUNT][META_THREADS];   // member's addition to array k
     __shared__ int chk[META_THREADS];
     __shared__ int e_sh;
-    if (blockIdx.x != 0) return;
+    if (blockIdx.x != 0) {
+        // CTAs 1, 2, ..: NVFP4 multiplier tables of supplied amaxes, two members per CTA (threads
+        // 0-127 member 2 (b - 1), 128-255 the next), the tile kernel's nvfp4_fill_table
+        if (tabs != nullptr) {
+            const i64 g = 2 * ((i64)blockIdx.x - 1) + (threadIdx.x >> 7);
+            if (g < G) nvfp4_fill_table(tabs + g * (NV_TAB + 1), tab_amax[g], (int)(threadIdx.x & ~127u));
+        }
+        return;
+    }
     const int tid = threadIdx.x, lane = tid & 31;
     const int packed = bits & 1, swz = (bits >> 1) & 1, rs = (bits >> 2) & 1, rht = (bits >> 3) & 1;
     const int want_row = (bits >> 4) & 1, want_col = (bits >> 5) & 1;

@@ -114,14 +114,17 @@ def _band_desc_offset(n_rows: int, n_tiles: int) -> int:
     return (n_rows + n_tiles + 1) & ~1
 
 
-def _meta(G, fd, ld, f, opts, n_el, caps, rows_total, Kshared=None, descriptors=False, squares=False, tables=False):
+def _meta(G, fd, ld, f, opts, n_el, caps, rows_total, Kshared=None, descriptors=False, squares=False, tables=False,
+          tab_amax=None, tabs=None):
     """Launch group_meta. Returns (meta, err, band, n_band_rows, n_band_tiles): with one K (Kshared > 0
     and the caller's row count known) `band` memoises the member lookups of the quantize kernels
     (grouped.cu group_meta), with `descriptors` also holds the tile bands' descriptors (from
     _band_desc_offset, 8 int64 each: grouped.cu BandDesc); with `squares` it holds only a descriptor of
     every 128-row band of group_quantize4's squares (4 int64 each: grouped.cu SQ_DESC; n_band_rows =
     n_band_tiles = 0, so group_meta writes no member lookups that kernel would not read); else it is None.
-    `tables` (with `descriptors`): the descriptors' amax offsets address per-member multiplier tables."""
+    `tables` (with `descriptors`): the descriptors' amax offsets address per-member multiplier tables;
+    with `tabs` (float32, G x ENC_TAB) CTAs 1 .. ceil(G / 2) of the launch also write the tables of the
+    supplied amaxes `tab_amax` (float32, G)."""
     cp = _cp()
     meta = cp.empty(_NMETA * (G + 1), dtype=cp.int64)
     err = cp.empty(1, dtype=cp.int32)   # group_meta always writes it
@@ -139,11 +142,11 @@ def _meta(G, fd, ld, f, opts, n_el, caps, rows_total, Kshared=None, descriptors=
     bits = (int(f.packed) | int(opts.scale_layout == "swizzled") << 1 | int(opts.row_scaled) << 2 | int(opts.rht) << 3
             | int(opts.want_rowwise) << 4 | int(opts.want_columnwise) << 5 | int(descriptors) << 6 | int(squares) << 7
             | int(tables and descriptors) << 8)
-    _fn("grouped", "group_meta")((1,), (_META_THREADS,), (
+    _fn("grouped", "group_meta")((1 + (-(-G // 2) if tabs is not None else 0),), (_META_THREADS,), (
         np.int64(G), fd, ld, np.int32(f.block), np.int32(bits), np.int64(n_el), np.int64(-1 if rows_total is None else rows_total),
         np.int64(caps["srow"]), np.int64(caps["scol"]), np.int64(caps["arow"]), np.int64(caps["acol"]), meta, err,
         np.int64(Kshared or 0), band if band is not None else _NULL, np.int64(n_rows), np.int64(n_tiles),
-        np.int64(n_sq)))
+        np.int64(n_sq), tab_amax if tabs is not None else _NULL, tabs if tabs is not None else _NULL))
     return meta, err, band, n_rows, n_tiles
 
 
@@ -164,11 +167,16 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
     # plain NVFP4 with computed amaxes in the one-tile kernel: the statistics pass also builds every
     # member's multiplier table once its amax is final (grouped.cu cta_flush_member), and the tile
     # kernel copies it (QFLAG_ENC_TABS) instead of building it in every CTA
-    # (`one` implies the plain recipe: no row_scaled / rht / tile_2d / stochastic rounding)
+    # (`one` implies the plain recipe: no row_scaled / rht / tile_2d / stochastic rounding); with
+    # supplied amaxes the metadata launch builds them (extra CTAs), for any number of members
     tabs_on = bool(one and f.is_nvfp4 and amax is None and not dbias and G <= STATS_TABS_MAX_G)
+    tabs_sup = bool(one and f.is_nvfp4 and amax is not None and G > 0)
+    sup_amax = cp.ascontiguousarray(amax, dtype=cp.float32) if tabs_sup else None
+    sup_tabs = _empty((G * ENC_TAB,), np.float32) if tabs_sup else None
     meta, err, band, n_band_rows, n_band_tiles = _meta(G, fd, ld, f, opts, n_el, caps, rows_total, Kshared,
                                                        descriptors=one and f.is_nvfp4, squares=quad,
-                                                       tables=tabs_on)
+                                                       tables=tabs_on or tabs_sup, tab_amax=sup_amax,
+                                                       tabs=sup_tabs)
     out = {"meta": meta, "err": err, "fd": fd, "ld": ld}
     nbytes = f.packed_len(n_el) if f.packed else n_el
     # the quantize kernel writes every byte of every member's scales, the swizzled padding too
@@ -193,6 +201,8 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
     mode = 0
     a_row = a_col = row_t = col_t = None
     tabs = done = None
+    if tabs_sup:
+        tabs = sup_tabs
     if tabs_on:
         # one cleared buffer: rowwise amaxes, columnwise amaxes, then G uint64 counters (8-byte aligned)
         na, nc = caps["arow"] if opts.want_rowwise else 0, caps["acol"] if opts.want_columnwise else 0
@@ -235,7 +245,7 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
             x, np.int64(G), meta, fd, ld, np.int32(mode), np.uint32(opts.rht_sign_mask),
             row_t if row_t is not None else _NULL, col_t if col_t is not None else _NULL,
             dbias_buf if dbias_buf is not None else _NULL, np.int64(Kshared or 0),
-            tabs if tabs is not None else _NULL, done if done is not None else _NULL))
+            tabs if tabs_on else _NULL, done if done is not None else _NULL))
     flags = quantize_flags(opts)
     a_row_k, a_col_k = a_row, a_col   # what the tile kernel reads: the amaxes, or the tables
     if tabs is not None:

@@ -35,16 +35,18 @@ def _single(fmt, M=N, dtype="bfloat16", **kw):
     return make
 
 
-def _grouped(fmt, G, multiple, loop, **kw):
+def _grouped(fmt, G, multiple, loop, amax=False, **kw):
+    """amax: supply one amax per member (4.0 each) instead of computing them."""
     def make():
         x = torch.randn(GM, GK, device="cuda").to(torch.bfloat16)
         dims = _skewed_dims(G, GM, seed=G, multiple=multiple)
+        a = torch.full((G,), 4.0, device="cuda") if amax else None
         if loop:
             starts = np.cumsum([0] + dims[:-1])
-            per = [x[s:s + m] for s, m in zip(starts, dims) if m]
-            return lambda: [fp4kit.quantize(p, fmt, **kw) for p in per]
+            per = [(x[s:s + m], a[g:g + 1] if amax else None) for g, (s, m) in enumerate(zip(starts, dims)) if m]
+            return lambda: [fp4kit.quantize(p, fmt, amax=pa, **kw) for p, pa in per]
         d = torch.tensor(dims, dtype=torch.int64, device="cuda")
-        return lambda: fp4kit.group_quantize(x, fmt, first_dims=d, **kw)
+        return lambda: fp4kit.group_quantize(x, fmt, first_dims=d, amax=a, **kw)
     return make
 
 
@@ -97,6 +99,10 @@ for _G in (8, 64):
                 _name = f"grp{_G}-{_f}-{'row' if _ax == 'rowwise' else 'both'}{'' if _m == 128 else '-even'}"
                 OPS[_name] = _grouped(_fn, _G, _m, False, axis=_ax, scale_layout="swizzled")
                 OPS[_name + "-loop"] = _grouped(_fn, _G, _m, True, axis=_ax, scale_layout="swizzled")
+    for _m in (128, 2):   # NVFP4 "both" with supplied amaxes
+        _name = f"grp{_G}-nvfp4-both-amax{'' if _m == 128 else '-even'}"
+        OPS[_name] = _grouped("nvfp4", _G, _m, False, amax=True, axis="both", scale_layout="swizzled")
+        OPS[_name + "-loop"] = _grouped("nvfp4", _G, _m, True, amax=True, axis="both", scale_layout="swizzled")
 
 
 def profile(fn, calls):

@@ -565,3 +565,40 @@ def test_nvfp4_grouped_tables_from_stats(cp, dtype, launch_args):
         exp = fp4kit.reference.group_quantize(x[:sum(new)], "nvfp4", first_dims=new, **kw)
         for i in range(len(new)):
             _check(g[i], exp[i])
+
+
+def test_nvfp4_grouped_tables_supplied_amax(cp, launch_args):
+    """Plain NVFP4 with supplied amaxes and one K: the metadata launch's extra CTAs (two members
+    each) build every member's multiplier table from its amax and the one-tile kernel copies it
+    (QFLAG_ENC_TABS, poisoned table buffer): amaxes of zero, tiny, huge, inf and the true value,
+    G = 1, 5, 257 with empty members, 'both' and columnwise, both layouts, host and device dims."""
+    import ml_dtypes
+    from fp4kit._plan import QFLAG_ENC_TABS
+    K = 96
+    rng = np.random.default_rng(120)
+    cases = [[300], [0, 130, 64, 0, 258], _dims(257, 121, even=True)]
+    for ci, first in enumerate(cases):
+        G = len(first)
+        x = _x((sum(first), K), seed=120 + ci).astype(ml_dtypes.bfloat16)
+        offs = np.cumsum([0] + first)
+        true = np.array([np.abs(x[offs[g]:offs[g + 1]].astype(np.float32)).max() if first[g] else 0.0
+                         for g in range(G)], np.float32)
+        special = np.array([1.0, 0.0, 1e-38, 3e38, np.inf], np.float32)
+        amax = (true * np.exp2(rng.integers(-3, 4, G))).astype(np.float32)
+        amax[:min(G, 5)] = np.where(np.arange(min(G, 5)) == 0, true[0], special[:min(G, 5)])
+        xd = _dev(cp, x)
+        for axis in ("both", "columnwise"):
+            for layout in ("compact", "swizzled"):
+                kw = dict(axis=axis, scale_layout=layout)
+                exp = fp4kit.reference.group_quantize(x, "nvfp4", first_dims=first, amax=amax, **kw)
+                del launch_args[:]
+                _check(fp4kit.group_quantize(xd, "nvfp4", first_dims=first, amax=cp.asarray(amax), **kw), exp)
+                q = [a for n, a in launch_args if n.startswith("group_quantize1_f5")]
+                meta = [a for n, a in launch_args if n == "group_meta"]
+                assert q and int(q[0][11]) & QFLAG_ENC_TABS, [n for n, _ in launch_args]
+                assert not any(n.startswith("group_stats") for n, _ in launch_args)
+                assert q[0][10] is meta[0][-1]
+                got = fp4kit.group_quantize(xd, "nvfp4", first_dims=_dev_dims(cp, first, xd), amax=cp.asarray(amax), **kw)
+                got.check()
+                for g in range(G):
+                    _check(got[g], exp[g])
