@@ -165,7 +165,7 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
     # MXFP8 "both", one K % 128, swizzled: 128 x 128 squares (group_quantize4)
     quad = quad_squares(f, ext, opts, input_dtype, rows_only, one_k, G, Kshared, rows_total)
     # plain NVFP4 with computed amaxes in the one-tile kernel: the statistics pass also builds every
-    # member's multiplier table once its amax is final (grouped.cu cta_flush_member), and the tile
+    # member's multiplier table once its amax is final (grouped.cu stats_tables), and the tile
     # kernel copies it (QFLAG_ENC_TABS) instead of building it in every CTA
     # (`one` implies the plain recipe: no row_scaled / rht / tile_2d / stochastic rounding); with
     # supplied amaxes the metadata launch builds them (extra CTAs), for any number of members

@@ -96,7 +96,7 @@ for axis in ("rowwise", "both"):
     fp4kit.group_quantize(xm, "nvfp4", first_dims=cp.asarray(np.array(many, np.int64)), axis=axis,
                           scale_layout="swizzled").check()
 # ... and members spread over many statistics CTAs (the CTA completing a member's count builds its
-# multiplier table, grouped.cu cta_flush_member), columnwise only too
+# multiplier table, grouped.cu stats_tables), columnwise only too
 big = [3000, 0, 2000, 6]
 xb = bf16(rng.standard_normal((sum(big), 64)).astype(np.float32))
 for axis in ("both", "columnwise"):
