@@ -847,28 +847,9 @@ __device__ __forceinline__ void group_quantize_quad(const void* x, i64 G, const 
         xg, M, K, row_data + o, row_scales, col_data + o, col_scales, nullptr, nullptr, fl, 0ull, 0u,
         2 * bq + (q >> 1), 2 * bk + (q & 1), false, blk);
     __syncthreads();
-    const int t = threadIdx.x;
-    const i64 rem = M - bq * 128;   // rows of the member in this square (> 0)
-    if (ColStage<FMT>::needed(col_data + o, M))   // CTA-uniform: the staged columnwise rows
-        ColStage<FMT>::template write_square<RawTileStride<DT, 3>::words>(tiles, col_data + o, M, bq * 128, bk * 128);
-    if (t < 32) {   // rowwise block: chunk t holds rows t + 32 w (word w)
-        uint4 v = reinterpret_cast<const uint4*>(blk)[t];
-        if (rem < 128) {
-            v.x = t < rem ? v.x : 0u;
-            v.y = t + 32 < rem ? v.y : 0u;
-            v.z = t + 64 < rem ? v.z : 0u;
-            v.w = t + 96 < rem ? v.w : 0u;
-        }
-        reinterpret_cast<uint4*>(row_scales + meta[(i64)META_SROW * W + g] + (bq * qk + bk) * 512)[t] = v;
-    } else if (t < 64) {   // columnwise block: byte c of every word is the scale of rows 32 c.. of the square
-        uint4 v = reinterpret_cast<const uint4*>(blk + 512)[t - 32];
-        if (rem < 128) {
-            const u32 m = 0xFFFFFFFFu >> (8 * (4 - (int)((rem + 31) >> 5)));
-            v.x &= m; v.y &= m; v.z &= m; v.w &= m;
-        }
-        const i64 nq = (M + 127) >> 7;
-        reinterpret_cast<uint4*>(col_scales + meta[(i64)META_SCOL * W + g] + (bk * nq + bq) * 512)[t - 32] = v;
-    }
+    quad_square_out<FMT, RawTileStride<DT, 3>::words>(
+        tiles, blk, M, bq, bk, qk, col_data + o, [&] { return row_scales + meta[(i64)META_SROW * W + g]; },
+        [&] { return col_scales + meta[(i64)META_SCOL * W + g]; });
     prefetch_group_square_l2<DT>(x, sq_desc, K, qk, q);
 }
 

@@ -123,6 +123,30 @@ __device__ __forceinline__ void prefetch_quad_l2(const void* x, i64 M, i64 K, i6
         prefetch_quad_l2<D>(x, M, K, qk, g);                                                            \
     }
 
+// quantize_f<F>_d<D>_quadm: as _quad for any M (K % 128 == 0, scales swizzled or staged swizzled):
+// ceil(M / 128) * (K / 128) CTAs. The last square row may be partial (its scale blocks leave with
+// the padding rows as zeros, so no padding launch), and columnwise code rows that start off a 16-byte
+// boundary (M % 16 != 0) are staged and written for the whole square as grouped.cu group_quantize4
+// does (quantize_tile_rc with STASH 3, quad_square_out), instead of the 64 x 64 kernel's 64-byte runs
+// (ColStage::write).
+#define FP4KIT_QUANTIZE_QUADM_KERNEL(F, D)                                                             \
+    extern "C" __global__ void __launch_bounds__(4 * QT_THREADS, 2)                                     \
+    quantize_f##F##_d##D##_quadm(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales, u8* col_data, \
+                                 u8* col_scales, const float* amax_row, const float* amax_col, int flags, \
+                                 u64 seed, u32 rht_mask) {                                              \
+        __shared__ __align__(16) u8 blk[1024];                                                          \
+        const i64 qk = K >> 7;                                                                          \
+        const i64 bq = div_fast((i64)blockIdx.x, qk), bk = (i64)blockIdx.x - bq * qk;                   \
+        const int g = threadIdx.x >> 8;                                                                 \
+        const u32* tiles = quantize_tile_rc<F, D, false, QFLAG_EXT_ALL, 3>(                             \
+            x, M, K, row_data, row_scales, col_data, col_scales, nullptr, nullptr, flags, 0ull, 0u,     \
+            2 * bq + (g >> 1), 2 * bk + (g & 1), false, blk);                                           \
+        __syncthreads();                                                                                \
+        quad_square_out<F, RawTileStride<D, 3>::words>(tiles, blk, M, bq, bk, qk, col_data,             \
+                                                       [&] { return row_scales; }, [&] { return col_scales; }); \
+        prefetch_quad_l2<D>(x, M, K, qk, g);                                                            \
+    }
+
 // quantize_f<F>_d<D>_rows (plain; R = 2 for float32 input, 4 for 16-bit input) and _rowsx (every
 // option but 2D tiles; R = 2): rowwise only; ceil(M / (R * 256 / 2^lw)) * ceil(K / (16 * 2^lw)) CTAs
 // of 256 threads (quantize_rows_direct; the launcher picks lw).
@@ -246,6 +270,10 @@ FP4KIT_QUANTIZE_QUAD_KERNEL(0, 1)
 FP4KIT_QUANTIZE_QUAD_KERNEL(0, 2)
 FP4KIT_QUANTIZE_QUAD_KERNEL(1, 1)
 FP4KIT_QUANTIZE_QUAD_KERNEL(1, 2)
+FP4KIT_QUANTIZE_QUADM_KERNEL(0, 1)
+FP4KIT_QUANTIZE_QUADM_KERNEL(0, 2)
+FP4KIT_QUANTIZE_QUADM_KERNEL(1, 1)
+FP4KIT_QUANTIZE_QUADM_KERNEL(1, 2)
 
 FP4KIT_QUANTIZE_ALL_DTYPES(0, FP4KIT_LB_4)
 FP4KIT_QUANTIZE_ALL_DTYPES(1, FP4KIT_LB_4)

@@ -172,11 +172,13 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
     tabs_on = bool(one and f.is_nvfp4 and amax is None and not dbias and G <= STATS_TABS_MAX_G)
     tabs_sup = bool(one and f.is_nvfp4 and amax is not None and G > 0)
     sup_amax = cp.ascontiguousarray(amax, dtype=cp.float32) if tabs_sup else None
-    sup_tabs = _empty((G * ENC_TAB,), np.float32) if tabs_sup else None
+    # the members' tables (G x ENC_TAB floats): written by group_meta (supplied amaxes) or by
+    # group_stats (computed ones), read by the tile kernel
+    tabs = _empty((G * ENC_TAB,), np.float32) if tabs_on or tabs_sup else None
     meta, err, band, n_band_rows, n_band_tiles = _meta(G, fd, ld, f, opts, n_el, caps, rows_total, Kshared,
                                                        descriptors=one and f.is_nvfp4, squares=quad,
                                                        tables=tabs_on or tabs_sup, tab_amax=sup_amax,
-                                                       tabs=sup_tabs)
+                                                       tabs=tabs if tabs_sup else None)
     out = {"meta": meta, "err": err, "fd": fd, "ld": ld}
     nbytes = f.packed_len(n_el) if f.packed else n_el
     # the quantize kernel writes every byte of every member's scales, the swizzled padding too
@@ -200,9 +202,7 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
     # statistics pass: NVFP4 amaxes (unless supplied) and dbias, one read of the input
     mode = 0
     a_row = a_col = row_t = col_t = None
-    tabs = done = None
-    if tabs_sup:
-        tabs = sup_tabs
+    done = None
     if tabs_on:
         # one cleared buffer: rowwise amaxes, columnwise amaxes, then G uint64 counters (8-byte aligned)
         na, nc = caps["arow"] if opts.want_rowwise else 0, caps["acol"] if opts.want_columnwise else 0
@@ -215,7 +215,6 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
             a_col = col_t = zbuf[na:na + nc]
             mode |= 1 | 16
         done = zbuf[c0:].view(np.uint64)
-        tabs = _empty((G * ENC_TAB,), np.float32)
     elif f.is_nvfp4:
         if opts.want_rowwise:
             if amax is not None:

@@ -235,6 +235,19 @@ def quad_tiles(fmt: str, input_dtype: str, M: int, K: int, both: bool) -> bool:
             and M % 128 == 0 and K % 128 == 0)
 
 
+# quantize_f<F>_d<D>_quadm: the same squares for any M (K % 128 == 0), the last square row partial;
+# its scale blocks leave whole with the padding as zeros (swizzled, or compact through a staging
+# buffer of the padded swizzled shape), and columnwise code rows off a 16-byte boundary (M % 16 != 0)
+# leave through the whole-square writer of grouped.cu group_quantize4 (ColStage::write_square)
+# instead of the 64 x 64 kernel's 64-byte runs.
+QUADM_TILES = True
+
+
+def quadm_tiles(fmt: str, input_dtype: str, M: int, K: int, both: bool) -> bool:
+    return (QUADM_TILES and both and fmt in QUAD_FORMATS and input_dtype in ("bfloat16", "float16")
+            and M % 128 != 0 and K % 128 == 0)
+
+
 # The columnwise-only kernels (cuda_src/quantize_cols.cu) for the plain recipe from 16-bit input with
 # M a multiple of 16: a thread reads 16 rows of 2 (NW 1: 4-byte aligned input, K even) or 4 (NW 2:
 # 16-byte aligned, K % 4 == 0) adjacent columns, without the tile kernel's shared-memory transpose; a
@@ -502,12 +515,15 @@ def build_quantize_plan(M: int, K: int, input_dtype: str, opts, amax_size: int |
         # the tile kernel's compact scales through a swizzled staging buffer (see stage_scales):
         # operand -> staging slot (the rows kernel writes whole sectors of compact scales itself)
         staged = {}
+        # M % 128 != 0: the squares of quantize_f<F>_d<D>_quadm (they write whole swizzled blocks)
+        quadm = (not ext and not rows_kernel and cols is None
+                 and quadm_tiles(opts.format, input_dtype, M, K, r is not None and c is not None))
         if layout == "compact" and not rows_kernel and cols is None:
             both_bf16 = r is not None and c is not None and input_dtype == "bfloat16" and not ext
             for key, bit in (("rowwise", QFLAG_ROW_SCALES_SWZ), ("columnwise", QFLAG_COL_SCALES_SWZ)):
                 op = ops.get(key)
-                if op is not None and stage_scales(opts.format, op[3], op[4], both_bf16):
-                    staged[key] = b.buffer((op[3], op[4]), "uint8", EMPTY)
+                if op is not None and (quadm or stage_scales(opts.format, op[3], op[4], both_bf16)):
+                    staged[key] = b.buffer(swizzled_shape(op[3], op[4]), "uint8", EMPTY)
                     flags |= bit
         rs = staged.get("rowwise", r[1] if r else None)
         cs = staged.get("columnwise", c[1] if c else None)
@@ -548,18 +564,21 @@ def build_quantize_plan(M: int, K: int, input_dtype: str, opts, amax_size: int |
                 # one CTA of 4 x 256 threads per 128 x 128 square; its scale blocks leave whole
                 # (quantize.cu _quad)
                 suffix, tiles, block = "_quad", (M // 128) * (K // 128), 4 * THREADS
-            b.launch("quantize", name + suffix, tiles if suffix == "_quad" else tile_grid(M, K),
+            elif quadm:
+                suffix, tiles, block = "_quadm", -(-M // 128) * (K // 128), 4 * THREADS
+            b.launch("quantize", name + suffix, tiles if suffix in ("_quad", "_quadm") else tile_grid(M, K),
                      (_X, _i64(M), _i64(K), _ptr(rd), _ptr(rs), _ptr(cd), _ptr(cs), _ptr(ra), _ptr(ca),
                       _i32(flags), _SEED, _u32(opts.rht_sign_mask)), block)
         if staged:   # one launch for both operands, one CTA per 128 x 64 compact tile (swizzle.cu)
-            jobs = [(_buf(stage), _i64(ops[key][3]), _i64(ops[key][4]), _i64(ops[key][4]), _buf(ops[key][1]))
-                    for key, stage in staged.items()]
+            # (stage, rows, blocks, the staged swizzled width, destination)
+            jobs = [(_buf(stage), _i64(ops[key][3]), _i64(ops[key][4]), _i64(swizzled_shape(*ops[key][3:5])[1]),
+                     _buf(ops[key][1])) for key, stage in staged.items()]
             if len(jobs) == 1:
                 jobs.append(UNSWIZZLE_NO_JOB)
             b.launch("swizzle", "unswizzle_scales",
-                     min(sum(swizzle_tiles(ops[key][3], ops[key][4]) for key in staged), 1 << 24),
+                     min(sum(swizzle_tiles(*swizzled_shape(*ops[key][3:5])) for key in staged), 1 << 24),
                      jobs[0] + jobs[1])
-        if layout == "swizzled" and cols is None:   # the cols kernel writes whole blocks, padding included
+        if layout == "swizzled" and cols is None and not quadm:   # cols / _quadm write the padding too
             for data, scales, _, rows, nb, (rp, cpd) in ops.values():
                 if rp * cpd == 0 or (rp == rows and cpd == nb):
                     continue

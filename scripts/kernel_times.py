@@ -57,6 +57,10 @@ OPS = {
     "mxfp8-both-16k": _single("mxfp8_e4m3", M=16384, axis="both", scale_layout="swizzled"),
     # M % 16 != 0: columnwise code rows off a 16-byte boundary (staged run writer)
     "mxfp8-both-m8200": _single("mxfp8_e4m3", M=8200, axis="both"),
+    "mxfp8-both-m8200-swz": _single("mxfp8_e4m3", M=8200, axis="both", scale_layout="swizzled"),
+    # M % 128 != 0, M % 16 == 0: aligned code rows, a partial last square row
+    "mxfp8-both-m8256": _single("mxfp8_e4m3", M=8256, axis="both"),
+    "mxfp8-both-m8256-swz": _single("mxfp8_e4m3", M=8256, axis="both", scale_layout="swizzled"),
     "mxfp4-both": _single("mxfp4_e2m1", axis="both"),
     "mxfp4-row": _single("mxfp4_e2m1", axis="rowwise"),
     "mxfp4-col": _single("mxfp4_e2m1", axis="columnwise"),

@@ -105,11 +105,12 @@ def test_mxfp8_compact_scales_staged_swizzled():
     # columnwise alone; E5M2 too
     assert [s.kernel for s in plan_of((256, 512), "float32", "mxfp8_e4m3", axis="columnwise").launches()] == [
         "quantize_f0_d0_plain", "unswizzle_scales"]
-    # only the operand whose scales qualify: (96, 512) -> rowwise (96, 16) no, columnwise (512, 3) no;
+    # only the operand whose scales qualify (the 64 x 64 kernel, float32 input; from 16-bit input these
+    # shapes take _quadm, which stages both): (96, 512) -> rowwise (96, 16) no, columnwise (512, 3) no;
     # (1000, 384) -> rowwise (1000, 12) no, columnwise (384, 32) yes (a partial last block is fine)
-    assert "unswizzle_scales" not in [s.kernel for s in plan_of((96, 512), "bfloat16", "mxfp8_e4m3",
+    assert "unswizzle_scales" not in [s.kernel for s in plan_of((96, 512), "float32", "mxfp8_e4m3",
                                                                  axis="both").launches()]
-    p = plan_of((1000, 384), "bfloat16", "mxfp8_e4m3", axis="both")
+    p = plan_of((1000, 384), "float32", "mxfp8_e4m3", axis="both")
     # (one matrix: the second is empty)
     assert [s.args for s in p.launches() if s.kernel == "unswizzle_scales"] == [
         (buf(4), i64(384), i64(32), i64(32), buf(3), NULL, i64(0), i64(0), i64(0), NULL)]
@@ -1287,10 +1288,44 @@ def test_quad_tile_kernel_only_where_measured_faster():
         ("quantize_f0_d1_plain", 120, 256)]
     assert kernels((384, 1280), "bfloat16", "mxfp6_e2m3", axis="both") == [("quantize_f2_d1_plain", 120, 256)]
     assert kernels((384, 1216), "bfloat16", "mxfp8_e4m3", axis="both") == [("quantize_f0_d1_plain", 6 * 19, 256)]
-    assert kernels((320, 1280), "bfloat16", "mxfp8_e4m3", axis="both") == [("quantize_f0_d1_plain", 5 * 20, 256)]
+    # M % 128 != 0: the squares of _quadm (test_quadm_tile_kernel_for_any_m)
+    assert kernels((320, 1280), "bfloat16", "mxfp8_e4m3", axis="both") == [("quantize_f0_d1_quadm", 3 * 10, 1024)]
     assert kernels((384, 1280), "bfloat16", "mxfp4_e2m1", axis="both") == [("quantize_f4_d1_plain", 120, 256)]
     assert kernels((384, 1280), "bfloat16", "mxfp8_e4m3", axis="both", scale_rule="floor") == [
         ("quantize_f0_d1_quad", 30, 1024)]   # the floor rule is a plain-kernel flag
+
+
+def test_quadm_tile_kernel_for_any_m():
+    """quantize_f<F>_d<D>_quadm: plain MXFP8 "both" from 16-bit input with K % 128 == 0 and M not a
+    multiple of 128, ceil(M / 128) * K / 128 CTAs of 1024 threads. It writes the swizzled padding
+    itself (no swizzle_zero_padding launch) and, with compact scales, writes both operands' blocks into
+    staging buffers of the padded swizzled shape that one unswizzle_scales launch copies out (the
+    width argument is the padded one). Not for float32 input, MXFP6, one operand alone, K % 128 != 0."""
+    p = plan_of((8200, 256), "bfloat16", "mxfp8_e4m3", axis="both", scale_layout="swizzled")
+    flags = 1 | 2 | 4 | 256              # ROWWISE | COLUMNWISE | SWIZZLED | VEC_IN
+    assert p.launches() == [
+        Launch("quantize", "quantize_f0_d1_quadm", 65 * 2, 1024,
+               (X, i64(8200), i64(256), buf(0), buf(1), buf(2), buf(3), NULL, NULL, i32(flags), SEED, u32(0xD7E8)))]
+    p = plan_of((8200, 256), "float16", "mxfp8_e5m2", axis="both")
+    assert [s for s in p.steps if type(s) is Buffer][4:] == [
+        Buffer(4, (8320, 8), "uint8", EMPTY), Buffer(5, (256, 260), "uint8", EMPTY)]   # padded staging
+    flags = 1 | 2 | 256 | 512 | 1024     # ROWWISE | COLUMNWISE | VEC_IN | COL_SCALES_SWZ | ROW_SCALES_SWZ
+    assert p.launches() == [
+        Launch("quantize", "quantize_f1_d2_quadm", 65 * 2, 1024,
+               (X, i64(8200), i64(256), buf(0), buf(4), buf(2), buf(5), NULL, NULL, i32(flags), SEED, u32(0xD7E8))),
+        # rowwise (8200, 8): 65 tiles; columnwise (256, 257) in its (256, 260) staging: 2 x 5 tiles
+        Launch("swizzle", "unswizzle_scales", 65 + 10, 256, (buf(4), i64(8200), i64(8), i64(8), buf(1),
+                                                             buf(5), i64(256), i64(257), i64(260), buf(3)))]
+    for M in (1, 16, 100, 129, 1000, 8256):
+        got = [s.kernel for s in plan_of((M, 384), "bfloat16", "mxfp8_e4m3", axis="both").launches()]
+        assert got[0] == "quantize_f0_d1_quadm", (M, got)
+    for shape, dtype, fmt, kw in (((8200, 256), "float32", "mxfp8_e4m3", {"axis": "both"}),
+                                  ((8200, 256), "bfloat16", "mxfp6_e2m3", {"axis": "both"}),
+                                  ((8200, 256), "bfloat16", "mxfp8_e4m3", {"axis": "columnwise"}),
+                                  ((8200, 192), "bfloat16", "mxfp8_e4m3", {"axis": "both"}),
+                                  ((8192, 256), "bfloat16", "mxfp8_e4m3", {"axis": "both"})):
+        got = [s.kernel for s in plan_of(shape, dtype, fmt, **kw).launches()]
+        assert not any(k.endswith("_quadm") for k in got), (shape, dtype, fmt, kw, got)
 
 
 def test_grouped_stats_tables_bound_matches_cuda():

@@ -870,6 +870,41 @@ __device__ __forceinline__ const u32* quantize_tile_rc(const void* x, i64 M, i64
     return tile_g[0];   // STASH 3: the groups' buffers, RawTileStride apart, holding the staged runs
 }
 
+// The end of a 128 x 128 square (bq, bk) of plain MXFP8 "both" (quantize.cu _quadm, grouped.cu
+// group_quantize4), after quantize_tile_rc with STASH 3 on its four tiles and a CTA barrier: the
+// staged columnwise code rows (when they start off a 16-byte boundary: ColStage::write_square), then
+// the two 512-byte swizzled scale blocks from blk as 16-byte chunks, their rows / columns past the
+// operand's M as zeros (so the squares cover every byte of the swizzled scale matrices, padding
+// included). col_data: the operand's columnwise codes (K rows of M bytes); row_blk() / col_blk():
+// the swizzled scale matrices (evaluated only by the threads that store a block, so that the callers'
+// loads of per-member offsets stay off the other threads' path). K % 128 == 0; qk = K / 128.
+template <int FMT, int GW, class RowBlk, class ColBlk>
+__device__ __forceinline__ void quad_square_out(const u32* tiles, const u8* blk, i64 M, i64 bq, i64 bk, i64 qk,
+                                                u8* col_data, RowBlk row_blk, ColBlk col_blk) {
+    const int t = threadIdx.x;
+    const i64 rem = M - bq * 128;   // rows of the operand in this square (> 0)
+    if (ColStage<FMT>::needed(col_data, M))   // CTA-uniform: the staged columnwise rows
+        ColStage<FMT>::template write_square<GW>(tiles, col_data, M, bq * 128, bk * 128);
+    if (t < 32) {   // rowwise block: chunk t holds rows t + 32 w (word w)
+        uint4 v = reinterpret_cast<const uint4*>(blk)[t];
+        if (rem < 128) {
+            v.x = t < rem ? v.x : 0u;
+            v.y = t + 32 < rem ? v.y : 0u;
+            v.z = t + 64 < rem ? v.z : 0u;
+            v.w = t + 96 < rem ? v.w : 0u;
+        }
+        reinterpret_cast<uint4*>(row_blk() + (bq * qk + bk) * 512)[t] = v;
+    } else if (t < 64) {   // columnwise block: byte c of every word is the scale of rows 32 c.. of the square
+        uint4 v = reinterpret_cast<const uint4*>(blk + 512)[t - 32];
+        if (rem < 128) {
+            const u32 m = 0xFFFFFFFFu >> (8 * (4 - (int)((rem + 31) >> 5)));
+            v.x &= m; v.y &= m; v.z &= m; v.w &= m;
+        }
+        const i64 nq = (M + 127) >> 7;
+        reinterpret_cast<uint4*>(col_blk() + (bk * nq + bq) * 512)[t - 32] = v;
+    }
+}
+
 // L2 prefetch for the 128 x 128 square kernels (quantize.cu _quad, grouped.cu group_quantize4),
 // for the CTA that takes this one's slot: thread group g (of 4 x 256) asks for the input rows of
 // tile g of that square, one 128-byte line per row (16-bit input, QT_K * 2 = 128 bytes). base:

@@ -155,6 +155,41 @@ def test_quantize_quad_kernel(gpu, fmt, dtype):
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("fmt", ["mxfp8_e4m3", "mxfp8_e5m2"])
+def test_quantize_quadm_kernel(gpu, fmt, dtype):
+    """MXFP8 "both" from 16-bit input with K % 128 == 0 and M not a multiple of 128 runs
+    quantize_f<F>_d<D>_quadm (128 x 128 squares, the last square row partial): bytes equal the
+    reference for both scale layouts (swizzled padding written as zeros by the kernel; compact through
+    a staging buffer of the padded swizzled shape), with columnwise code rows at every even and odd
+    byte offset (M % 16 != 0, the whole-square writer) and 16-byte aligned ones (M % 16 == 0), rows
+    of fewer than 16 bytes (M < 16), one square and many, special values, and a misaligned input."""
+    from fp4kit import _cuda, _plan
+
+    shapes = [((1, 128), "normal"), ((7, 256), "special"), ((16, 128), "normal"), ((130, 384), "special"),
+              ((200, 128), "normal"), ((258, 1280), "normal"), ((8200, 256), "special"), ((1000, 512), "normal"),
+              ((383, 256), "special"), ((8256, 128), "normal")]
+    for i, (shape, kind) in enumerate(shapes):
+        opts = quantize_options(shape, dtype, fmt, axis="both")
+        kernels = [s.kernel for s in _plan.build_quantize_plan(*shape, dtype, opts, None, 16, 132).launches()]
+        assert kernels[0].endswith("_quadm"), (shape, kernels)
+        x = make_input(shape, dtype, kind, seed=700 + i)
+        for layout in ("compact", "swizzled"):
+            check_against_reference(gpu, x, fmt, axis="both", scale_layout=layout)
+    # misaligned input (a view one element in): no 16-byte loads
+    xs = make_input((136, 256), dtype, "special", seed=720)
+    buf, dn = to_device(gpu, make_input((136 * 256 + 1,), dtype, "normal", seed=721))
+    buf = buf.reshape(-1)
+    buf[1:] = to_device(gpu, xs)[0].reshape(-1)
+    for layout in ("compact", "swizzled"):
+        opts = quantize_options(xs.shape, dn, fmt, axis="both", scale_layout=layout)
+        row, col = _cuda.quantize(buf[1:].reshape(136, 256), opts, None, input_dtype=dn)
+        want = ref_api.quantize(xs, fmt, axis="both", scale_layout=layout)
+        for got, ref, name in ((row, want.rowwise, "rowwise"), (col, want.columnwise, "columnwise")):
+            assert_bytes_equal(gpu.asnumpy(got["data"]), ref.data, f"{dtype} misaligned {layout} {name}: data")
+            assert_bytes_equal(gpu.asnumpy(got["scales"]), ref.scales, f"{dtype} misaligned {layout} {name}: scales")
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 @pytest.mark.parametrize("fmt", ["nvfp4", "mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2"])
 def test_quantize_cols_kernel(gpu, fmt, dtype):
     """The columnwise operand alone from 16-bit input with M % 16 == 0 runs quantize_cols_f<F>_d<D>_*
