@@ -438,10 +438,21 @@ def bench_startup():
 _PROGRESS = None       # fp4kit.cli.Progress over the expected rows: progress and time left on stderr
 
 
+# Single tensors off the multiples of 128 / 16 (the "ragged" section): M = 8200 puts every other
+# columnwise code row off a 16-byte boundary (FP8: 8200 bytes; FP4: 4100), the case of token counts
+# that are not padded. "both" in both scale layouts; NVFP4 with computed and supplied amax.
+RAGGED_SHAPES = [(8200, 8192)]
+RAGGED_FORMATS = ("mxfp8_e4m3", "mxfp4_e2m1", "nvfp4")
+
+
+def _quantize_rows(shapes, formats, axes) -> int:
+    per_fmt = sum((2 if a == "both" else 1) for a in axes)
+    return len(shapes) * sum(per_fmt * (2 if f == "nvfp4" else 1) for f in formats)
+
+
 def expected_rows(shapes, formats, axes, groups=4, grouped_ops=5) -> int:
     """Rows the benchmark will print (mirrors the loops below), for the progress line's estimate."""
-    per_fmt = sum((2 if a == "both" else 1) for a in axes)
-    quant = len(shapes) * sum(per_fmt * (2 if f == "nvfp4" else 1) for f in formats)
+    quant = _quantize_rows(shapes, formats, axes) + _quantize_rows(RAGGED_SHAPES, RAGGED_FORMATS, ("both",))
     return quant + len(shapes) * len(formats) * 2 + len(shapes) + 3 + groups * grouped_ops
 
 
@@ -464,7 +475,7 @@ HEADER = ("| op | format | axis | scales | variant | shape | us (device) | GB/s 
           "|---|---|---|---|---|---|---|---|---|---|---|---|")
 
 
-SECTIONS = ("quantize", "torchao", "dequantize", "swizzle", "recipes", "grouped", "small", "startup")
+SECTIONS = ("quantize", "ragged", "torchao", "dequantize", "swizzle", "recipes", "grouped", "small", "startup")
 
 
 def main(argv=None):
@@ -503,6 +514,8 @@ def main(argv=None):
     with Progress(total=n_rows, label="bench") as _PROGRESS:
         if "quantize" in run:
             bench_quantize(rows, shapes, formats, axes, reps)
+        if "ragged" in run:
+            bench_quantize(rows, RAGGED_SHAPES, RAGGED_FORMATS, ("both",), reps)
         if "torchao" in run:
             bench_torchao(rows, shapes, reps)
         if "dequantize" in run:

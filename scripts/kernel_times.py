@@ -27,10 +27,10 @@ N = 8192
 GK, GM = 7168, 65536
 
 
-def _single(fmt, M=N, dtype="bfloat16", **kw):
+def _single(fmt, M=N, dtype="bfloat16", K=N, **kw):
     def make():
         dt = getattr(torch, dtype)
-        nxt = rotating(lambda i: (torch.randn(M, N, device="cuda") * (1 + i)).to(dt), M * N * dt.itemsize)
+        nxt = rotating(lambda i: (torch.randn(M, K, device="cuda") * (1 + i)).to(dt), M * K * dt.itemsize)
         return lambda: fp4kit.quantize(nxt(), fmt, **kw)
     return make
 
@@ -61,6 +61,12 @@ OPS = {
     # M % 128 != 0, M % 16 == 0: aligned code rows, a partial last square row
     "mxfp8-both-m8256": _single("mxfp8_e4m3", M=8256, axis="both"),
     "mxfp8-both-m8256-swz": _single("mxfp8_e4m3", M=8256, axis="both", scale_layout="swizzled"),
+    # shapes off the multiples of 128: K % 16 != 0 (rowwise code rows off 16 bytes), FP4 with M % 32 != 0
+    "mxfp8-both-k8200": _single("mxfp8_e4m3", K=8200, axis="both", scale_layout="swizzled"),
+    "mxfp8-row-k8200": _single("mxfp8_e4m3", K=8200, axis="rowwise"),
+    "nvfp4-both-m8200": _single("nvfp4", M=8200, axis="both", scale_layout="swizzled"),
+    "nvfp4-both-k8200": _single("nvfp4", K=8200, axis="both", scale_layout="swizzled"),
+    "mxfp4-both-m8200": _single("mxfp4_e2m1", M=8200, axis="both", scale_layout="swizzled"),
     "mxfp4-both": _single("mxfp4_e2m1", axis="both"),
     "mxfp4-row": _single("mxfp4_e2m1", axis="rowwise"),
     "mxfp4-col": _single("mxfp4_e2m1", axis="columnwise"),

@@ -56,6 +56,15 @@ for fmt, f in fp4kit.FORMATS.items():
                     for dt in ("float32", "bfloat16", "float16"):
                         fp4kit.dequantize(q, dtype=dt, operand=op)
             n += 1
+    # the 128 x 128 squares for any M (_quadm): a partial last square row, columnwise code rows off
+    # 16 bytes (odd and even offsets) written by the whole-square writer, rows shorter than 16 bytes
+    if fmt.startswith("mxfp8"):
+        for (M, K) in ((130, 256), (7, 128), (200, 384), (1, 128)):
+            x = rng.standard_normal((M, K)).astype(np.float32)
+            for layout in ("compact", "swizzled"):
+                q = fp4kit.quantize(bf16(x), fmt, axis="both", scale_layout=layout)
+                fp4kit.dequantize(q, dtype="float32", operand="columnwise")
+                n += 1
     # grouped, with empty members at the front, middle and end
     first = [0, 34, 0, 130, 2, 0]
     K = 64
