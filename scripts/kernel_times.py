@@ -65,6 +65,8 @@ OPS = {
     "mxfp8-both-k8200": _single("mxfp8_e4m3", K=8200, axis="both", scale_layout="swizzled"),
     "mxfp8-row-k8200": _single("mxfp8_e4m3", K=8200, axis="rowwise"),
     "nvfp4-both-m8200": _single("nvfp4", M=8200, axis="both", scale_layout="swizzled"),
+    "nvfp4-both-m8200-c": _single("nvfp4", M=8200, axis="both"),
+    "mxfp4-both-m8200-c": _single("mxfp4_e2m1", M=8200, axis="both"),
     "nvfp4-both-k8200": _single("nvfp4", K=8200, axis="both", scale_layout="swizzled"),
     "mxfp4-both-m8200": _single("mxfp4_e2m1", M=8200, axis="both", scale_layout="swizzled"),
     "mxfp4-both": _single("mxfp4_e2m1", axis="both"),

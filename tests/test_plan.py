@@ -1328,6 +1328,30 @@ def test_quadm_tile_kernel_for_any_m():
         assert not any(k.endswith("_quadm") for k in got), (shape, dtype, fmt, kw, got)
 
 
+def test_ragged_compact_scales_staged_zero_filled():
+    """Plain NVFP4 / MXFP4 "both" from 16-bit input: an operand whose compact scale rows are not a
+    multiple of the kernel's store width (4 / 2 bytes) is staged in a zero-filled buffer of the padded
+    swizzled shape (its padding is what unswizzle_scales reads besides the kernel's bytes); not for
+    float32 input, one operand alone, the extended options, or rows of the store width."""
+    def staged(shape, dtype, fmt, **kw):
+        p = plan_of(shape, dtype, fmt, **kw)
+        zs = [s.shape for s in p.steps if type(s) is Buffer and s.init == ZEROS and s.dtype == "uint8"]
+        return zs, "unswizzle_scales" in [s.kernel for s in p.launches()]
+
+    # NVFP4 (8200, 256): columnwise (256, 513) -> (256, 516); rowwise (8200, 16) stays
+    assert staged((8200, 256), "bfloat16", "nvfp4", axis="both") == ([(256, 516)], True)
+    assert staged((8200, 200), "float16", "nvfp4", axis="both") == ([(8320, 16), (256, 516)], True)
+    assert staged((8192, 256), "bfloat16", "nvfp4", axis="both") == ([], False)
+    # MXFP4: odd rows only (2-byte stores): (8200, 256) columnwise 257 blocks; (8256, 256) 258: no
+    assert staged((8200, 256), "bfloat16", "mxfp4_e2m1", axis="both") == ([(256, 260)], True)
+    assert staged((8256, 256), "bfloat16", "mxfp4_e2m1", axis="both") == ([], False)
+    for shape, dtype, fmt, kw in (((8200, 256), "float32", "nvfp4", {"axis": "both"}),
+                                  ((8200, 256), "bfloat16", "nvfp4", {"axis": "both", "tile_2d": True}),
+                                  ((8200, 256), "bfloat16", "nvfp4", {"axis": "both", "scale_layout": "swizzled"}),
+                                  ((8200, 256), "bfloat16", "nvfp4", {"axis": "columnwise"})):
+        assert staged(shape, dtype, fmt, **kw)[0] == [], (shape, dtype, fmt, kw)
+
+
 def test_grouped_stats_tables_bound_matches_cuda():
     """fp4kit._cuda_grouped.STATS_TABS_MAX_G (the launcher's bound on members for which group_stats
     builds NVFP4 multiplier tables) equals grouped.cu's STATS_TABS_MAX_G (its shared-memory count

@@ -292,16 +292,43 @@ def test_quantize_mxfp4_both_compact_scales_through_staging(gpu):
 
     fmt = "mxfp4_e2m1"
     nb = FORMATS[fmt].num_blocks
-    cases = (((128, 128), (True, True)), ((994, 512), (False, True)), ((1000, 384), (False, True)),
-             ((256, 1024), (True, True)), ((384, 4096), (True, True)), ((962, 512), (False, False)),
-             ((256, 100), (True, False)), ((128, 96), (False, False)))
-    for i, ((M, K), staged) in enumerate(cases):
+    # (shape, staged without padding, staged zero-filled: compact rows of an odd number of bytes)
+    cases = (((128, 128), (True, True), (False, False)), ((994, 512), (False, True), (False, False)),
+             ((1000, 384), (False, True), (False, False)), ((256, 1024), (True, True), (False, False)),
+             ((384, 4096), (True, True), (False, False)), ((962, 512), (False, False), (False, True)),
+             ((256, 100), (True, False), (False, False)), ((128, 96), (False, False), (True, False)))
+    for i, ((M, K), staged, ragged) in enumerate(cases):
         assert (_plan.stage_scales(fmt, M, nb(K), True), _plan.stage_scales(fmt, K, nb(M), True)) == staged, (M, K)
+        assert (_plan.stage_ragged_scales(fmt, nb(K), True), _plan.stage_ragged_scales(fmt, nb(M), True)) == ragged
         opts = quantize_options((M, K), "bfloat16", fmt, axis="both", scale_layout="compact")
         plan = _plan.build_quantize_plan(M, K, "bfloat16", opts, None, 16, 132)
-        assert ("unswizzle_scales" in [s.kernel for s in plan.launches()]) == any(staged), (M, K)
+        assert ("unswizzle_scales" in [s.kernel for s in plan.launches()]) == any(staged + ragged), (M, K)
         x = make_input((M, K), "bfloat16", "special" if i % 2 else "normal", seed=140 + i)
         check_against_reference(gpu, x, fmt, axis="both", scale_layout="compact")
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_quantize_nvfp4_both_ragged_compact_scales_staged(gpu, dtype):
+    """NVFP4 "both" from 16-bit input with compact scale rows of a length that is not a multiple of 4
+    bytes (fp4kit._plan.stage_ragged_scales): those operands' scales go through a zero-filled staging
+    buffer of the padded swizzled shape and unswizzle_scales; bytes equal the reference for one, the
+    other and both operands ragged, with computed and supplied amaxes (zero, huge) and special values."""
+    from fp4kit import _plan
+
+    nb = FORMATS["nvfp4"].num_blocks
+    cases = (((130, 256), (False, True)), ((256, 200), (True, False)), ((1000, 520), (True, True)),
+             ((8200, 128), (False, True)), ((128, 128), (False, False)))
+    for i, ((M, K), ragged) in enumerate(cases):
+        assert (_plan.stage_ragged_scales("nvfp4", nb(K), True),
+                _plan.stage_ragged_scales("nvfp4", nb(M), True)) == ragged, (M, K)
+        opts = quantize_options((M, K), dtype, "nvfp4", axis="both", scale_layout="compact")
+        plan = _plan.build_quantize_plan(M, K, dtype, opts, None, 16, 132)
+        zero_staged = [s for s in plan.steps if type(s) is _plan.Buffer and s.init == _plan.ZEROS and s.dtype == "uint8"]
+        assert len(zero_staged) == sum(ragged), (M, K, zero_staged)
+        x = make_input((M, K), dtype, "special" if i % 2 else "normal", seed=160 + i)
+        check_against_reference(gpu, x, "nvfp4", axis="both", scale_layout="compact")
+        for a in (0.0, 3e38):
+            check_against_reference(gpu, x, "nvfp4", amax=np.float32([a]), axis="both", scale_layout="compact")
 
 
 ROWWISE_SHAPES = [(1, 16), (3, 48), (5, 34), (64, 256), (65, 264), (130, 62), (127, 1000), (200, 4096), (7, 770),
