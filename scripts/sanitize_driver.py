@@ -65,6 +65,12 @@ for fmt, f in fp4kit.FORMATS.items():
                 q = fp4kit.quantize(bf16(x), fmt, axis="both", scale_layout=layout)
                 fp4kit.dequantize(q, dtype="float32", operand="columnwise")
                 n += 1
+    # NVFP4 / MXFP4 "both" from bfloat16, compact scale rows of an odd length: zero-filled staging
+    if fmt in ("nvfp4", "mxfp4_e2m1"):
+        for (M, K) in ((130, 256), (34, 96)):
+            q = fp4kit.quantize(bf16(rng.standard_normal((M, K))), fmt, axis="both")
+            fp4kit.dequantize(q, dtype="float32", operand="columnwise")
+            n += 1
     # grouped, with empty members at the front, middle and end
     first = [0, 34, 0, 130, 2, 0]
     K = 64
