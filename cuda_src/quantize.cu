@@ -97,54 +97,46 @@ __device__ __forceinline__ void prefetch_quad_l2(const void* x, i64 M, i64 K, i6
     prefetch_square_l2<DT>(x, q * 128 * K + (b - q * qk) * 128, M - q * 128, K, g);
 }
 
-#define FP4KIT_QUANTIZE_QUAD_KERNEL(F, D)                                                              \
-    extern "C" __global__ void __launch_bounds__(4 * QT_THREADS, 2)                                     \
-    quantize_f##F##_d##D##_quad(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales, u8* col_data, \
-                                u8* col_scales, const float* amax_row, const float* amax_col, int flags, \
-                                u64 seed, u32 rht_mask) {                                               \
-        __shared__ __align__(16) u8 blk[1024];                                                          \
-        const i64 qk = K >> 7;                                                                          \
-        const i64 bq = div_fast((i64)blockIdx.x, qk), bk = (i64)blockIdx.x - bq * qk;                   \
-        const int g = threadIdx.x >> 8;                                                                 \
-        quantize_tile_rc<F, D, false, QFLAG_EXT_ALL, 2>(x, M, K, row_data, row_scales, col_data, col_scales, \
-                                                        nullptr, nullptr, flags, 0ull, 0u, 2 * bq + (g >> 1), \
-                                                        2 * bk + (g & 1), false, blk);                  \
-        __syncthreads();                                                                                \
-        const int t = threadIdx.x;                                                                      \
-        if (t < 32) {                                                                                   \
-            if (flags & QFLAG_ROWWISE)                                                                  \
-                reinterpret_cast<uint4*>(row_scales + (bq * qk + bk) * 512)[t] =                        \
-                    reinterpret_cast<const uint4*>(blk)[t];                                             \
-        } else if (t < 64) {                                                                            \
-            if (flags & QFLAG_COLUMNWISE)                                                               \
-                reinterpret_cast<uint4*>(col_scales + (bk * (M >> 7) + bq) * 512)[t - 32] =             \
-                    reinterpret_cast<const uint4*>(blk + 512)[t - 32];                                  \
-        }                                                                                               \
-        prefetch_quad_l2<D>(x, M, K, qk, g);                                                            \
-    }
-
 // quantize_f<F>_d<D>_quadm: as _quad for any M (K % 128 == 0, scales swizzled or staged swizzled):
 // ceil(M / 128) * (K / 128) CTAs. The last square row may be partial (its scale blocks leave with
 // the padding rows as zeros, so no padding launch), and columnwise code rows that start off a 16-byte
 // boundary (M % 16 != 0) are staged and written for the whole square as grouped.cu group_quantize4
 // does (quantize_tile_rc with STASH 3, quad_square_out), instead of the 64 x 64 kernel's 64-byte runs
-// (ColStage::write).
-#define FP4KIT_QUANTIZE_QUADM_KERNEL(F, D)                                                             \
+// (ColStage::write). The body of both: quantize_square with STASH 2 (_quad) or 3 (_quadm).
+template <int F, int D, int STASH>
+__device__ __forceinline__ void quantize_square(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales,
+                                                u8* col_data, u8* col_scales, int flags) {
+    __shared__ __align__(16) u8 blk[1024];
+    const i64 qk = K >> 7;
+    const i64 bq = div_fast((i64)blockIdx.x, qk), bk = (i64)blockIdx.x - bq * qk;
+    const int g = threadIdx.x >> 8;
+    const u32* tiles = quantize_tile_rc<F, D, false, QFLAG_EXT_ALL, STASH>(
+        x, M, K, row_data, row_scales, col_data, col_scales, nullptr, nullptr, flags, 0ull, 0u, 2 * bq + (g >> 1),
+        2 * bk + (g & 1), false, blk);
+    __syncthreads();
+    if constexpr (STASH == 2) {
+        const int t = threadIdx.x;
+        if (t < 32) {
+            if (flags & QFLAG_ROWWISE)
+                reinterpret_cast<uint4*>(row_scales + (bq * qk + bk) * 512)[t] = reinterpret_cast<const uint4*>(blk)[t];
+        } else if (t < 64) {
+            if (flags & QFLAG_COLUMNWISE)
+                reinterpret_cast<uint4*>(col_scales + (bk * (M >> 7) + bq) * 512)[t - 32] =
+                    reinterpret_cast<const uint4*>(blk + 512)[t - 32];
+        }
+    } else {
+        quad_square_out<F, RawTileStride<D, 3>::words>(tiles, blk, M, bq, bk, qk, col_data, [&] { return row_scales; },
+                                                       [&] { return col_scales; });
+    }
+    prefetch_quad_l2<D>(x, M, K, qk, g);
+}
+
+#define FP4KIT_QUANTIZE_QUAD_KERNEL(F, D, SUFFIX, STASH)                                                \
     extern "C" __global__ void __launch_bounds__(4 * QT_THREADS, 2)                                     \
-    quantize_f##F##_d##D##_quadm(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales, u8* col_data, \
+    quantize_f##F##_d##D##SUFFIX(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales, u8* col_data, \
                                  u8* col_scales, const float* amax_row, const float* amax_col, int flags, \
                                  u64 seed, u32 rht_mask) {                                              \
-        __shared__ __align__(16) u8 blk[1024];                                                          \
-        const i64 qk = K >> 7;                                                                          \
-        const i64 bq = div_fast((i64)blockIdx.x, qk), bk = (i64)blockIdx.x - bq * qk;                   \
-        const int g = threadIdx.x >> 8;                                                                 \
-        const u32* tiles = quantize_tile_rc<F, D, false, QFLAG_EXT_ALL, 3>(                             \
-            x, M, K, row_data, row_scales, col_data, col_scales, nullptr, nullptr, flags, 0ull, 0u,     \
-            2 * bq + (g >> 1), 2 * bk + (g & 1), false, blk);                                           \
-        __syncthreads();                                                                                \
-        quad_square_out<F, RawTileStride<D, 3>::words>(tiles, blk, M, bq, bk, qk, col_data,             \
-                                                       [&] { return row_scales; }, [&] { return col_scales; }); \
-        prefetch_quad_l2<D>(x, M, K, qk, g);                                                            \
+        quantize_square<F, D, STASH>(x, M, K, row_data, row_scales, col_data, col_scales, flags);       \
     }
 
 // quantize_f<F>_d<D>_rows (plain; R = 2 for float32 input, 4 for 16-bit input) and _rowsx (every
@@ -266,14 +258,14 @@ nvfp4_enc_tables(const float* amax_row, const float* amax_col, float* tabs) {
     if (amax_col != nullptr) nvfp4_fill_table(tabs + NV_TAB + 1, amax_col[0], NV_TAB);
 }
 
-FP4KIT_QUANTIZE_QUAD_KERNEL(0, 1)
-FP4KIT_QUANTIZE_QUAD_KERNEL(0, 2)
-FP4KIT_QUANTIZE_QUAD_KERNEL(1, 1)
-FP4KIT_QUANTIZE_QUAD_KERNEL(1, 2)
-FP4KIT_QUANTIZE_QUADM_KERNEL(0, 1)
-FP4KIT_QUANTIZE_QUADM_KERNEL(0, 2)
-FP4KIT_QUANTIZE_QUADM_KERNEL(1, 1)
-FP4KIT_QUANTIZE_QUADM_KERNEL(1, 2)
+FP4KIT_QUANTIZE_QUAD_KERNEL(0, 1, _quad, 2)
+FP4KIT_QUANTIZE_QUAD_KERNEL(0, 2, _quad, 2)
+FP4KIT_QUANTIZE_QUAD_KERNEL(1, 1, _quad, 2)
+FP4KIT_QUANTIZE_QUAD_KERNEL(1, 2, _quad, 2)
+FP4KIT_QUANTIZE_QUAD_KERNEL(0, 1, _quadm, 3)
+FP4KIT_QUANTIZE_QUAD_KERNEL(0, 2, _quadm, 3)
+FP4KIT_QUANTIZE_QUAD_KERNEL(1, 1, _quadm, 3)
+FP4KIT_QUANTIZE_QUAD_KERNEL(1, 2, _quadm, 3)
 
 FP4KIT_QUANTIZE_ALL_DTYPES(0, FP4KIT_LB_4)
 FP4KIT_QUANTIZE_ALL_DTYPES(1, FP4KIT_LB_4)

@@ -124,6 +124,33 @@ def test_quantize_shapes(gpu, fmt, dtype, layout):
         check_against_reference(gpu, x, fmt, axis=axis, scale_layout=layout)
 
 
+def check_square_kernel(gpu, fmt, dtype, shapes, suffix, seed):
+    """The 128 x 128 square kernels (_quad / _quadm): each shape is planned with the kernel `suffix`
+    and quantizes to the reference's bytes in both scale layouts; then a view one element into its
+    buffer (no 16-byte loads) of the last shape's size."""
+    from fp4kit import _cuda, _plan
+
+    for i, (shape, kind) in enumerate(shapes):
+        opts = quantize_options(shape, dtype, fmt, axis="both")
+        kernels = [s.kernel for s in _plan.build_quantize_plan(*shape, dtype, opts, None, 16, 132).launches()]
+        assert kernels[0].endswith(suffix), (shape, kernels)
+        x = make_input(shape, dtype, kind, seed=seed + i)
+        for layout in ("compact", "swizzled"):
+            check_against_reference(gpu, x, fmt, axis="both", scale_layout=layout)
+    M, K = shapes[-1][0]
+    xs = make_input((M, K), dtype, "special", seed=seed + 20)
+    buf, dn = to_device(gpu, make_input((M * K + 1,), dtype, "normal", seed=seed + 21))
+    buf = buf.reshape(-1)
+    buf[1:] = to_device(gpu, xs)[0].reshape(-1)
+    for layout in ("compact", "swizzled"):
+        opts = quantize_options(xs.shape, dn, fmt, axis="both", scale_layout=layout)
+        row, col = _cuda.quantize(buf[1:].reshape(M, K), opts, None, input_dtype=dn)
+        want = ref_api.quantize(xs, fmt, axis="both", scale_layout=layout)
+        for got, ref, name in ((row, want.rowwise, "rowwise"), (col, want.columnwise, "columnwise")):
+            assert_bytes_equal(gpu.asnumpy(got["data"]), ref.data, f"{dtype} misaligned {layout} {name}: data")
+            assert_bytes_equal(gpu.asnumpy(got["scales"]), ref.scales, f"{dtype} misaligned {layout} {name}: scales")
+
+
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 @pytest.mark.parametrize("fmt", ["mxfp8_e4m3", "mxfp8_e5m2"])
 def test_quantize_quad_kernel(gpu, fmt, dtype):
@@ -131,27 +158,9 @@ def test_quantize_quad_kernel(gpu, fmt, dtype):
     groups of 256 threads per 128 x 128 square, the scale blocks written whole from shared memory):
     bytes equal the reference for both scale layouts, normal and special values, one square and
     many (rectangular in both directions), and a misaligned input (element-wise loads)."""
-    from fp4kit import _cuda, _plan
-
-    for i, (shape, kind) in enumerate([((128, 128), "normal"), ((256, 384), "special"), ((384, 1280), "normal"),
-                                       ((1280, 256), "special"), ((128, 4096), "normal")]):
-        opts = quantize_options(shape, dtype, fmt, axis="both")
-        kernels = [s.kernel for s in _plan.build_quantize_plan(*shape, dtype, opts, None, 16, 132).launches()]
-        assert kernels[0].endswith("_quad"), kernels
-        x = make_input(shape, dtype, kind, seed=600 + i)
-        for layout in ("compact", "swizzled"):
-            check_against_reference(gpu, x, fmt, axis="both", scale_layout=layout)
-    # misaligned input (a view one element in): no 16-byte loads
-    xs = make_input((256, 256), dtype, "special", seed=620)
-    buf, dn = to_device(gpu, make_input((256 * 256 + 1,), dtype, "normal", seed=621))
-    buf = buf.reshape(-1)
-    buf[1:] = to_device(gpu, xs)[0].reshape(-1)
-    opts = quantize_options(xs.shape, dn, fmt, axis="both", scale_layout="swizzled")
-    row, col = _cuda.quantize(buf[1:].reshape(256, 256), opts, None, input_dtype=dn)
-    want = ref_api.quantize(xs, fmt, axis="both", scale_layout="swizzled")
-    for got, ref, name in ((row, want.rowwise, "rowwise"), (col, want.columnwise, "columnwise")):
-        assert_bytes_equal(gpu.asnumpy(got["data"]), ref.data, f"{dtype} misaligned {name}: data")
-        assert_bytes_equal(gpu.asnumpy(got["scales"]), ref.scales, f"{dtype} misaligned {name}: scales")
+    check_square_kernel(gpu, fmt, dtype, [((128, 128), "normal"), ((256, 384), "special"), ((384, 1280), "normal"),
+                                          ((1280, 256), "special"), ((128, 4096), "normal"), ((256, 256), "special")],
+                        "_quad", 600)
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
@@ -163,30 +172,10 @@ def test_quantize_quadm_kernel(gpu, fmt, dtype):
     a staging buffer of the padded swizzled shape), with columnwise code rows at every even and odd
     byte offset (M % 16 != 0, the whole-square writer) and 16-byte aligned ones (M % 16 == 0), rows
     of fewer than 16 bytes (M < 16), one square and many, special values, and a misaligned input."""
-    from fp4kit import _cuda, _plan
-
-    shapes = [((1, 128), "normal"), ((7, 256), "special"), ((16, 128), "normal"), ((130, 384), "special"),
-              ((200, 128), "normal"), ((258, 1280), "normal"), ((8200, 256), "special"), ((1000, 512), "normal"),
-              ((383, 256), "special"), ((8256, 128), "normal")]
-    for i, (shape, kind) in enumerate(shapes):
-        opts = quantize_options(shape, dtype, fmt, axis="both")
-        kernels = [s.kernel for s in _plan.build_quantize_plan(*shape, dtype, opts, None, 16, 132).launches()]
-        assert kernels[0].endswith("_quadm"), (shape, kernels)
-        x = make_input(shape, dtype, kind, seed=700 + i)
-        for layout in ("compact", "swizzled"):
-            check_against_reference(gpu, x, fmt, axis="both", scale_layout=layout)
-    # misaligned input (a view one element in): no 16-byte loads
-    xs = make_input((136, 256), dtype, "special", seed=720)
-    buf, dn = to_device(gpu, make_input((136 * 256 + 1,), dtype, "normal", seed=721))
-    buf = buf.reshape(-1)
-    buf[1:] = to_device(gpu, xs)[0].reshape(-1)
-    for layout in ("compact", "swizzled"):
-        opts = quantize_options(xs.shape, dn, fmt, axis="both", scale_layout=layout)
-        row, col = _cuda.quantize(buf[1:].reshape(136, 256), opts, None, input_dtype=dn)
-        want = ref_api.quantize(xs, fmt, axis="both", scale_layout=layout)
-        for got, ref, name in ((row, want.rowwise, "rowwise"), (col, want.columnwise, "columnwise")):
-            assert_bytes_equal(gpu.asnumpy(got["data"]), ref.data, f"{dtype} misaligned {layout} {name}: data")
-            assert_bytes_equal(gpu.asnumpy(got["scales"]), ref.scales, f"{dtype} misaligned {layout} {name}: scales")
+    check_square_kernel(gpu, fmt, dtype, [((1, 128), "normal"), ((7, 256), "special"), ((16, 128), "normal"),
+                                          ((130, 384), "special"), ((200, 128), "normal"), ((258, 1280), "normal"),
+                                          ((8200, 256), "special"), ((1000, 512), "normal"), ((383, 256), "special"),
+                                          ((8256, 128), "normal"), ((136, 256), "special")], "_quadm", 700)
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
