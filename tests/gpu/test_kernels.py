@@ -320,6 +320,21 @@ def test_quantize_nvfp4_both_ragged_compact_scales_staged(gpu, dtype):
             check_against_reference(gpu, x, "nvfp4", amax=np.float32([a]), axis="both", scale_layout="compact")
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+@pytest.mark.parametrize("fmt", ["mxfp4_e2m1", "nvfp4"])
+def test_fp4_columnwise_runs_off_8_bytes(gpu, fmt, dtype):
+    """FP4 columnwise code rows of M / 2 bytes that start at every offset modulo 8 (M / 2 odd, or 2
+    or 4 modulo 8; the tile kernel's per-lane 8-byte runs then leave as aligned 4 / 2 / 1-byte
+    pieces), full and partial tile rows: bytes equal the reference in both scale layouts, with
+    special values, for "both" and the columnwise operand alone (tests/gpu/test_grouped.py runs the
+    grouped kernels' members of even sizes through the same stores)."""
+    for i, (M, K) in enumerate([(1030, 256), (260, 192), (136, 128), (202, 64), (66, 96)]):
+        x = make_input((M, K), dtype, "special" if i % 2 else "normal", seed=900 + i)
+        for layout in ("compact", "swizzled"):
+            for axis in ("both", "columnwise"):
+                check_against_reference(gpu, x, fmt, axis=axis, scale_layout=layout)
+
+
 ROWWISE_SHAPES = [(1, 16), (3, 48), (5, 34), (64, 256), (65, 264), (130, 62), (127, 1000), (200, 4096), (7, 770),
                   (37, 1500), (260, 1500), (257, 2112), (3, 1100), (1, 4096)]
 # (fp4kit._plan.rows_lw: lw = 6 for the last four, with a partial last CTA column for K = 1500, 2112, 1100)
