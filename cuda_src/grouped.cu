@@ -153,7 +153,8 @@ __host__ __device__ __forceinline__ i64 band_desc_offset(i64 n_band_rows, i64 n_
 
 // bits: 1 packed, 2 swizzled, 4 row_scaled, 8 rht, 16 want_row, 32 want_col, 64 band descriptors,
 // 256 (with 64) the descriptors' amax offsets count NV_TAB + 1 floats per member (BD_AROW / BD_ACOL
-// address group_stats' multiplier tables, QFLAG_ENC_TABS), 128 square bands: from band + band_desc_offset(n_band_rows, n_band_tiles) (the launcher passes
+// address group_stats' multiplier tables, QFLAG_ENC_TABS), 128 square bands: from band +
+// band_desc_offset(n_band_rows, n_band_tiles) (the launcher passes
 // n_band_rows = n_band_tiles = 0 then: no member lookups are written), SQ_DESC int64 per
 // 128-row band j < n_band_sq of group_quantize4's square list (members' bands start at META_SQ):
 // {member's element offset, member's rows M, band within the member, member}; M = 0 past the last

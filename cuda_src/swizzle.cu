@@ -83,8 +83,8 @@ extern "C" __global__ void __launch_bounds__(256) swizzle_scales(const u8* compa
 // (contiguous, up to 8 KB) come in as 16-byte loads, a warp reading 512 consecutive bytes, into
 // shared memory; the compact rows go out as 16-byte stores (4 per row; byte stores at the edges), or,
 // for rows off a 16-byte boundary, a byte per lane with 32 consecutive bytes per warp instruction, so
-// every 32-byte sector of the output is written whole by one CTA. (One thread per 16-byte chunk scattering four 4-byte runs to 4 compact rows left each
-// sector to 8 CTAs: 0.3 TB/s on an H100.)
+// every 32-byte sector of the output is written whole by one CTA. (One thread per 16-byte chunk
+// scattering four 4-byte runs to 4 compact rows left each sector to 8 CTAs: 0.3 TB/s on an H100.)
 namespace fp4kit {
 __device__ __forceinline__ void unswizzle_tile(u32* tile, const u8* swizzled, i64 R, i64 C, i64 Cp, u8* out, i64 t) {
     const int tid = threadIdx.x;

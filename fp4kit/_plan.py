@@ -536,11 +536,14 @@ def build_quantize_plan(M: int, K: int, input_dtype: str, opts, amax_size: int |
             both16 = r is not None and c is not None and input_dtype in ("bfloat16", "float16") and not ext
             for key, bit in (("rowwise", QFLAG_ROW_SCALES_SWZ), ("columnwise", QFLAG_COL_SCALES_SWZ)):
                 op = ops.get(key)
-                if op is not None and (quadm or stage_scales(opts.format, op[3], op[4], both_bf16)):
-                    staged[key] = b.buffer(swizzled_shape(op[3], op[4]), "uint8", EMPTY)
-                    flags |= bit
-                elif op is not None and stage_ragged_scales(opts.format, op[4], both16):
-                    staged[key] = b.buffer(swizzled_shape(op[3], op[4]), "uint8", ZEROS)
+                if op is None:
+                    continue
+                # the kernel writes every staged byte (no padding, or _quadm's whole blocks), or only
+                # the real positions (ragged rows: the padding that unswizzle reads is zero-filled)
+                init = (EMPTY if quadm or stage_scales(opts.format, op[3], op[4], both_bf16)
+                        else ZEROS if stage_ragged_scales(opts.format, op[4], both16) else None)
+                if init is not None:
+                    staged[key] = b.buffer(swizzled_shape(op[3], op[4]), "uint8", init)
                     flags |= bit
         rs = staged.get("rowwise", r[1] if r else None)
         cs = staged.get("columnwise", c[1] if c else None)
