@@ -750,12 +750,16 @@ __device__ __forceinline__ void group_quantize(const void* x, i64 G, const i64* 
 
 // One K, plain recipes: a CTA quantizes only tile blockIdx.x of the tile list (the grid covers every
 // tile), so no loop state stays live across the tile (32 registers without spills for MXFP8).
-// band: for MX formats the member of every tile band (the member's offsets then come from meta);
-// for NVFP4 the bands' descriptors (group_meta), so that the input loads wait for one lookup
-// instead of three dependent ones (H100, G = 8, "both": 1186 -> 1145 us; the same change made the
-// MXFP8 kernel 2 % slower, 769 -> 784 us, so MX keeps the lookups). Each branch has its own
-// quantize_tile call: one shared call after the branches (offsets in variables set by either)
-// made the MX kernels spill 52-68 bytes at their 32 registers.
+// band: for MXFP8 / MXFP6 the member of every tile band (the member's offsets then come from meta);
+// for the packed formats (MXFP4, NVFP4) the bands' descriptors (group_meta), so that the input loads
+// wait for one lookup instead of three dependent ones, and the tile's row needs no second division
+// (H100, G = 8, NVFP4 "both": 1186 -> 1145 us; MXFP4 "both", nineteenth session: 701.4 -> 627.3 us
+// with sizes % 128, 952.8 -> 878.8 us with even sizes, and the MXFP4 kernel from bfloat16 no longer
+// spills 24 bytes; the same change measured the MXFP8 kernel 2 % slower, 769 -> 784 us, in the
+// fourth session, and unchanged with compact scales now, 927.3 -> 927.6 us, so the unpacked MX
+// formats keep the lookups). Each branch has its own quantize_tile call: one shared call after the
+// branches (offsets in variables set by either) made the MX kernels spill 52-68 bytes at their 32
+// registers.
 template <int FMT, int DT>
 __device__ __forceinline__ void group_quantize_one(const void* x, i64 G, const i64* meta, const i64* first,
                                                    const i64* last, u8* row_data, u8* row_scales, u8* col_data,
@@ -763,7 +767,7 @@ __device__ __forceinline__ void group_quantize_one(const void* x, i64 G, const i
                                                    int flags, const i64* band, i64 K) {
     typedef Fmt<FMT> F;
     const i64 tiles_k = (K + QT_K - 1) / QT_K;
-    if constexpr (F::mx) {
+    if constexpr (F::mx && !F::packed) {
         const i64 t = blockIdx.x;
         const i64* tiles = meta + (i64)META_TILES * (G + 1);
         if (t < tiles[G]) {

@@ -160,7 +160,8 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
     # (group_quantize_rows)
     rows_only = not opts.want_columnwise and not (f.is_nvfp4 and opts.tile_2d)
     one_k = Kshared is not None and rows_total is not None
-    # the grid covers every tile: the loop-free tile kernel (NVFP4 with the bands' descriptors)
+    # the grid covers every tile: the loop-free tile kernel (the packed formats, MXFP4 and NVFP4,
+    # with the bands' descriptors: grouped.cu group_quantize_one)
     one = one_tile_per_cta(f, ext, rows_only, one_k, G, Kshared, rows_total)
     # MXFP8 "both", one K % 128, swizzled: 128 x 128 squares (group_quantize4)
     quad = quad_squares(f, ext, opts, input_dtype, rows_only, one_k, G, Kshared, rows_total)
@@ -176,7 +177,7 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
     # group_stats (computed ones), read by the tile kernel
     tabs = _empty((G * ENC_TAB,), np.float32) if tabs_on or tabs_sup else None
     meta, err, band, n_band_rows, n_band_tiles = _meta(G, fd, ld, f, opts, n_el, caps, rows_total, Kshared,
-                                                       descriptors=one and f.is_nvfp4, squares=quad,
+                                                       descriptors=one and f.packed, squares=quad,
                                                        tables=tabs_on or tabs_sup, tab_amax=sup_amax,
                                                        tabs=tabs if tabs_sup else None)
     out = {"meta": meta, "err": err, "fd": fd, "ld": ld}
@@ -197,7 +198,7 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
         band_arg = band[n_band_rows:] if band is not None else _NULL   # member of every tile band
         if one:
             qfn = _fn("grouped", f"group_quantize1_f{f.format_id}_d{_DTYPE_IDS[input_dtype]}_plain")
-            if f.is_nvfp4:
+            if f.packed:
                 band_arg = band[_band_desc_offset(n_band_rows, n_band_tiles):]
     # statistics pass: NVFP4 amaxes (unless supplied) and dbias, one read of the input
     mode = 0

@@ -111,6 +111,9 @@ for _G in (8, 64):
                 _name = f"grp{_G}-{_f}-{'row' if _ax == 'rowwise' else 'both'}{'' if _m == 128 else '-even'}"
                 OPS[_name] = _grouped(_fn, _G, _m, False, axis=_ax, scale_layout="swizzled")
                 OPS[_name + "-loop"] = _grouped(_fn, _G, _m, True, axis=_ax, scale_layout="swizzled")
+                # compact scales (the MXFP8 "both" squares need swizzled ones: the one-tile kernel)
+                OPS[_name + "-c"] = _grouped(_fn, _G, _m, False, axis=_ax, scale_layout="compact")
+                OPS[_name + "-c-loop"] = _grouped(_fn, _G, _m, True, axis=_ax, scale_layout="compact")
     for _m in (128, 2):   # NVFP4 "both" with supplied amaxes
         _name = f"grp{_G}-nvfp4-both-amax{'' if _m == 128 else '-even'}"
         OPS[_name] = _grouped("nvfp4", _G, _m, False, amax=True, axis="both", scale_layout="swizzled")

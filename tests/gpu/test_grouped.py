@@ -170,13 +170,18 @@ def test_dbias(cp):
     assert np.all(np.abs(gb.astype(np.float64) - exp.dbias) <= tol)
 
 
-@pytest.mark.parametrize("fmt,layout", [("mxfp4_e2m1", "compact"), ("mxfp4_e2m1", "swizzled"), ("nvfp4", "swizzled")])
-@pytest.mark.parametrize("bad,why", [([100, -1, 50], "negative"), ([400, 200, 0], "more elements"),
-                                      ([3, 4, 5], "odd length")])
+_BAD_DIMS = [([100, -1, 50], "negative"), ([400, 200, 0], "more elements"), ([3, 4, 5], "odd length")]
+
+
+@pytest.mark.parametrize("fmt,layout,bad,why",
+                         [(f, lay, b, w) for f, lay in (("mxfp4_e2m1", "compact"), ("mxfp4_e2m1", "swizzled"),
+                                                        ("nvfp4", "swizzled")) for b, w in _BAD_DIMS]
+                         + [("mxfp8_e4m3", "compact", b, w) for b, w in _BAD_DIMS[:2]])
 def test_bad_device_dims_flagged_nothing_written(cp, bad, why, fmt, layout):
-    """One K with device dims: MX takes the band -> member lookups, NVFP4 the band descriptors,
-    whose every entry group_meta empties on an error; swizzled scale buffers are not cleared
-    before the launch, so they must stay poisoned too (no padding written)."""
+    """One K with device dims: the one-tile kernel of MXFP8 / MXFP6 takes the band -> member
+    lookups, that of MXFP4 / NVFP4 the band descriptors, whose every entry group_meta empties on
+    an error; swizzled scale buffers are not cleared before the launch, so they must stay poisoned
+    too (no padding written). (Odd lengths are an error for the packed FP4 formats only.)"""
     x = _x((512, 32), seed=12)
     g = fp4kit.group_quantize(cp.asarray(x), fmt, first_dims=cp.asarray(np.array(bad, np.int64)),
                               axis="both", max_elements=512 * 32, scale_layout=layout)
