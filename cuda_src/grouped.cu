@@ -852,9 +852,12 @@ __device__ __forceinline__ void group_quantize_quad(const void* x, i64 G, const 
         xg, M, K, row_data + o, row_scales, col_data + o, col_scales, nullptr, nullptr, fl, 0ull, 0u,
         2 * bq + (q >> 1), 2 * bk + (q & 1), false, blk);
     __syncthreads();
+    // the member's swizzled scale matrices, 4 K ceil(M / 128) bytes each, at 4 K sq[g]: its offsets in
+    // swizzled scale buffers (group_meta's META_SROW / META_SCOL then), and in the staging buffers of
+    // compact scales (fp4kit/_cuda_grouped.py; swizzle.cu group_unswizzle_scales)
     quad_square_out<FMT, RawTileStride<DT, 3>::words>(
-        tiles, blk, M, bq, bk, qk, col_data + o, [&] { return row_scales + meta[(i64)META_SROW * W + g]; },
-        [&] { return col_scales + meta[(i64)META_SCOL * W + g]; });
+        tiles, blk, M, bq, bk, qk, col_data + o, [&] { return row_scales + 4 * K * meta[(i64)META_SQ * W + g]; },
+        [&] { return col_scales + 4 * K * meta[(i64)META_SQ * W + g]; });
     prefetch_group_square_l2<DT>(x, sq_desc, K, qk, q);
 }
 

@@ -160,6 +160,45 @@ extern "C" __global__ void __launch_bounds__(256) unswizzle_scales(const u8* sw0
     }
 }
 
+// Grouped MXFP8 "both" with compact scales (one K, K % 128 == 0; fp4kit/_cuda_grouped.py): every
+// member's two swizzled scale matrices, staged by grouped.cu group_quantize4 at 4 K sq[g] bytes of
+// st_row / st_col (the swizzled sizes, both 4 K ceil(M_g / 128)), to its compact rowwise (M_g, K / 32)
+// and columnwise (K, ceil(M_g / 32)) matrices at srow[g] / scol[g] of out_row / out_col. sq, srow,
+// scol: group_meta's prefix arrays (G + 1 entries); sqd: its descriptors of the 128-row square bands
+// {element offset, M, band within the member, member} (M = 0 past the last band and after a metadata
+// error, so nothing is written then). Work: 2 U slots per square band (U = ceil(K / 2048), grid-
+// strided), each finding its member with one descriptor load (no walk over the members): slot s < U
+// is the rowwise tile (band, s) of the member (unswizzle_tile's 128 x 64 tiles; U per band), slot U + u
+// the member's columnwise tiles q = bm + nsq (u + U r), r = 0, 1, .. (bm: the band within the
+// member, nsq its bands; a member's (K / 128) ceil(ceil(M_g / 32) / 64) columnwise tiles dealt over
+// its bands, about U per band for members of 16 bands or more). (One slot per columnwise tile of
+// K / 128 per band, idle past a member's first ceil(M_g / 2048) bands, cost a descriptor load per
+// idle slot: 63.5 us for G = 8, 65536 x 7168, H100; walking the members in every CTA: 37.3 us for
+// G = 8 but 150 us for G = 64.)
+extern "C" __global__ void __launch_bounds__(256) group_unswizzle_scales(i64 n_sq, i64 K, const i64* sqd, const i64* sq,
+                                                                         const i64* srow, const i64* scol,
+                                                                         const u8* st_row, const u8* st_col,
+                                                                         u8* out_row, u8* out_col) {
+    __shared__ u32 tile[128 * SWZ_PITCH];
+    const i64 cr = K / 32, U = (cr + SWZ_TC - 1) / SWZ_TC;
+    for (i64 t = blockIdx.x; t < n_sq * 2 * U; t += gridDim.x) {
+        const i64 j = div_fast(t, 2 * U), slot = t - j * 2 * U;
+        const longlong2 d0 = __ldg(reinterpret_cast<const longlong2*>(sqd + 4 * j));
+        const longlong2 d1 = __ldg(reinterpret_cast<const longlong2*>(sqd + 4 * j) + 1);
+        const i64 M = d0.y, bm = d1.x, g = d1.y;
+        if (M <= 0) continue;   // CTA-uniform: past the last band
+        const i64 st = 4 * K * sq[g];
+        if (slot < U) {
+            unswizzle_tile(tile, st_row + st, M, cr, cr, out_row + srow[g], bm * U + slot);
+        } else {
+            const i64 nsq = (M + 127) / 128, cc = (M + 31) / 32, cpc = 4 * nsq;
+            const i64 ncol = (K / 128) * ((cpc + SWZ_TC - 1) / SWZ_TC);
+            for (i64 q = bm + nsq * (slot - U); q < ncol; q += nsq * U)
+                unswizzle_tile(tile, st_col + st, K, cc, cpc, out_col + scol[g], q);
+        }
+    }
+}
+
 // Writes 0 to every padding byte of a swizzled (Rp, Cp) buffer of a compact (R, C) matrix and
 // nothing else (the quantize kernels write the real positions).
 extern "C" __global__ void swizzle_zero_padding(u8* out, i64 R, i64 C, i64 Rp, i64 Cp) {

@@ -2,6 +2,7 @@
 """Exercise every kernel family once over a small shape matrix (partial blocks, rows not a multiple
 of 128, empty inputs, grouped empty members), for scripts/sanitize.sh to run under compute-sanitizer.
 Checks nothing itself beyond finishing; the sanitizer reports the errors."""
+import itertools
 import os
 import sys
 
@@ -116,20 +117,21 @@ big = [3000, 0, 2000, 6]
 xb = bf16(rng.standard_normal((sum(big), 64)).astype(np.float32))
 for axis in ("both", "columnwise"):
     fp4kit.group_quantize(xb, "nvfp4", first_dims=cp.asarray(np.array(big, np.int64)), axis=axis).check()
-# grouped MXFP8 "both" in 128 x 128 squares (group_quantize4: one K % 128, 16-bit input, swizzled):
-# partial squares, members off a 16-byte boundary (staged in the group's tile), host / device dims
+# grouped MXFP8 "both" in 128 x 128 squares (group_quantize4: one K % 128, 16-bit input; compact
+# scales staged and unswizzled by group_unswizzle_scales): partial squares, members off a 16-byte
+# boundary (staged in the group's tile), host / device dims
 sq = [0, 1, 130, 0, 64, 256, 17, 0]
 xs = bf16(rng.standard_normal((sum(sq), 256)).astype(np.float32))
-for fmt in ("mxfp8_e4m3", "mxfp8_e5m2"):
-    g = fp4kit.group_quantize(xs, fmt, first_dims=sq, axis="both", scale_layout="swizzled")
+for fmt, layout in itertools.product(("mxfp8_e4m3", "mxfp8_e5m2"), ("swizzled", "compact")):
+    g = fp4kit.group_quantize(xs, fmt, first_dims=sq, axis="both", scale_layout=layout)
     fp4kit.group_dequantize(g, operand="columnwise")
     fp4kit.group_quantize(xs, fmt, first_dims=cp.asarray(np.array(sq, np.int64)), axis="both",
-                          scale_layout="swizzled").check()
+                          scale_layout=layout).check()
     try:   # more rows than the buffer: flagged, nothing written
         fp4kit.group_quantize(xs, fmt, first_dims=cp.asarray(np.array([300, 10**4], np.int64)), axis="both",
-                              scale_layout="swizzled").check()
+                              scale_layout=layout).check()
     except ValueError as e:
-        print(f"sanitize driver: bad device dims flagged (squares): {str(e)[:80]}")
+        print(f"sanitize driver: bad device dims flagged (squares, {layout}): {str(e)[:80]}")
 # device dims that exceed the buffer: flagged, nothing written out of bounds
 for layout in ("compact", "swizzled"):
     try:

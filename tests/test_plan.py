@@ -1172,7 +1172,8 @@ def test_grouped_quantize_grid_sizes(monkeypatch):
 
 def test_grouped_quad_squares_where_it_applies():
     """group_quantize4 (128 x 128 squares) takes plain MXFP8 "both" from 16-bit input with one K that
-    is a multiple of 128 and swizzled scales; everything else keeps the 64 x 64 tile kernels."""
+    is a multiple of 128, in both scale layouts (compact ones through staging); everything else keeps
+    the 64 x 64 tile kernels."""
     import types as _types
 
     from fp4kit import _cuda_grouped
@@ -1190,7 +1191,7 @@ def test_grouped_quad_squares_where_it_applies():
         assert not q(FORMATS[fmt], False, o(), "bfloat16", False, True, 8, 7168, 65536), fmt
     assert not q(e4, False, o(), "float32", False, True, 8, 7168, 65536)          # float32 input
     assert not q(e4, True, o(), "bfloat16", False, True, 8, 7168, 65536)          # extended recipe
-    assert not q(e4, False, o(layout="compact"), "bfloat16", False, True, 8, 7168, 65536)
+    assert q(e4, False, o(layout="compact"), "bfloat16", False, True, 8, 7168, 65536)   # staged scales
     assert not q(e4, False, o(row=False), "bfloat16", False, True, 8, 7168, 65536)
     assert not q(e4, False, o(col=False), "bfloat16", True, True, 8, 7168, 65536)
     assert not q(e4, False, o(), "bfloat16", False, False, 8, None, None)         # no single K

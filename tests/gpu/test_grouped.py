@@ -2,6 +2,8 @@
 dims, CUDA-graph capture, dbias, and bad device dims flagged without out-of-bounds writes."""
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -384,25 +386,26 @@ def launched(monkeypatch):
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 @pytest.mark.parametrize("fmt", ["mxfp8_e4m3", "mxfp8_e5m2"])
 def test_quad_squares_grouped(cp, fmt, dtype, launched):
-    """MXFP8 "both" from 16-bit input with one K % 128 and swizzled scales takes group_quantize4
-    (128 x 128 squares, 4 tiles per CTA, whole swizzled scale blocks with their padding; members off
-    a 16-byte boundary staged in the group's tile): G = 1, 3, 64, 257, empty members at front,
-    middle and end, odd sizes and sizes around 64 / 128, host and device dims, against the
-    reference on poisoned buffers (no padding pass follows, so every padding byte must come from
-    the kernel)."""
+    """MXFP8 "both" from 16-bit input with one K % 128 takes group_quantize4 (128 x 128 squares, 4
+    tiles per CTA, whole swizzled scale blocks with their padding; members off a 16-byte boundary
+    staged in the group's tile), compact scales through swizzled staging buffers and
+    group_unswizzle_scales: G = 1, 3, 64, 257, empty members at front, middle and end, odd sizes and
+    sizes around 64 / 128, host and device dims, both scale layouts, against the reference on
+    poisoned buffers (no padding pass follows, so every padding byte must come from the kernel)."""
     import ml_dtypes
     npdt = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16}[dtype]
     cases = [(1, 384, [1000]), (3, 128, [0, 129, 0]), (64, 256, _dims(64, 70)), (257, 128, _dims(257, 71)),
              (13, 128, [0, 1, 15, 16, 63, 64, 65, 127, 128, 129, 200, 256, 0]),
              (4, 256, [96, 32, 160, 1])]      # multiples of 16 (no staging) and their partial squares
-    for G, K, first in cases:
+    for (G, K, first), layout in itertools.product(cases, ("swizzled", "compact")):
         x = _x((sum(first), K), seed=G + K, dtype=npdt)
-        exp = fp4kit.reference.group_quantize(x, fmt, first_dims=first, axis="both", scale_layout="swizzled")
+        exp = fp4kit.reference.group_quantize(x, fmt, first_dims=first, axis="both", scale_layout=layout)
         xd = _dev(cp, x)
         del launched[:]
-        _check(fp4kit.group_quantize(xd, fmt, first_dims=first, axis="both", scale_layout="swizzled"), exp)
+        _check(fp4kit.group_quantize(xd, fmt, first_dims=first, axis="both", scale_layout=layout), exp)
         assert any(n.startswith("group_quantize4_") for n in launched), launched
-        got = fp4kit.group_quantize(xd, fmt, first_dims=_dev_dims(cp, first, xd), axis="both", scale_layout="swizzled")
+        assert ("group_unswizzle_scales" in launched) == (layout == "compact"), launched
+        got = fp4kit.group_quantize(xd, fmt, first_dims=_dev_dims(cp, first, xd), axis="both", scale_layout=layout)
         got.check()
         for a, b in zip(got, exp):
             _check(a, b)
@@ -415,14 +418,16 @@ def test_quad_squares_grouped(cp, fmt, dtype, launched):
     _check(fp4kit.group_quantize(_dev(cp, x), fmt, num_groups=5, axis="both", scale_layout="swizzled"), exp)
 
 
-def test_quad_squares_graph_capture_and_bad_dims(cp, launched):
-    """group_quantize4 under CUDA-graph capture with device dims changed between replays (squares
-    move between members, members shrink to zero), and bad device dims: flagged, nothing written."""
+@pytest.mark.parametrize("layout", ["swizzled", "compact"])
+def test_quad_squares_graph_capture_and_bad_dims(cp, launched, layout):
+    """group_quantize4 (compact scales: and group_unswizzle_scales) under CUDA-graph capture with
+    device dims changed between replays (squares move between members, members shrink to zero), and
+    bad device dims: flagged, nothing written."""
     fmt, K = "mxfp8_e4m3", 256
     x = _x((640, K), seed=30, dtype=np.float16)
     xd = cp.asarray(x)
     dims = cp.asarray(np.array([100, 0, 200, 12], np.int64))
-    kw = dict(axis="both", scale_layout="swizzled")
+    kw = dict(axis="both", scale_layout=layout)
     fp4kit.group_quantize(xd, fmt, first_dims=dims, **kw)       # warm-up: compile, pool blocks
     assert any(n.startswith("group_quantize4_") for n in launched), launched
     stream = cp.cuda.Stream(non_blocking=True)
