@@ -351,9 +351,15 @@ def bench_grouped(rows, reps, K=7168, total=65536, groups=(8, 64)):
         vname = f"device dims, skewed, {sum(1 for d in dims if d == 0)} empty, M_i % {multiple} == 0"
         # NVFP4 "both" also with one supplied amax per member (no statistics pass)
         amax = torch.full((G,), 4.0, device="cuda")
-        for fmt, axis, sup in (("mxfp8_e4m3", "rowwise", False), ("mxfp8_e4m3", "both", False),
-                               ("nvfp4", "rowwise", False), ("nvfp4", "both", False), ("nvfp4", "both", True)):
-            kw = dict(axis=axis, scale_layout="swizzled")
+        # and "both" of MXFP8 with compact scales (staged squares), MXFP4 and MXFP6 (one-tile kernel)
+        for fmt, axis, sup, layout in (("mxfp8_e4m3", "rowwise", False, "swizzled"),
+                                       ("mxfp8_e4m3", "both", False, "swizzled"),
+                                       ("mxfp8_e4m3", "both", False, "compact"),
+                                       ("mxfp4_e2m1", "both", False, "swizzled"),
+                                       ("mxfp6_e2m3", "both", False, "swizzled"),
+                                       ("nvfp4", "rowwise", False, "swizzled"), ("nvfp4", "both", False, "swizzled"),
+                                       ("nvfp4", "both", True, "swizzled")):
+            kw = dict(axis=axis, scale_layout=layout)
             a = amax if sup else None
             us = time_fn(lambda: fp4kit.group_quantize(x, fmt, first_dims=dims_dev, amax=a, **kw), reps=reps)
             per = [(x[s:s + m], amax[g:g + 1] if sup else None) for g, (s, m) in enumerate(zip(starts, dims)) if m]
@@ -361,7 +367,7 @@ def bench_grouped(rows, reps, K=7168, total=65536, groups=(8, 64)):
                               reps=max(5, reps // 4))
             nbytes = total * K * 2 + _bytes_out(fmt, total, K, axis)
             cu = copy_us(nbytes, reps)
-            rows.append(dict(op=f"group_quantize G={G}", format=fmt, axis=axis, layout="swizzled",
+            rows.append(dict(op=f"group_quantize G={G}", format=fmt, axis=axis, layout=layout,
                              variant=vname + (", supplied amax" if sup else ""), shape=f"{total}x{K}", us=us,
                              bytes=nbytes, gbs=nbytes / us / 1e3, copy_pct=100 * cu / us, baseline_us=us_loop,
                              speedup=us_loop / us, baseline_exact="vs per-member launches"))
@@ -450,7 +456,7 @@ def _quantize_rows(shapes, formats, axes) -> int:
     return len(shapes) * sum(per_fmt * (2 if f == "nvfp4" else 1) for f in formats)
 
 
-def expected_rows(shapes, formats, axes, groups=4, grouped_ops=5) -> int:
+def expected_rows(shapes, formats, axes, groups=4, grouped_ops=8) -> int:
     """Rows the benchmark will print (mirrors the loops below), for the progress line's estimate."""
     quant = _quantize_rows(shapes, formats, axes) + _quantize_rows(RAGGED_SHAPES, RAGGED_FORMATS, ("both",))
     return quant + len(shapes) * len(formats) * 2 + len(shapes) + 3 + groups * grouped_ops
