@@ -131,7 +131,7 @@ __device__ __forceinline__ void group_zero_padding(i64 G, const i64* meta, const
 using namespace fp4kit;
 
 // With one K and bit 64 of its `bits`, group_meta also writes a descriptor of every 64-row band of
-// the tile list (band + band_desc_offset(..), BAND_DESC int64 each): everything the loop-free NVFP4
+// the tile list (band + band_desc_offset(..), BAND_DESC int64 each): everything the loop-free MXFP4 / NVFP4
 // tile kernel (group_quantize1) needs about the band's member, so that a CTA's input loads wait for one lookup
 // (16-byte loads of one descriptor) instead of three dependent ones (tile count, band -> member,
 // member -> offsets). Bands past the last one have M = 0. fp4kit/_cuda_grouped.py sizes the buffer.
@@ -279,7 +279,7 @@ group_meta(i64 G, const i64* first, const i64* last, int block, int bits, i64 ma
         *err = e;
     }
     __syncthreads();
-    // bit 64: with one K, also the tile bands' descriptors (group_quantize_one for NVFP4)
+    // bit 64: with one K, also the tile bands' descriptors (group_quantize_one for MXFP4 / NVFP4)
     i64* desc = (band != nullptr && K1 > 0 && (bits & 64)) ? band + band_desc_offset(n_band_rows, n_band_tiles) : nullptr;
     // bit 128: the square bands' descriptors (group_quantize4)
     i64* sqd = (band != nullptr && K1 > 0 && (bits & 128)) ? band + band_desc_offset(n_band_rows, n_band_tiles) : nullptr;

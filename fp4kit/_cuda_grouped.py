@@ -167,7 +167,7 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
     # the grid covers every tile: the loop-free tile kernel (the packed formats, MXFP4 and NVFP4,
     # with the bands' descriptors: grouped.cu group_quantize_one)
     one = one_tile_per_cta(f, ext, rows_only, one_k, G, Kshared, rows_total)
-    # MXFP8 "both", one K % 128, swizzled: 128 x 128 squares (group_quantize4)
+    # MXFP8 "both", one K % 128: 128 x 128 squares (group_quantize4; compact scales staged)
     quad = quad_squares(f, ext, opts, input_dtype, rows_only, one_k, G, Kshared, rows_total)
     # plain NVFP4 with computed amaxes in the one-tile kernel: the statistics pass also builds every
     # member's multiplier table once its amax is final (grouped.cu stats_tables), and the tile
@@ -262,7 +262,8 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
         n_sq = _square_bands_bound(rows_total, G)
         staged = opts.scale_layout != "swizzled"
         if staged:   # member g's swizzled matrices at 4 K sq[g] (grouped.cu group_quantize_quad)
-            st_row, st_col = _empty((4 * Kshared * n_sq,), np.uint8), _empty((4 * Kshared * n_sq,), np.uint8)
+            st = _empty((2 * 4 * Kshared * n_sq,), np.uint8)   # one allocation, rowwise then columnwise
+            st_row, st_col = st[:4 * Kshared * n_sq], st[4 * Kshared * n_sq:]
         else:
             st_row, st_col = out["row_scales"], out["col_scales"]
         _fn("grouped", f"group_quantize4_f{f.format_id}_d{_DTYPE_IDS[input_dtype]}")(

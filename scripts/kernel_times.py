@@ -111,7 +111,7 @@ for _G in (8, 64):
                 _name = f"grp{_G}-{_f}-{'row' if _ax == 'rowwise' else 'both'}{'' if _m == 128 else '-even'}"
                 OPS[_name] = _grouped(_fn, _G, _m, False, axis=_ax, scale_layout="swizzled")
                 OPS[_name + "-loop"] = _grouped(_fn, _G, _m, True, axis=_ax, scale_layout="swizzled")
-                # compact scales (the MXFP8 "both" squares need swizzled ones: the one-tile kernel)
+                # compact scales (MXFP8 "both": the squares with staged scales and group_unswizzle_scales)
                 OPS[_name + "-c"] = _grouped(_fn, _G, _m, False, axis=_ax, scale_layout="compact")
                 OPS[_name + "-c-loop"] = _grouped(_fn, _G, _m, True, axis=_ax, scale_layout="compact")
     for _m in (128, 2):   # NVFP4 "both" with supplied amaxes
