@@ -147,6 +147,9 @@ enum BandDesc : int {
     BAND_DESC = 8,
 };
 enum { SQ_DESC = 4 };   // int64 per square band descriptor (group_meta bit 128)
+// A tile band's member lookup (band[n_band_rows + j]): the member in the low 32 bits, the band's
+// index within its member in the high ones (the one-tile kernel's tile row, without a division).
+constexpr i64 BAND_MEMBER = 0xFFFFFFFFll;
 __host__ __device__ __forceinline__ i64 band_desc_offset(i64 n_band_rows, i64 n_band_tiles) {
     return (n_band_rows + n_band_tiles + 1) & ~(i64)1;   // 16-byte aligned
 }
@@ -161,8 +164,8 @@ __host__ __device__ __forceinline__ i64 band_desc_offset(i64 n_band_rows, i64 n_
 // band and after an error (scalars only, so the launch can be captured in a CUDA graph without host-to-device copies).
 // With one K (K1 > 0) and a `band` buffer, it also memoises the quantize kernels' member lookups:
 // band[i] (i < n_band_rows) is the member of global row 64 i, band[n_band_rows + j] the member of
-// the j-th 64-row band of the tile list (tiles j * tiles_k ..), so a tile's loads wait for one
-// lookup instead of a binary search.
+// the j-th 64-row band of the tile list (tiles j * tiles_k ..) | the band's index within that member
+// << 32 (BAND_MEMBER), so a tile's loads wait for one lookup instead of a binary search.
 // tabs (with bit 256): CTAs 1 .. ceil(G / 2) write the NVFP4 multiplier table of every member's
 // supplied amax tab_amax[g] at tabs + g (NV_TAB + 1) (computed amaxes: group_stats writes them).
 // One CTA of META_THREADS threads, META_THREADS members at a time: thread t computes member t's
@@ -317,7 +320,7 @@ group_meta(i64 G, const i64* first, const i64* last, int block, int bits, i64 ma
                 }
             }
             if (desc == nullptr) {
-                for (i64 j = t0 + lane; j < t1; j += 32) band[n_band_rows + j] = g;
+                for (i64 j = t0 + lane; j < t1; j += 32) band[n_band_rows + j] = g | (j - t0) << 32;
                 continue;
             }
             // the member's descriptor fields, read once (the stores below may alias meta for the compiler)
@@ -326,7 +329,7 @@ group_meta(i64 G, const i64* first, const i64* last, int block, int bits, i64 ma
             const i64 as = (bits & 256) ? NV_TAB + 1 : 1;   // the amax pointers then address tables
             const longlong2 f2 = make_longlong2(meta[(i64)META_AROW * W + g] * as, meta[(i64)META_ACOL * W + g] * as);
             for (i64 j = t0 + lane; j < t1; j += 32) {
-                band[n_band_rows + j] = g;
+                band[n_band_rows + j] = g | (j - t0) << 32;
                 longlong2* dv = reinterpret_cast<longlong2*>(desc + j * BAND_DESC);
                 dv[0] = f0;
                 dv[1] = f1;
@@ -732,7 +735,8 @@ __device__ __forceinline__ void group_quantize(const void* x, i64 G, const i64* 
     i64 prev = -1;   // member of this CTA's previous tile: its NVFP4 multiplier tables are still valid
     const i64 tiles_k1 = (K1 + QT_K - 1) / QT_K;   // one K (band_tiles given): tiles per row band
     for (i64 t = blockIdx.x; t < total; t += gridDim.x) {
-        const i64 g = band_tiles != nullptr ? band_tiles[div_fast(t, tiles_k1)] : find_member(tiles, G, t);
+        const i64 g = band_tiles != nullptr ? (band_tiles[div_fast(t, tiles_k1)] & BAND_MEMBER)
+                                            : find_member(tiles, G, t);
         const i64 M = first[g], K = last[g];
         const char* xg = reinterpret_cast<const char*>(x) + off[g] * input_itemsize(DT);
         const i64 doff = F::packed ? off[g] / 2 : off[g];
@@ -764,14 +768,24 @@ template <int FMT, int DT>
 __device__ __forceinline__ void group_quantize_one(const void* x, i64 G, const i64* meta, const i64* first,
                                                    const i64* last, u8* row_data, u8* row_scales, u8* col_data,
                                                    u8* col_scales, const float* amax_row, const float* amax_col,
-                                                   int flags, const i64* band, i64 K) {
+                                                   int flags, const i64* band, i64 K, u64 rows_total) {
     typedef Fmt<FMT> F;
     const i64 tiles_k = (K + QT_K - 1) / QT_K;
     if constexpr (F::mx && !F::packed) {
         const i64 t = blockIdx.x;
+        const i64 j = div_fast(t, tiles_k), kt = t - j * tiles_k;
+        if (threadIdx.x < QT_M) {   // L2 prefetch of the tile's rows, before the two dependent lookups
+            const u64 r = (u64)j * QT_M + threadIdx.x;
+            if (r < rows_total) {
+                const char* p = reinterpret_cast<const char*>(x) + (r * (u64)K + (u64)kt * QT_K) * input_itemsize(DT);
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+                if (input_itemsize(DT) == 4 && kt * QT_K + 32 < K) asm volatile("prefetch.global.L2 [%0];" ::"l"(p + 128));
+            }
+        }
         const i64* tiles = meta + (i64)META_TILES * (G + 1);
         if (t < tiles[G]) {
-            const i64 g = band[div_fast(t, tiles_k)];
+            const i64 e = band[j];
+            const i64 g = e & BAND_MEMBER;
             const i64 o = meta[(i64)META_OFF * (G + 1) + g];
             const char* xg = reinterpret_cast<const char*>(x) + o * input_itemsize(DT);
             int fl = flags & ~QFLAG_VEC_IN;
@@ -779,10 +793,10 @@ __device__ __forceinline__ void group_quantize_one(const void* x, i64 G, const i
             const i64 doff = F::packed ? o / 2 : o;
             const i64* srow = meta + (i64)META_SROW * (G + 1);
             const i64* scol = meta + (i64)META_SCOL * (G + 1);
-            quantize_tile<FMT, DT, false>(xg, first[g], K, row_data ? row_data + doff : row_data,
+            quantize_tile_rc<FMT, DT, false>(xg, first[g], K, row_data ? row_data + doff : row_data,
                                           row_scales ? row_scales + srow[g] : row_scales, col_data ? col_data + doff : col_data,
                                           col_scales ? col_scales + scol[g] : col_scales, amax_row, amax_col, fl, 0ull,
-                                          0u, t - tiles[g]);
+                                          0u, e >> 32, kt);
         }
     } else {
         const i64 j = div_fast((i64)blockIdx.x, tiles_k);
@@ -910,14 +924,16 @@ FP4KIT_GROUP_STATS(2)
 // group_quantize1_f<F>_d<D>_plain (MX formats, plain NVFP4): one tile per CTA, one K
 // (group_quantize_one; NVFP4 fills its member's multiplier tables in every CTA). band: group_meta's
 // band buffer from n_band_rows (MX) or from band_desc_offset(n_band_rows, n_band_tiles) (NVFP4).
+// group_quantize's parameters, with the caller's row count (the bound of the L2 prefetch) where
+// the seed was (the plain recipes have none) and rht_mask unused.
 #define FP4KIT_GROUP_QUANTIZE1(F, D)                                                                    \
     extern "C" __global__ void __launch_bounds__(QT_THREADS, 8)                                        \
     group_quantize1_f##F##_d##D##_plain(const void* x, i64 G, const i64* meta, const i64* first,       \
                                const i64* last, u8* row_data, u8* row_scales, u8* col_data,            \
                                u8* col_scales, const float* amax_row, const float* amax_col, int flags, \
-                               u64 seed, u32 rht_mask, const i64* band, i64 K1) {                      \
+                               u64 rows_total, u32 rht_mask, const i64* band, i64 K1) {                \
         group_quantize_one<F, D>(x, G, meta, first, last, row_data, row_scales, col_data, col_scales,   \
-                                 amax_row, amax_col, flags, band, K1);                                 \
+                                 amax_row, amax_col, flags, band, K1, rows_total);                     \
     }
 #define FP4KIT_GROUP_QUANTIZE1_ALL(F) FP4KIT_GROUP_QUANTIZE1(F, 0) FP4KIT_GROUP_QUANTIZE1(F, 1) FP4KIT_GROUP_QUANTIZE1(F, 2)
 FP4KIT_GROUP_QUANTIZE1_ALL(0)

@@ -290,7 +290,8 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
             x, np.int64(G), meta, fd, ld, out.get("row_data", _NULL), out.get("row_scales", _NULL),
             out.get("col_data", _NULL), out.get("col_scales", _NULL),
             a_row_k if a_row_k is not None else _NULL, a_col_k if a_col_k is not None else _NULL,
-            np.int32(flags), np.uint64(opts.seed), np.uint32(opts.rht_sign_mask),
+            # group_quantize1 takes the caller's row count where the seed was (plain recipes only)
+            np.int32(flags), np.uint64(rows_total if one else opts.seed), np.uint32(opts.rht_sign_mask),
             band_arg, np.int64(Kshared or 0)))
     if f.is_nvfp4:
         if opts.want_rowwise:

@@ -102,8 +102,17 @@ def _big(fmt, **kw):   # one tensor of the grouped ops' shape (65536 x 7168)
     return make
 
 
-OPS["big-nvfp4-both"] = _big("nvfp4", axis="both", scale_layout="swizzled")
-OPS["big-mxfp8-both"] = _big("mxfp8_e4m3", axis="both", scale_layout="swizzled")
+def _grouped1(fmt, **kw):   # the same tensor as a group of one member (device dims)
+    def make():
+        x = torch.randn(GM, GK, device="cuda").to(torch.bfloat16)
+        d = torch.tensor([GM], dtype=torch.int64, device="cuda")
+        return lambda: fp4kit.group_quantize(x, fmt, first_dims=d, **kw)
+    return make
+
+
+for _f, _fn in (("nvfp4", "nvfp4"), ("mxfp8", "mxfp8_e4m3"), ("mxfp6", "mxfp6_e2m3"), ("mxfp4", "mxfp4_e2m1")):
+    OPS[f"big-{_f}-both"] = _big(_fn, axis="both", scale_layout="swizzled")
+    OPS[f"grp1-{_f}-both"] = _grouped1(_fn, axis="both", scale_layout="swizzled")
 for _G in (8, 64):
     for _m in (128, 2):
         for _f, _fn in (("mxfp8", "mxfp8_e4m3"), ("mxfp6", "mxfp6_e2m3"), ("mxfp4", "mxfp4_e2m1"), ("nvfp4", "nvfp4")):
