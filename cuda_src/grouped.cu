@@ -790,11 +790,10 @@ __device__ __forceinline__ void group_quantize_one(const void* x, i64 G, const i
             const char* xg = reinterpret_cast<const char*>(x) + o * input_itemsize(DT);
             int fl = flags & ~QFLAG_VEC_IN;
             if (((reinterpret_cast<u64>(xg) & 15) == 0) && ((K * input_itemsize(DT)) % 16 == 0)) fl |= QFLAG_VEC_IN;
-            const i64 doff = F::packed ? o / 2 : o;
             const i64* srow = meta + (i64)META_SROW * (G + 1);
             const i64* scol = meta + (i64)META_SCOL * (G + 1);
-            quantize_tile_rc<FMT, DT, false>(xg, first[g], K, row_data ? row_data + doff : row_data,
-                                          row_scales ? row_scales + srow[g] : row_scales, col_data ? col_data + doff : col_data,
+            quantize_tile_rc<FMT, DT, false>(xg, first[g], K, row_data ? row_data + o : row_data,
+                                          row_scales ? row_scales + srow[g] : row_scales, col_data ? col_data + o : col_data,
                                           col_scales ? col_scales + scol[g] : col_scales, amax_row, amax_col, fl, 0ull,
                                           0u, e >> 32, kt);
         }

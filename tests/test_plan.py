@@ -1367,3 +1367,15 @@ def test_grouped_stats_tables_bound_matches_cuda():
     assert "(bits & 256) ? NV_TAB + 1 : 1" in text
     src = (Path(_cuda_grouped.__file__)).read_text()
     assert "int(tables and descriptors) << 8" in src
+
+
+def test_grouped_meta_indices_match_cuda():
+    """fp4kit._cuda_grouped's mirrors of grouped.cu's MetaArray (the arrays count and the rows of
+    META_SROW / META_SCOL / META_SQ that the compact-scale unswizzle launch slices) equal the enum."""
+    from fp4kit import _cuda_grouped
+    from fp4kit._loader import cuda_src_dir
+    text = (cuda_src_dir() / "grouped.cu").read_text()
+    enum = dict((k, int(v)) for k, v in re.findall(r"^\s+(META_[A-Z]+) = (\d+),", text, re.M))
+    assert enum["META_COUNT"] == _cuda_grouped._NMETA
+    assert (enum["META_SROW"], enum["META_SCOL"], enum["META_SQ"]) == (
+        _cuda_grouped._META_SROW, _cuda_grouped._META_SCOL, _cuda_grouped._META_SQ)
