@@ -157,11 +157,13 @@ __host__ __device__ __forceinline__ i64 band_desc_offset(i64 n_band_rows, i64 n_
 // bits: 1 packed, 2 swizzled, 4 row_scaled, 8 rht, 16 want_row, 32 want_col, 64 band descriptors,
 // 256 (with 64) the descriptors' amax offsets count NV_TAB + 1 floats per member (BD_AROW / BD_ACOL
 // address group_stats' multiplier tables, QFLAG_ENC_TABS), 128 square bands: from band +
-// band_desc_offset(n_band_rows, n_band_tiles) (the launcher passes
-// n_band_rows = n_band_tiles = 0 then: no member lookups are written), SQ_DESC int64 per
+// band_desc_offset(n_band_rows, n_band_tiles), after the n_band_tiles tile band descriptors with 64
+// (for group_quantize4 the launcher passes n_band_rows = n_band_tiles = 0: no member lookups are
+// written), SQ_DESC int64 per
 // 128-row band j < n_band_sq of group_quantize4's square list (members' bands start at META_SQ):
 // {member's element offset, member's rows M, band within the member, member}; M = 0 past the last
 // band and after an error (scalars only, so the launch can be captured in a CUDA graph without host-to-device copies).
+// 512: the one-tile kernel's staged compact scales (meta holds 2 META_COUNT (G + 1) int64; see below).
 // With one K (K1 > 0) and a `band` buffer, it also memoises the quantize kernels' member lookups:
 // band[i] (i < n_band_rows) is the member of global row 64 i, band[n_band_rows + j] the member of
 // the j-th 64-row band of the tile list (tiles j * tiles_k ..) | the band's index within that member
@@ -284,10 +286,18 @@ group_meta(i64 G, const i64* first, const i64* last, int block, int bits, i64 ma
     __syncthreads();
     // bit 64: with one K, also the tile bands' descriptors (group_quantize_one for MXFP4 / NVFP4)
     i64* desc = (band != nullptr && K1 > 0 && (bits & 64)) ? band + band_desc_offset(n_band_rows, n_band_tiles) : nullptr;
-    // bit 128: the square bands' descriptors (group_quantize4)
-    i64* sqd = (band != nullptr && K1 > 0 && (bits & 128)) ? band + band_desc_offset(n_band_rows, n_band_tiles) : nullptr;
+    // bit 128: the square bands' descriptors (group_quantize4, group_unswizzle_scales), after the tile
+    // bands' descriptors when there are both
+    i64* sqd = (band != nullptr && K1 > 0 && (bits & 128))
+                   ? band + band_desc_offset(n_band_rows, n_band_tiles) + (desc != nullptr ? n_band_tiles * BAND_DESC : 0)
+                   : nullptr;
+    // bit 512 (one K, block 32, K1 % 128 == 0): staged compact scales of the one-tile kernel, which
+    // writes every member's scales swizzled at 4 K1 sq[g] of two staging buffers (the layout
+    // group_unswizzle_scales reads): a second copy of the arrays at meta + META_COUNT (G + 1) with
+    // META_SROW / META_SCOL replaced by those offsets, for the tile kernel (and in the descriptors)
+    const bool staged = (bits & 512) && K1 > 0;
     if (e_sh) {   // no work at all: every prefix and offset back to zero, every tile band empty
-        for (i64 i = tid; i < (i64)META_COUNT * W; i += META_THREADS) meta[i] = 0;
+        for (i64 i = tid; i < (i64)META_COUNT * W * (staged ? 2 : 1); i += META_THREADS) meta[i] = 0;
         if (desc != nullptr) {
             longlong2* dv = reinterpret_cast<longlong2*>(desc);
             for (i64 i = tid; i < n_band_tiles * (BAND_DESC / 2); i += META_THREADS) dv[i] = make_longlong2(0, 0);
@@ -297,6 +307,13 @@ group_meta(i64 G, const i64* first, const i64* last, int block, int bits, i64 ma
             for (i64 i = tid; i < n_band_sq * (SQ_DESC / 2); i += META_THREADS) dv[i] = make_longlong2(0, 0);
         }
         return;
+    }
+    if (staged) {   // the tile kernel's copy of the arrays (read-only meta above: written by warp 0 before the barrier)
+        const i64* sq = meta + (i64)META_SQ * W;
+        for (i64 i = tid; i < (i64)META_COUNT * W; i += META_THREADS) {
+            const i64 k = i / W;
+            meta[(i64)META_COUNT * W + i] = (k == META_SROW || k == META_SCOL) ? 4 * K1 * sq[i - k * W] : meta[i];
+        }
     }
     if (band != nullptr && K1 > 0) {   // one K: a warp per member writes that member's entries
         const i64* rows = meta + (i64)META_ROWS * W;
@@ -325,7 +342,8 @@ group_meta(i64 G, const i64* first, const i64* last, int block, int bits, i64 ma
             }
             // the member's descriptor fields, read once (the stores below may alias meta for the compiler)
             const longlong2 f0 = make_longlong2(meta[(i64)META_OFF * W + g], rows[g + 1] - rows[g]);
-            const longlong2 f1 = make_longlong2(meta[(i64)META_SROW * W + g], meta[(i64)META_SCOL * W + g]);
+            const longlong2 f1 = staged ? make_longlong2(4 * K1 * meta[(i64)META_SQ * W + g], 4 * K1 * meta[(i64)META_SQ * W + g])
+                                        : make_longlong2(meta[(i64)META_SROW * W + g], meta[(i64)META_SCOL * W + g]);
             const i64 as = (bits & 256) ? NV_TAB + 1 : 1;   // the amax pointers then address tables
             const longlong2 f2 = make_longlong2(meta[(i64)META_AROW * W + g] * as, meta[(i64)META_ACOL * W + g] * as);
             for (i64 j = t0 + lane; j < t1; j += 32) {

@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from ._cuda import _DTYPE_IDS, _MAX_GRID, _NULL, _THREADS, _empty, _fn, _resident_per_sm, _sm_count
-from ._plan import ENC_TAB, QFLAG_ENC_TABS, needs_ext, quantize_flags, rows_blocks, rows_lw, rows_stack
+from ._plan import (ENC_TAB, QFLAG_ENC_TABS, QFLAG_SWIZZLED, STAGED_BOTH_BF16_FORMATS, STAGED_SCALE_FORMATS,
+                    needs_ext, quantize_flags, rows_blocks, rows_lw, rows_stack)
 from .formats import FORMATS
 
 __all__ = ["group_quantize", "group_dequantize"]
@@ -91,6 +92,19 @@ def one_tile_per_cta(f, ext, rows_only, one_k, G, Kshared, rows_total) -> bool:
             and _tile_bands_bound(rows_total, G) * -(-Kshared // _QT) <= _MAX_GRID)
 
 
+def stage_one_tile(f, opts, input_dtype, Kshared) -> bool:
+    """Whether the one-tile kernel (group_quantize1) writes an MX "both" op's compact scales swizzled
+    into staging buffers, which swizzle.cu group_unswizzle_scales then copies into the compact
+    matrices (one more launch, as the single-tensor tile kernel: _plan.stage_scales' formats; one K,
+    K % 128 == 0). Direct compact stores leave 2 bytes of a 32-byte sector per tile, completed by
+    tiles far apart in launch order (H100, G = 8, 65536 x 7168 bfloat16, member sizes % 128, kernel
+    time: MXFP6 916.3 us compact against 755 us swizzled, MXFP4 688.1 against 618.8)."""
+    return (opts.scale_layout == "compact" and f.is_mx and f.block == 32 and bool(Kshared) and Kshared % 128 == 0
+            and opts.want_rowwise and opts.want_columnwise
+            and (opts.format in STAGED_SCALE_FORMATS
+                 or (input_dtype == "bfloat16" and opts.format in STAGED_BOTH_BF16_FORMATS)))
+
+
 # grouped.cu group_quantize4 (128 x 128 squares, 1024 threads): plain MXFP8 "both" from 16-bit input
 # with one K, K % 128 == 0, swizzled scales. False: group_quantize1 (64 x 64 tiles) instead.
 QUAD = True
@@ -119,7 +133,7 @@ def _band_desc_offset(n_rows: int, n_tiles: int) -> int:
 
 
 def _meta(G, fd, ld, f, opts, n_el, caps, rows_total, Kshared=None, descriptors=False, squares=False, tables=False,
-          tab_amax=None, tabs=None):
+          tab_amax=None, tabs=None, staged=False):
     """Launch group_meta. Returns (meta, err, band, n_band_rows, n_band_tiles): with one K (Kshared > 0
     and the caller's row count known) `band` memoises the member lookups of the quantize kernels
     (grouped.cu group_meta), with `descriptors` also holds the tile bands' descriptors (from
@@ -128,30 +142,41 @@ def _meta(G, fd, ld, f, opts, n_el, caps, rows_total, Kshared=None, descriptors=
     n_band_tiles = 0, so group_meta writes no member lookups that kernel would not read); else it is None.
     `tables` (with `descriptors`): the descriptors' amax offsets address per-member multiplier tables;
     with `tabs` (float32, G x ENC_TAB) CTAs 1 .. ceil(G / 2) of the launch also write the tables of the
-    supplied amaxes `tab_amax` (float32, G)."""
+    supplied amaxes `tab_amax` (float32, G). `staged` (with `squares`, one K % 128, block 32): the
+    one-tile kernel's staged compact scales (grouped.cu group_meta bit 512): the member lookups and the
+    square bands' descriptors (after the tile bands' ones), and a second copy of the arrays for the
+    tile kernel, returned as `meta_k` (else meta_k is meta). Returns (meta, err, band, n_band_rows,
+    n_band_tiles, meta_k, sq_desc): sq_desc the square bands' descriptors in `band` (or None)."""
     cp = _cp()
-    meta = cp.empty(_NMETA * (G + 1), dtype=cp.int64)
+    W = G + 1
+    staged = bool(staged and squares and Kshared and Kshared % 128 == 0 and f.block == 32 and rows_total is not None)
+    meta_buf = cp.empty(_NMETA * W * (2 if staged else 1), dtype=cp.int64)
+    meta, meta_k = meta_buf[:_NMETA * W], meta_buf[_NMETA * W:] if staged else meta_buf
     err = cp.empty(1, dtype=cp.int32)   # group_meta always writes it
     band, n_rows, n_tiles, n_sq = None, 0, 0, 0
-    descriptors = bool(descriptors and Kshared and rows_total is not None)
-    squares = bool(squares and Kshared and rows_total is not None and not descriptors)
-    if squares:
-        n_sq = _square_bands_bound(rows_total, G)
-        band = cp.empty(4 * n_sq, dtype=cp.int64)   # from _band_desc_offset(0, 0) == 0
-    elif Kshared and rows_total is not None:
+    one_k = bool(Kshared and rows_total is not None)
+    descriptors = bool(descriptors and one_k)
+    squares = bool(squares and one_k and (staged or not descriptors))
+    n = 0
+    if one_k and (staged or not squares):   # member lookups (group_quantize4 reads none)
         n_rows = -(-rows_total // _QT)            # one entry per 64 rows of the input
         n_tiles = _tile_bands_bound(rows_total, G) + 1   # the 64-row bands of the tile list
         n = _band_desc_offset(n_rows, n_tiles) + 8 * n_tiles if descriptors else n_rows + n_tiles
+    sq_at = _band_desc_offset(n_rows, n_tiles) + (8 * n_tiles if descriptors else 0)   # grouped.cu group_meta sqd
+    if squares:
+        n_sq = _square_bands_bound(rows_total, G)
+        n = sq_at + 4 * n_sq
+    if one_k:
         band = cp.empty(n, dtype=cp.int64)
     bits = (int(f.packed) | int(opts.scale_layout == "swizzled") << 1 | int(opts.row_scaled) << 2 | int(opts.rht) << 3
             | int(opts.want_rowwise) << 4 | int(opts.want_columnwise) << 5 | int(descriptors) << 6 | int(squares) << 7
-            | int(tables and descriptors) << 8)
+            | int(tables and descriptors) << 8 | int(staged) << 9)
     _fn("grouped", "group_meta")((1 + (-(-G // 2) if tabs is not None else 0),), (_META_THREADS,), (
         np.int64(G), fd, ld, np.int32(f.block), np.int32(bits), np.int64(n_el), np.int64(-1 if rows_total is None else rows_total),
         np.int64(caps["srow"]), np.int64(caps["scol"]), np.int64(caps["arow"]), np.int64(caps["acol"]), meta, err,
         np.int64(Kshared or 0), band if band is not None else _NULL, np.int64(n_rows), np.int64(n_tiles),
         np.int64(n_sq), tab_amax if tabs is not None else _NULL, tabs if tabs is not None else _NULL))
-    return meta, err, band, n_rows, n_tiles
+    return meta, err, band, n_rows, n_tiles, meta_k, band[sq_at:] if squares else None
 
 
 def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=False, Kshared=None, rows_total=None):
@@ -169,6 +194,8 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
     one = one_tile_per_cta(f, ext, rows_only, one_k, G, Kshared, rows_total)
     # MXFP8 "both", one K % 128: 128 x 128 squares (group_quantize4; compact scales staged)
     quad = quad_squares(f, ext, opts, input_dtype, rows_only, one_k, G, Kshared, rows_total)
+    # compact scales of the one-tile kernel through swizzled staging buffers (stage_one_tile)
+    staged1 = one and not quad and stage_one_tile(f, opts, input_dtype, Kshared)
     # plain NVFP4 with computed amaxes in the one-tile kernel: the statistics pass also builds every
     # member's multiplier table once its amax is final (grouped.cu stats_tables), and the tile
     # kernel copies it (QFLAG_ENC_TABS) instead of building it in every CTA
@@ -180,10 +207,9 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
     # the members' tables (G x ENC_TAB floats): written by group_meta (supplied amaxes) or by
     # group_stats (computed ones), read by the tile kernel
     tabs = _empty((G * ENC_TAB,), np.float32) if tabs_on or tabs_sup else None
-    meta, err, band, n_band_rows, n_band_tiles = _meta(G, fd, ld, f, opts, n_el, caps, rows_total, Kshared,
-                                                       descriptors=one and f.packed, squares=quad,
-                                                       tables=tabs_on or tabs_sup, tab_amax=sup_amax,
-                                                       tabs=tabs if tabs_sup else None)
+    meta, err, band, n_band_rows, n_band_tiles, meta_k, sq_desc = _meta(
+        G, fd, ld, f, opts, n_el, caps, rows_total, Kshared, descriptors=one and f.packed, squares=quad or staged1,
+        tables=tabs_on or tabs_sup, tab_amax=sup_amax, tabs=tabs if tabs_sup else None, staged=staged1)
     out = {"meta": meta, "err": err, "fd": fd, "ld": ld}
     nbytes = f.packed_len(n_el) if f.packed else n_el
     # the quantize kernel writes every byte of every member's scales, the swizzled padding too
@@ -258,25 +284,18 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
         flags |= QFLAG_ENC_TABS
         a_row_k = tabs if opts.want_rowwise else None
         a_col_k = tabs if opts.want_columnwise else None
+    n_sq = _square_bands_bound(rows_total, G) if quad or staged1 else 0
+    staged = (quad and opts.scale_layout != "swizzled") or staged1
+    if staged:   # member g's swizzled matrices at 4 K sq[g] (grouped.cu group_quantize_quad, group_meta bit 512)
+        st = _empty((2 * 4 * Kshared * n_sq,), np.uint8)   # one allocation, rowwise then columnwise
+        st_row, st_col = st[:4 * Kshared * n_sq], st[4 * Kshared * n_sq:]
     if quad:
-        n_sq = _square_bands_bound(rows_total, G)
-        staged = opts.scale_layout != "swizzled"
-        if staged:   # member g's swizzled matrices at 4 K sq[g] (grouped.cu group_quantize_quad)
-            st = _empty((2 * 4 * Kshared * n_sq,), np.uint8)   # one allocation, rowwise then columnwise
-            st_row, st_col = st[:4 * Kshared * n_sq], st[4 * Kshared * n_sq:]
-        else:
+        if not staged:
             st_row, st_col = out["row_scales"], out["col_scales"]
         _fn("grouped", f"group_quantize4_f{f.format_id}_d{_DTYPE_IDS[input_dtype]}")(
             (max(1, n_sq * (Kshared // 128)),), (4 * _THREADS,), (
                 x, np.int64(G), meta, out["row_data"], st_row, out["col_data"], st_col,
-                np.int32(flags), band, np.int64(Kshared)))
-        if staged:   # the members' compact matrices from the staged ones (slots of every square band)
-            W = G + 1
-            ufn = _fn("swizzle", "group_unswizzle_scales")
-            slots = n_sq * 2 * -(-Kshared // 2048)
-            ufn((_persistent_grid(slots, ufn),), (_THREADS,), (
-                np.int64(n_sq), np.int64(Kshared), band, meta[_META_SQ * W:], meta[_META_SROW * W:],
-                meta[_META_SCOL * W:], st_row, st_col, out["row_scales"], out["col_scales"]))
+                np.int32(flags), sq_desc, np.int64(Kshared)))
     elif rows_only and one_k:
         qfn((grid,), (_THREADS,), (
             x, np.int64(G), meta, band if band is not None else _NULL, np.int64(Kshared), out["row_data"], out["row_scales"],
@@ -286,13 +305,22 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
             x, np.int64(G), meta, fd, ld, out["row_data"], out["row_scales"],
             a_row if a_row is not None else _NULL, np.int32(flags), np.uint64(opts.seed)))
     else:
+        # staged: the one-tile kernel writes swizzled scales (and their padding) into the staging
+        # buffers, at the offsets of group_meta's second copy of the arrays (meta_k)
         qfn((grid,), (_THREADS,), (
-            x, np.int64(G), meta, fd, ld, out.get("row_data", _NULL), out.get("row_scales", _NULL),
-            out.get("col_data", _NULL), out.get("col_scales", _NULL),
+            x, np.int64(G), meta_k, fd, ld, out.get("row_data", _NULL), st_row if staged else out.get("row_scales", _NULL),
+            out.get("col_data", _NULL), st_col if staged else out.get("col_scales", _NULL),
             a_row_k if a_row_k is not None else _NULL, a_col_k if a_col_k is not None else _NULL,
             # group_quantize1 takes the caller's row count where the seed was (plain recipes only)
-            np.int32(flags), np.uint64(rows_total if one else opts.seed), np.uint32(opts.rht_sign_mask),
-            band_arg, np.int64(Kshared or 0)))
+            np.int32(flags | (QFLAG_SWIZZLED if staged else 0)), np.uint64(rows_total if one else opts.seed),
+            np.uint32(opts.rht_sign_mask), band_arg, np.int64(Kshared or 0)))
+    if staged:   # the members' compact matrices from the staged ones (slots of every square band)
+        W = G + 1
+        ufn = _fn("swizzle", "group_unswizzle_scales")
+        slots = n_sq * 2 * -(-Kshared // 2048)
+        ufn((_persistent_grid(slots, ufn),), (_THREADS,), (
+            np.int64(n_sq), np.int64(Kshared), sq_desc, meta[_META_SQ * W:], meta[_META_SROW * W:],
+            meta[_META_SCOL * W:], st_row, st_col, out["row_scales"], out["col_scales"]))
     if f.is_nvfp4:
         if opts.want_rowwise:
             out["row_amax"] = a_row

@@ -27,9 +27,12 @@ N = 8192
 GK, GM = 7168, 65536
 
 
-def _single(fmt, M=N, dtype="bfloat16", K=N, **kw):
+def _single(fmt, M=N, dtype="bfloat16", K=N, amax=None, **kw):
+    """amax: NVFP4's global amax supplied (one float32 on the device) instead of computed."""
     def make():
         dt = getattr(torch, dtype)
+        if amax is not None:
+            kw["amax"] = torch.full((1,), amax, device="cuda")
         nxt = rotating(lambda i: (torch.randn(M, K, device="cuda") * (1 + i)).to(dt), M * K * dt.itemsize)
         return lambda: fp4kit.quantize(nxt(), fmt, **kw)
     return make
@@ -86,6 +89,17 @@ OPS = {
     "nvfp4-both-swz": _single("nvfp4", axis="both", scale_layout="swizzled"),
     "nvfp4-both-f16": _single("nvfp4", axis="both", dtype="float16"),
     "nvfp4-both-f32": _single("nvfp4", axis="both", dtype="float32"),
+    "nvfp4-both-16k": _single("nvfp4", M=16384, K=16384, axis="both"),
+    "nvfp4-both-16k-swz": _single("nvfp4", M=16384, K=16384, axis="both", scale_layout="swizzled"),
+    "nvfp4-both-16k-amax": _single("nvfp4", M=16384, K=16384, axis="both", amax=4.0),
+    "nvfp4-both-amax": _single("nvfp4", axis="both", amax=4.0),
+    "nvfp4-both-16k-amax-swz": _single("nvfp4", M=16384, K=16384, axis="both", amax=4.0, scale_layout="swizzled"),
+    "nvfp4-both-m16k-amax": _single("nvfp4", M=16384, axis="both", amax=4.0),
+    "nvfp4-both-k16k-amax": _single("nvfp4", K=16384, axis="both", amax=4.0),
+    "nvfp4-both-k32k-amax": _single("nvfp4", M=4096, K=32768, axis="both", amax=4.0),
+    "nvfp4-both-m32k-amax": _single("nvfp4", M=32768, K=4096, axis="both", amax=4.0),
+    "mxfp4-both-16k": _single("mxfp4_e2m1", M=16384, K=16384, axis="both"),
+    "mxfp4-both-m32k": _single("mxfp4_e2m1", M=32768, K=4096, axis="both"),
     "mxfp4-both-f16": _single("mxfp4_e2m1", axis="both", dtype="float16"),
     "nvfp4-rht": _single("nvfp4", axis="both", rht=True, scale_layout="swizzled"),
     "nvfp4-sr": _single("nvfp4", axis="both", rounding="stochastic", seed=7),

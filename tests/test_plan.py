@@ -1379,3 +1379,17 @@ def test_grouped_meta_indices_match_cuda():
     assert enum["META_COUNT"] == _cuda_grouped._NMETA
     assert (enum["META_SROW"], enum["META_SCOL"], enum["META_SQ"]) == (
         _cuda_grouped._META_SROW, _cuda_grouped._META_SCOL, _cuda_grouped._META_SQ)
+
+
+def test_one_tile_staging_policy():
+    """Which one-tile ops stage their compact scales (_cuda_grouped.stage_one_tile)."""
+    from fp4kit import _cuda_grouped
+    from fp4kit.tensor import QuantizeOptions
+
+    def staged(fmt, dtype, K, axis="both", layout="compact"):
+        o = QuantizeOptions(fmt, axis, layout)
+        return _cuda_grouped.stage_one_tile(FORMATS[fmt], o, dtype, K)
+    assert staged("mxfp6_e2m3", "float32", 7168) and staged("mxfp4_e2m1", "bfloat16", 128)
+    assert not staged("mxfp4_e2m1", "float16", 7168) and not staged("nvfp4", "bfloat16", 7168)
+    assert not staged("mxfp6_e2m3", "bfloat16", 7168 + 64) and not staged("mxfp6_e2m3", "bfloat16", 7168, "columnwise")
+    assert not staged("mxfp6_e2m3", "bfloat16", 7168, layout="swizzled")

@@ -450,6 +450,88 @@ def test_quad_squares_graph_capture_and_bad_dims(cp, launched, layout):
             assert np.all(cp.asnumpy(buf) == 0xA5)
 
 
+@pytest.mark.parametrize("fmt,dtype", [("mxfp6_e2m3", "bfloat16"), ("mxfp6_e3m2", "float16"),
+                                       ("mxfp6_e2m3", "float32"), ("mxfp4_e2m1", "bfloat16"),
+                                       ("mxfp8_e4m3", "float32")])
+def test_one_tile_staged_compact_scales(cp, fmt, dtype, launched):
+    """MX "both" with compact scales and one K % 128 in the one-tile kernel (group_quantize1): the
+    scales go swizzled into staging buffers (group_meta's second copy of the offsets, the padding
+    zeroed by the tile kernel) and group_unswizzle_scales writes the compact matrices. G = 1, 3, 64,
+    257, empty members at front, middle and end, odd sizes and sizes around 32 / 64 / 128, host and
+    device dims, kind "same", against the reference on poisoned buffers; with K % 128 != 0, or MXFP4
+    from float16, the kernel's direct compact stores instead."""
+    import ml_dtypes
+    f = fp4kit.FORMATS[fmt]
+    npdt = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16, "float32": np.float32}[dtype]
+    odd = [0, 1, 15, 16, 31, 33, 63, 64, 65, 127, 128, 129, 200, 256, 0]
+    cases = [(1, 384, [1000]), (3, 128, [0, 130 if f.packed else 129, 0]), (64, 256, _dims(64, 72, even=f.packed)),
+             (257, 128, _dims(257, 73, even=f.packed)), (15, 128, [d + (d & 1) if f.packed else d for d in odd])]
+    for G, K, first in cases:
+        x = _x((sum(first), K), seed=G + K + 1, dtype=npdt)
+        exp = fp4kit.reference.group_quantize(x, fmt, first_dims=first, axis="both")
+        xd = _dev(cp, x)
+        del launched[:]
+        _check(fp4kit.group_quantize(xd, fmt, first_dims=first, axis="both"), exp)
+        assert any(n.startswith("group_quantize1_") for n in launched), launched
+        assert "group_unswizzle_scales" in launched, launched
+        got = fp4kit.group_quantize(xd, fmt, first_dims=_dev_dims(cp, first, xd), axis="both")
+        got.check()
+        for a, b in zip(got, exp):
+            _check(a, b)
+        ref_dq = fp4kit.reference.group_dequantize(exp, operand="columnwise")
+        got_dq = fp4kit.group_dequantize(got, operand="columnwise")
+        np.testing.assert_array_equal(cp.asnumpy(got_dq.data).view(np.uint32), ref_dq.data.view(np.uint32))
+    x = _x((5 * 192, 256), seed=4, dtype=npdt)   # kind "same"
+    exp = fp4kit.reference.group_quantize(x, fmt, num_groups=5, axis="both")
+    del launched[:]
+    _check(fp4kit.group_quantize(_dev(cp, x), fmt, num_groups=5, axis="both"), exp)
+    assert "group_unswizzle_scales" in launched, launched
+    # not staged: K % 128 != 0
+    first = [0, 130, 64, 0]
+    x = _x((sum(first), 192), seed=5, dtype=npdt)
+    exp = fp4kit.reference.group_quantize(x, fmt, first_dims=first, axis="both")
+    del launched[:]
+    _check(fp4kit.group_quantize(_dev(cp, x), fmt, first_dims=first, axis="both"), exp)
+    assert "group_unswizzle_scales" not in launched, launched
+
+
+@pytest.mark.parametrize("fmt,dtype", [("mxfp6_e3m2", "float16"), ("mxfp8_e4m3", "float32"),
+                                       ("mxfp4_e2m1", "bfloat16")])
+def test_one_tile_staged_graph_capture_and_bad_dims(cp, launched, fmt, dtype):
+    """The staged one-tile path under CUDA-graph capture with device dims changed between replays
+    (CuPy inputs), and bad device dims: flagged, nothing written (staging and unswizzle included)."""
+    import ml_dtypes
+    K = 256
+    npdt = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16, "float32": np.float32}[dtype]
+    x = _x((640, K), seed=31, dtype=npdt)
+    xd = _dev(cp, x)
+    kw = dict(axis="both")
+    if dtype != "bfloat16":
+        dims = cp.asarray(np.array([100, 0, 200, 12], np.int64))
+        fp4kit.group_quantize(xd, fmt, first_dims=dims, **kw)       # warm-up: compile, pool blocks
+        assert "group_unswizzle_scales" in launched and any(n.startswith("group_quantize1_") for n in launched)
+        stream = cp.cuda.Stream(non_blocking=True)
+        with stream:
+            stream.begin_capture()
+            g = fp4kit.group_quantize(xd, fmt, first_dims=dims, **kw)
+            graph = stream.end_capture()
+        for new in ([100, 0, 200, 12], [0, 300, 1, 211], [640, 0, 0, 0], [128, 128, 256, 128]):
+            dims.set(np.array(new, np.int64), stream=stream)
+            graph.launch(stream)
+            stream.synchronize()
+            exp = fp4kit.reference.group_quantize(x[:sum(new)], fmt, first_dims=new, **kw)
+            for i in range(len(new)):
+                _check(g[i], exp[i])
+    for bad, why in (([100, -2, 50], "negative"), ([400, 300, 0], "more elements")):
+        del launched[:]
+        g = fp4kit.group_quantize(xd, fmt, first_dims=_dev_dims(cp, bad, xd), max_elements=640 * K, **kw)
+        assert "group_unswizzle_scales" in launched, launched
+        with pytest.raises(ValueError, match=why):
+            g.check()
+        for buf in (g.rowwise_data, g.columnwise_data, g.rowwise_scales, g.columnwise_scales):
+            assert np.all(cp.asnumpy(cp.asarray(buf)) == 0xA5)
+
+
 @pytest.fixture
 def launch_args(monkeypatch):
     """(name, args) of every grouped kernel launched (a spy on _cuda_grouped._fn's kernels)."""
