@@ -351,12 +351,15 @@ def bench_grouped(rows, reps, K=7168, total=65536, groups=(8, 64)):
         vname = f"device dims, skewed, {sum(1 for d in dims if d == 0)} empty, M_i % {multiple} == 0"
         # NVFP4 "both" also with one supplied amax per member (no statistics pass)
         amax = torch.full((G,), 4.0, device="cuda")
-        # and "both" of MXFP8 with compact scales (staged squares), MXFP4 and MXFP6 (one-tile kernel)
+        # and "both" of MXFP8 (staged squares), MXFP4 and MXFP6 (one-tile kernel), with compact scales
+        # too (staged, then group_unswizzle_scales)
         for fmt, axis, sup, layout in (("mxfp8_e4m3", "rowwise", False, "swizzled"),
                                        ("mxfp8_e4m3", "both", False, "swizzled"),
                                        ("mxfp8_e4m3", "both", False, "compact"),
                                        ("mxfp4_e2m1", "both", False, "swizzled"),
+                                       ("mxfp4_e2m1", "both", False, "compact"),
                                        ("mxfp6_e2m3", "both", False, "swizzled"),
+                                       ("mxfp6_e2m3", "both", False, "compact"),
                                        ("nvfp4", "rowwise", False, "swizzled"), ("nvfp4", "both", False, "swizzled"),
                                        ("nvfp4", "both", True, "swizzled")):
             kw = dict(axis=axis, scale_layout=layout)
@@ -456,7 +459,7 @@ def _quantize_rows(shapes, formats, axes) -> int:
     return len(shapes) * sum(per_fmt * (2 if f == "nvfp4" else 1) for f in formats)
 
 
-def expected_rows(shapes, formats, axes, groups=4, grouped_ops=8) -> int:
+def expected_rows(shapes, formats, axes, groups=4, grouped_ops=10) -> int:
     """Rows the benchmark will print (mirrors the loops below), for the progress line's estimate."""
     quant = _quantize_rows(shapes, formats, axes) + _quantize_rows(RAGGED_SHAPES, RAGGED_FORMATS, ("both",))
     return quant + len(shapes) * len(formats) * 2 + len(shapes) + 3 + groups * grouped_ops

@@ -133,6 +133,15 @@ def test_mxfp8_compact_scales_staged_swizzled():
     assert _plan.stage_scales("mxfp4_e2m1", 384, 32, both_bf16=True) and not _plan.stage_scales("mxfp4_e2m1", 384, 32)
     assert _plan.stage_scales("mxfp8_e4m3", 384, 32) and not _plan.stage_scales("mxfp8_e4m3", 384, 31)
     assert not _plan.stage_scales("mxfp8_e4m3", 320, 32) and not _plan.stage_scales("nvfp4", 384, 32)
+    # NVFP4 "both" with the plain recipe stages from K >= STAGED_NVFP4_MIN_K on
+    k = _plan.STAGED_NVFP4_MIN_K
+    for shape, kw, want in (((128, k), {"axis": "both"}, True), ((128, k - 128), {"axis": "both"}, False),
+                            ((128, k), {"axis": "both", "rounding": "stochastic", "seed": 1}, False),
+                            ((128, k), {"axis": "both", "scale_layout": "swizzled"}, False),
+                            ((128, k), {"axis": "columnwise"}, False)):
+        for dt in ("bfloat16", "float32"):
+            kernels = [s.kernel for s in plan_of(shape, dt, "nvfp4", **kw).launches()]
+            assert ("unswizzle_scales" in kernels) == want, (shape, dt, kw, kernels)
 
 
 def test_rows_kernel_width():

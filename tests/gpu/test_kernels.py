@@ -320,6 +320,24 @@ def test_quantize_nvfp4_both_ragged_compact_scales_staged(gpu, dtype):
             check_against_reference(gpu, x, "nvfp4", amax=np.float32([a]), axis="both", scale_layout="compact")
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
+def test_quantize_nvfp4_both_long_rows_compact_scales_staged(gpu, dtype):
+    """NVFP4 "both" with the plain recipe and K >= _plan.STAGED_NVFP4_MIN_K: compact scales through
+    a swizzled staging buffer and unswizzle_scales where the shape has no padding (and the ragged
+    staging or direct stores elsewhere); bytes equal the reference with computed and supplied amaxes
+    and special values."""
+    from fp4kit import _plan
+
+    k = _plan.STAGED_NVFP4_MIN_K
+    for i, (M, K, want) in enumerate(((128, k, True), (256, k + 128, True), (130, k, True), (128, k - 64, False))):
+        opts = quantize_options((M, K), dtype, "nvfp4", axis="both", scale_layout="compact")
+        plan = _plan.build_quantize_plan(M, K, dtype, opts, None, 16, 132)
+        assert ("unswizzle_scales" in [s.kernel for s in plan.launches()]) == want, (M, K)
+        x = make_input((M, K), dtype, "special" if i % 2 else "normal", seed=180 + i)
+        check_against_reference(gpu, x, "nvfp4", axis="both", scale_layout="compact")
+        check_against_reference(gpu, x, "nvfp4", amax=np.float32([7.5]), axis="both", scale_layout="compact")
+
+
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
 @pytest.mark.parametrize("fmt", ["mxfp4_e2m1", "nvfp4"])
 def test_fp4_columnwise_runs_off_8_bytes(gpu, fmt, dtype):
