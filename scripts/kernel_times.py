@@ -89,6 +89,7 @@ OPS = {
     "nvfp4-both-swz": _single("nvfp4", axis="both", scale_layout="swizzled"),
     "nvfp4-both-f16": _single("nvfp4", axis="both", dtype="float16"),
     "nvfp4-both-f32": _single("nvfp4", axis="both", dtype="float32"),
+    "mxfp8-both-m8320": _single("mxfp8_e4m3", M=8320, axis="both"),
     "nvfp4-both-16k": _single("nvfp4", M=16384, K=16384, axis="both"),
     "nvfp4-both-16k-swz": _single("nvfp4", M=16384, K=16384, axis="both", scale_layout="swizzled"),
     "nvfp4-both-16k-amax": _single("nvfp4", M=16384, K=16384, axis="both", amax=4.0),

@@ -329,7 +329,9 @@ def test_quantize_nvfp4_both_long_rows_compact_scales_staged(gpu, dtype):
     from fp4kit import _plan
 
     k = _plan.STAGED_NVFP4_MIN_K
-    for i, (M, K, want) in enumerate(((128, k, True), (256, k + 128, True), (130, k, True), (128, k - 64, False))):
+    # (130, k): its columnwise scale rows of 9 bytes are staged zero-filled from 16-bit input only
+    for i, (M, K, want) in enumerate(((128, k, True), (256, k + 128, True), (130, k, dtype != "float32"),
+                                      (128, k - 64, False))):
         opts = quantize_options((M, K), dtype, "nvfp4", axis="both", scale_layout="compact")
         plan = _plan.build_quantize_plan(M, K, dtype, opts, None, 16, 132)
         assert ("unswizzle_scales" in [s.kernel for s in plan.launches()]) == want, (M, K)
@@ -751,9 +753,10 @@ def test_swizzle_roundtrip(gpu):
     cp = gpu
     rng = np.random.default_rng(1)
     # swizzle_scales runs 128 x 64 tiles with 16-byte row loads: shapes with 16-byte rows (vector
-    # path), several tiles along both axes, partial tiles and rows of any length (byte path)
+    # path), several tiles along both axes, partial tiles and rows of any length (byte path; unswizzle:
+    # rows of a multiple of 4 bytes off 16 bytes leave as 4-byte stores)
     for shape in [(0, 5), (5, 0), (1, 1), (3, 5), (128, 4), (129, 7), (300, 13), (1000, 130), (640, 512),
-                  (257, 96), (130, 64), (384, 200)]:
+                  (257, 96), (130, 64), (384, 200), (640, 20), (257, 100), (130, 68), (7168, 260)]:
         c = rng.integers(0, 256, size=shape).astype(np.uint8)
         want = ref_api.swizzle_scales(c)
         got = cp.asnumpy(_cuda.swizzle_scales(cp.asarray(c)))
