@@ -179,23 +179,26 @@ extern "C" __global__ void __launch_bounds__(256) unswizzle_scales(const u8* sw0
 // and columnwise (K, ceil(M_g / 32)) matrices at srow[g] / scol[g] of out_row / out_col. sq, srow,
 // scol: group_meta's prefix arrays (G + 1 entries); sqd: its descriptors of the 128-row square bands
 // {element offset, M, band within the member, member} (M = 0 past the last band and after a metadata
-// error, so nothing is written then). Work: 2 U slots per square band (U = ceil(K / 2048), grid-
-// strided), each finding its member with one descriptor load (no walk over the members): slot s < U
-// is the rowwise tile (band, s) of the member (unswizzle_tile's 128 x 64 tiles; U per band), slot U + u
-// the member's columnwise tiles q = bm + nsq (u + U r), r = 0, 1, .. (bm: the band within the
-// member, nsq its bands; a member's (K / 128) ceil(ceil(M_g / 32) / 64) columnwise tiles dealt over
-// its bands, about U per band for members of 16 bands or more). (One slot per columnwise tile of
+// error, so nothing is written then). Work: U + V slots per square band (U = ceil(K / 2048), V: the
+// caller's, 2 U), one CTA each (grid-strided past the grid), each finding its member with one
+// descriptor load (no walk over the members): slot s < U is the rowwise tile (band, s) of the member
+// (unswizzle_tile's 128 x 64 tiles; U per band), slot U + v the member's columnwise tiles
+// q = bm + nsq (v + V r), r = 0, 1, .. (bm: the band within the member, nsq its bands; a member's
+// (K / 128) ceil(ceil(M_g / 32) / 64) columnwise tiles dealt over its bands: about 2 U per band for
+// members of 16 bands or more, K / 128 / nsq for narrow ones). (One slot per columnwise tile of
 // K / 128 per band, idle past a member's first ceil(M_g / 2048) bands, cost a descriptor load per
 // idle slot: 63.5 us for G = 8, 65536 x 7168, H100; walking the members in every CTA: 37.3 us for
-// G = 8 but 150 us for G = 64.)
-extern "C" __global__ void __launch_bounds__(256) group_unswizzle_scales(i64 n_sq, i64 K, const i64* sqd, const i64* sq,
+// G = 8 but 150 us for G = 64. H100, 65536 x 7168, G = 8 / 64: V = U on one wave of persistent
+// CTAs at 64 registers took 35.1 / 66.7 us; 32 registers 30.1 / 60.4; one CTA per slot 28.1 /
+// 44.5; and V = 2 U 28.1 / 37.6 us, MXFP6 / MXFP4 with member sizes % 128.)
+extern "C" __global__ void __launch_bounds__(256, 8) group_unswizzle_scales(i64 n_sq, i64 K, const i64* sqd, const i64* sq,
                                                                          const i64* srow, const i64* scol,
                                                                          const u8* st_row, const u8* st_col,
-                                                                         u8* out_row, u8* out_col) {
+                                                                         u8* out_row, u8* out_col, i64 V) {
     __shared__ u32 tile[128 * SWZ_PITCH];
     const i64 cr = K / 32, U = (cr + SWZ_TC - 1) / SWZ_TC;
-    for (i64 t = blockIdx.x; t < n_sq * 2 * U; t += gridDim.x) {
-        const i64 j = div_fast(t, 2 * U), slot = t - j * 2 * U;
+    for (i64 t = blockIdx.x; t < n_sq * (U + V); t += gridDim.x) {
+        const i64 j = div_fast(t, U + V), slot = t - j * (U + V);
         const longlong2 d0 = __ldg(reinterpret_cast<const longlong2*>(sqd + 4 * j));
         const longlong2 d1 = __ldg(reinterpret_cast<const longlong2*>(sqd + 4 * j) + 1);
         const i64 M = d0.y, bm = d1.x, g = d1.y;
@@ -206,7 +209,7 @@ extern "C" __global__ void __launch_bounds__(256) group_unswizzle_scales(i64 n_s
         } else {
             const i64 nsq = (M + 127) / 128, cc = (M + 31) / 32, cpc = 4 * nsq;
             const i64 ncol = (K / 128) * ((cpc + SWZ_TC - 1) / SWZ_TC);
-            for (i64 q = bm + nsq * (slot - U); q < ncol; q += nsq * U)
+            for (i64 q = bm + nsq * (slot - U); q < ncol; q += nsq * V)
                 unswizzle_tile(tile, st_col + st, K, cc, cpc, out_col + scol[g], q);
         }
     }

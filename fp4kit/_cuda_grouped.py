@@ -317,10 +317,12 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
     if staged:   # the members' compact matrices from the staged ones (slots of every square band)
         W = G + 1
         ufn = _fn("swizzle", "group_unswizzle_scales")
-        slots = n_sq * 2 * -(-Kshared // 2048)
-        ufn((_persistent_grid(slots, ufn),), (_THREADS,), (
+        # U rowwise and V = 2 U columnwise slots per square band, one CTA each (swizzle.cu)
+        U = -(-Kshared // 2048)
+        V = 2 * U
+        ufn((max(1, min(n_sq * (U + V), _MAX_GRID)),), (_THREADS,), (
             np.int64(n_sq), np.int64(Kshared), sq_desc, meta[_META_SQ * W:], meta[_META_SROW * W:],
-            meta[_META_SCOL * W:], st_row, st_col, out["row_scales"], out["col_scales"]))
+            meta[_META_SCOL * W:], st_row, st_col, out["row_scales"], out["col_scales"], np.int64(V)))
     if f.is_nvfp4:
         if opts.want_rowwise:
             out["row_amax"] = a_row
