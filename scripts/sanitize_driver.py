@@ -132,6 +132,21 @@ for fmt, layout in itertools.product(("mxfp8_e4m3", "mxfp8_e5m2"), ("swizzled", 
                               scale_layout=layout).check()
     except ValueError as e:
         print(f"sanitize driver: bad device dims flagged (squares, {layout}): {str(e)[:80]}")
+# grouped MX "both" with compact scales in the one-tile kernel (one K % 128): staged swizzled at
+# group_meta's second copy of the offsets, padding zeroed, then group_unswizzle_scales; host / device dims
+so = [0, 2, 130, 0, 64, 256, 18, 0]
+xo = rng.standard_normal((sum(so), 256)).astype(np.float32)
+for fmt, xin in (("mxfp6_e2m3", bf16(xo)), ("mxfp4_e2m1", bf16(xo)), ("mxfp8_e4m3", cp.asarray(xo))):
+    g = fp4kit.group_quantize(xin, fmt, first_dims=so, axis="both")
+    fp4kit.group_dequantize(g, operand="columnwise")
+    fp4kit.group_quantize(xin, fmt, first_dims=cp.asarray(np.array(so, np.int64)), axis="both").check()
+    try:   # more rows than the buffer: flagged, nothing written
+        fp4kit.group_quantize(xin, fmt, first_dims=cp.asarray(np.array([300, 10**4], np.int64)), axis="both").check()
+    except ValueError as e:
+        print(f"sanitize driver: bad device dims flagged (staged one-tile, {fmt}): {str(e)[:80]}")
+# NVFP4 "both" with rows of K >= STAGED_NVFP4_MIN_K: compact scales staged, then unswizzle_scales
+q = fp4kit.quantize(bf16(rng.standard_normal((128, 16384)).astype(np.float32)), "nvfp4", axis="both")
+fp4kit.dequantize(q, dtype="float32", operand="columnwise")
 # device dims that exceed the buffer: flagged, nothing written out of bounds
 for layout in ("compact", "swizzled"):
     try:
@@ -139,7 +154,7 @@ for layout in ("compact", "swizzled"):
                               axis="both", scale_layout=layout).check()
     except ValueError as e:
         print(f"sanitize driver: bad device dims flagged ({layout}): {str(e)[:80]}")
-for (r, c) in [(1, 1), (3, 5), (129, 7), (0, 4)]:
+for (r, c) in [(1, 1), (3, 5), (129, 7), (0, 4), (257, 100)]:
     s = fp4kit.swizzle_scales(cp.asarray(rng.integers(0, 255, (r, c)).astype(np.uint8)))
     fp4kit.unswizzle_scales(s, (r, c))
 cp.cuda.Device().synchronize()
