@@ -227,7 +227,9 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
         grid = _quantize_grid(f, ext, input_dtype, rows_only, one_k, G, n_el, Kshared, rows_total, qfn)
         band_arg = band[n_band_rows:] if band is not None else _NULL   # member of every tile band
         if one:
-            qfn = _fn("grouped", f"group_quantize1_f{f.format_id}_d{_DTYPE_IDS[input_dtype]}_plain")
+            # MXFP4 / NVFP4 "both": the variant that knows its four buffers are non-null
+            both = f.packed and opts.want_rowwise and opts.want_columnwise
+            qfn = _fn("grouped", f"group_quantize1_f{f.format_id}_d{_DTYPE_IDS[input_dtype]}_{'both' if both else 'plain'}")
             if f.packed:
                 band_arg = band[_band_desc_offset(n_band_rows, n_band_tiles):]
     # statistics pass: NVFP4 amaxes (unless supplied) and dbias, one read of the input
