@@ -949,38 +949,31 @@ FP4KIT_GROUP_STATS(2)
 // (group_quantize_one; NVFP4 fills its member's multiplier tables in every CTA). band: group_meta's
 // band buffer from n_band_rows (MX) or from band_desc_offset(n_band_rows, n_band_tiles) (NVFP4).
 // group_quantize's parameters, with the caller's row count (the bound of the L2 prefetch) where
-// the seed was (the plain recipes have none) and rht_mask unused.
-#define FP4KIT_GROUP_QUANTIZE1(F, D)                                                                    \
+// the seed was (the plain recipes have none) and rht_mask unused. group_quantize1_f<F>_d<D>_both
+// (MXFP4, NVFP4; BOTH): the same for "both", the four buffers known non-null (no null tests and
+// selects on them: H100, G = 8, 65536 x 7168, sizes % 128, kernel time: MXFP4 625.8 -> 616.0 us,
+// compact 654.5 -> 643.8, NVFP4 with supplied amaxes 717.3 -> 701.3; even sizes MXFP4 877.1 -> 880.9)
+#define FP4KIT_GROUP_QUANTIZE1(F, D, SUFFIX, BOTH)                                                      \
     extern "C" __global__ void __launch_bounds__(QT_THREADS, 8)                                        \
-    group_quantize1_f##F##_d##D##_plain(const void* x, i64 G, const i64* meta, const i64* first,       \
+    group_quantize1_f##F##_d##D##SUFFIX(const void* x, i64 G, const i64* meta, const i64* first,       \
                                const i64* last, u8* row_data, u8* row_scales, u8* col_data,            \
                                u8* col_scales, const float* amax_row, const float* amax_col, int flags, \
                                u64 rows_total, u32 rht_mask, const i64* band, i64 K1) {                \
-        group_quantize_one<F, D>(x, G, meta, first, last, row_data, row_scales, col_data, col_scales,   \
-                                 amax_row, amax_col, flags, band, K1, rows_total);                     \
-    }
-// group_quantize1_f<F>_d<D>_both (MXFP4, NVFP4): the same for "both", the four buffers known non-null
-// (no null tests and selects on them: H100, G = 8, 65536 x 7168, sizes % 128, kernel time: MXFP4
-// 625.8 -> 616.0 us, compact 654.5 -> 643.8, NVFP4 with supplied amaxes 717.3 -> 701.3; even sizes
-// MXFP4 877.1 -> 880.9)
-#define FP4KIT_GROUP_QUANTIZE1B(F, D)                                                                   \
-    extern "C" __global__ void __launch_bounds__(QT_THREADS, 8)                                        \
-    group_quantize1_f##F##_d##D##_both(const void* x, i64 G, const i64* meta, const i64* first,        \
-                               const i64* last, u8* row_data, u8* row_scales, u8* col_data,            \
-                               u8* col_scales, const float* amax_row, const float* amax_col, int flags, \
-                               u64 rows_total, u32 rht_mask, const i64* band, i64 K1) {                \
-        group_quantize_one<F, D, true>(x, G, meta, first, last, row_data, row_scales, col_data,         \
+        group_quantize_one<F, D, BOTH>(x, G, meta, first, last, row_data, row_scales, col_data,         \
                                        col_scales, amax_row, amax_col, flags, band, K1, rows_total);   \
     }
-#define FP4KIT_GROUP_QUANTIZE1_ALL(F) FP4KIT_GROUP_QUANTIZE1(F, 0) FP4KIT_GROUP_QUANTIZE1(F, 1) FP4KIT_GROUP_QUANTIZE1(F, 2)
+#define FP4KIT_GROUP_QUANTIZE1_ALL(F)                                                   \
+    FP4KIT_GROUP_QUANTIZE1(F, 0, _plain, false) FP4KIT_GROUP_QUANTIZE1(F, 1, _plain, false) \
+    FP4KIT_GROUP_QUANTIZE1(F, 2, _plain, false)
 FP4KIT_GROUP_QUANTIZE1_ALL(0)
 FP4KIT_GROUP_QUANTIZE1_ALL(1)
 FP4KIT_GROUP_QUANTIZE1_ALL(2)
 FP4KIT_GROUP_QUANTIZE1_ALL(3)
 FP4KIT_GROUP_QUANTIZE1_ALL(4)
 FP4KIT_GROUP_QUANTIZE1_ALL(5)
-FP4KIT_GROUP_QUANTIZE1B(4, 0) FP4KIT_GROUP_QUANTIZE1B(4, 1) FP4KIT_GROUP_QUANTIZE1B(4, 2)
-FP4KIT_GROUP_QUANTIZE1B(5, 0) FP4KIT_GROUP_QUANTIZE1B(5, 1) FP4KIT_GROUP_QUANTIZE1B(5, 2)
+FP4KIT_GROUP_QUANTIZE1(4, 0, _both, true) FP4KIT_GROUP_QUANTIZE1(4, 1, _both, true)
+FP4KIT_GROUP_QUANTIZE1(4, 2, _both, true) FP4KIT_GROUP_QUANTIZE1(5, 0, _both, true)
+FP4KIT_GROUP_QUANTIZE1(5, 1, _both, true) FP4KIT_GROUP_QUANTIZE1(5, 2, _both, true)
 
 // group_quantize4_f<F>_d<D>: 128 x 128 squares (group_quantize_quad), 2 CTAs of 1024 threads per SM
 #define FP4KIT_GROUP_QUANTIZE4(F, D)                                                                    \

@@ -405,17 +405,53 @@ def test_quad_squares_grouped(cp, fmt, dtype, launched):
         _check(fp4kit.group_quantize(xd, fmt, first_dims=first, axis="both", scale_layout=layout), exp)
         assert any(n.startswith("group_quantize4_") for n in launched), launched
         assert ("group_unswizzle_scales" in launched) == (layout == "compact"), launched
-        got = fp4kit.group_quantize(xd, fmt, first_dims=_dev_dims(cp, first, xd), axis="both", scale_layout=layout)
-        got.check()
-        for a, b in zip(got, exp):
-            _check(a, b)
-        ref_dq = fp4kit.reference.group_dequantize(exp, operand="columnwise")
-        got_dq = fp4kit.group_dequantize(got, operand="columnwise")
-        np.testing.assert_array_equal(cp.asnumpy(got_dq.data).view(np.uint32), ref_dq.data.view(np.uint32))
+        _device_dims_match(cp, xd, fmt, first, exp, dict(axis="both", scale_layout=layout))
     # kind "same" (one K, device-side count of rows per member)
     x = _x((5 * 192, 256), seed=3, dtype=npdt)
     exp = fp4kit.reference.group_quantize(x, fmt, num_groups=5, axis="both", scale_layout="swizzled")
     _check(fp4kit.group_quantize(_dev(cp, x), fmt, num_groups=5, axis="both", scale_layout="swizzled"), exp)
+
+
+def _device_dims_match(cp, xd, fmt, first, exp, kw):
+    """The op again with the dims on the device: every member equals the reference `exp`, and so
+    does the columnwise operand's dequantization."""
+    got = fp4kit.group_quantize(xd, fmt, first_dims=_dev_dims(cp, first, xd), **kw)
+    got.check()
+    for a, b in zip(got, exp):
+        _check(a, b)
+    ref_dq = fp4kit.reference.group_dequantize(exp, operand="columnwise")
+    got_dq = fp4kit.group_dequantize(got, operand="columnwise")
+    np.testing.assert_array_equal(cp.asnumpy(got_dq.data).view(np.uint32), ref_dq.data.view(np.uint32))
+
+
+def _replay_then_bad_dims(cp, x, xd, fmt, kw, capture=True):
+    """x (640 rows) and its device copy xd: capture a grouped quantize with CuPy device dims, change
+    the dims on the device between replays (members move, shrink to zero, take every row) and
+    compare each replay with the reference; then bad device dims: flagged by g.check(), nothing
+    written (every output byte keeps the poison)."""
+    K = x.shape[1]
+    if capture:
+        dims = cp.asarray(np.array([100, 0, 200, 12], np.int64))
+        fp4kit.group_quantize(xd, fmt, first_dims=dims, **kw)       # warm-up: compile, pool blocks
+        stream = cp.cuda.Stream(non_blocking=True)
+        with stream:
+            stream.begin_capture()
+            g = fp4kit.group_quantize(xd, fmt, first_dims=dims, **kw)
+            graph = stream.end_capture()
+        o = 2 if fp4kit.FORMATS[fmt].packed else 1   # odd sizes where the format allows them
+        for new in ([100, 0, 200, 12], [0, 300, o, 211 - o + 1], [640, 0, 0, 0], [128, 128, 256, 128]):
+            dims.set(np.array(new, np.int64), stream=stream)
+            graph.launch(stream)
+            stream.synchronize()
+            exp = fp4kit.reference.group_quantize(x[:sum(new)], fmt, first_dims=new, **kw)
+            for i in range(len(new)):
+                _check(g[i], exp[i])
+    for bad, why in (([100, -1, 50], "negative"), ([400, 300, 0], "more elements")):
+        g = fp4kit.group_quantize(xd, fmt, first_dims=_dev_dims(cp, bad, xd), max_elements=640 * K, **kw)
+        with pytest.raises(ValueError, match=why):
+            g.check()
+        for buf in (g.rowwise_data, g.columnwise_data, g.rowwise_scales, g.columnwise_scales):
+            assert np.all(cp.asnumpy(cp.asarray(buf)) == 0xA5)
 
 
 @pytest.mark.parametrize("layout", ["swizzled", "compact"])
@@ -425,29 +461,9 @@ def test_quad_squares_graph_capture_and_bad_dims(cp, launched, layout):
     bad device dims: flagged, nothing written."""
     fmt, K = "mxfp8_e4m3", 256
     x = _x((640, K), seed=30, dtype=np.float16)
-    xd = cp.asarray(x)
-    dims = cp.asarray(np.array([100, 0, 200, 12], np.int64))
-    kw = dict(axis="both", scale_layout=layout)
-    fp4kit.group_quantize(xd, fmt, first_dims=dims, **kw)       # warm-up: compile, pool blocks
+    _replay_then_bad_dims(cp, x, cp.asarray(x), fmt, dict(axis="both", scale_layout=layout))
     assert any(n.startswith("group_quantize4_") for n in launched), launched
-    stream = cp.cuda.Stream(non_blocking=True)
-    with stream:
-        stream.begin_capture()
-        g = fp4kit.group_quantize(xd, fmt, first_dims=dims, **kw)
-        graph = stream.end_capture()
-    for new in ([100, 0, 200, 12], [0, 300, 1, 211], [640, 0, 0, 0], [128, 128, 256, 128]):
-        dims.set(np.array(new, np.int64), stream=stream)
-        graph.launch(stream)
-        stream.synchronize()
-        exp = fp4kit.reference.group_quantize(x[:sum(new)], fmt, first_dims=new, **kw)
-        for i in range(len(new)):
-            _check(g[i], exp[i])
-    for bad, why in (([100, -1, 50], "negative"), ([400, 300, 0], "more elements")):
-        g = fp4kit.group_quantize(xd, fmt, first_dims=cp.asarray(np.array(bad, np.int64)), max_elements=640 * K, **kw)
-        with pytest.raises(ValueError, match=why):
-            g.check()
-        for buf in (g.rowwise_data, g.columnwise_data, g.rowwise_scales, g.columnwise_scales):
-            assert np.all(cp.asnumpy(buf) == 0xA5)
+    assert ("group_unswizzle_scales" in launched) == (layout == "compact"), launched
 
 
 @pytest.mark.parametrize("fmt,dtype", [("mxfp6_e2m3", "bfloat16"), ("mxfp6_e3m2", "float16"),
@@ -474,13 +490,7 @@ def test_one_tile_staged_compact_scales(cp, fmt, dtype, launched):
         _check(fp4kit.group_quantize(xd, fmt, first_dims=first, axis="both"), exp)
         assert any(n.startswith("group_quantize1_") for n in launched), launched
         assert "group_unswizzle_scales" in launched, launched
-        got = fp4kit.group_quantize(xd, fmt, first_dims=_dev_dims(cp, first, xd), axis="both")
-        got.check()
-        for a, b in zip(got, exp):
-            _check(a, b)
-        ref_dq = fp4kit.reference.group_dequantize(exp, operand="columnwise")
-        got_dq = fp4kit.group_dequantize(got, operand="columnwise")
-        np.testing.assert_array_equal(cp.asnumpy(got_dq.data).view(np.uint32), ref_dq.data.view(np.uint32))
+        _device_dims_match(cp, xd, fmt, first, exp, dict(axis="both"))
     x = _x((5 * 192, 256), seed=4, dtype=npdt)   # kind "same"
     exp = fp4kit.reference.group_quantize(x, fmt, num_groups=5, axis="both")
     del launched[:]
@@ -501,35 +511,10 @@ def test_one_tile_staged_graph_capture_and_bad_dims(cp, launched, fmt, dtype):
     """The staged one-tile path under CUDA-graph capture with device dims changed between replays
     (CuPy inputs), and bad device dims: flagged, nothing written (staging and unswizzle included)."""
     import ml_dtypes
-    K = 256
     npdt = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16, "float32": np.float32}[dtype]
-    x = _x((640, K), seed=31, dtype=npdt)
-    xd = _dev(cp, x)
-    kw = dict(axis="both")
-    if dtype != "bfloat16":
-        dims = cp.asarray(np.array([100, 0, 200, 12], np.int64))
-        fp4kit.group_quantize(xd, fmt, first_dims=dims, **kw)       # warm-up: compile, pool blocks
-        assert "group_unswizzle_scales" in launched and any(n.startswith("group_quantize1_") for n in launched)
-        stream = cp.cuda.Stream(non_blocking=True)
-        with stream:
-            stream.begin_capture()
-            g = fp4kit.group_quantize(xd, fmt, first_dims=dims, **kw)
-            graph = stream.end_capture()
-        for new in ([100, 0, 200, 12], [0, 300, 1, 211], [640, 0, 0, 0], [128, 128, 256, 128]):
-            dims.set(np.array(new, np.int64), stream=stream)
-            graph.launch(stream)
-            stream.synchronize()
-            exp = fp4kit.reference.group_quantize(x[:sum(new)], fmt, first_dims=new, **kw)
-            for i in range(len(new)):
-                _check(g[i], exp[i])
-    for bad, why in (([100, -2, 50], "negative"), ([400, 300, 0], "more elements")):
-        del launched[:]
-        g = fp4kit.group_quantize(xd, fmt, first_dims=_dev_dims(cp, bad, xd), max_elements=640 * K, **kw)
-        assert "group_unswizzle_scales" in launched, launched
-        with pytest.raises(ValueError, match=why):
-            g.check()
-        for buf in (g.rowwise_data, g.columnwise_data, g.rowwise_scales, g.columnwise_scales):
-            assert np.all(cp.asnumpy(cp.asarray(buf)) == 0xA5)
+    x = _x((640, 256), seed=31, dtype=npdt)
+    _replay_then_bad_dims(cp, x, _dev(cp, x), fmt, dict(axis="both"), capture=dtype != "bfloat16")
+    assert "group_unswizzle_scales" in launched and any(n.startswith("group_quantize1_") for n in launched)
 
 
 @pytest.fixture
