@@ -292,7 +292,7 @@ group_meta(i64 G, const i64* first, const i64* last, int block, int bits, i64 ma
                    ? band + band_desc_offset(n_band_rows, n_band_tiles) + (desc != nullptr ? n_band_tiles * BAND_DESC : 0)
                    : nullptr;
     // bit 512 (one K, block 32, K1 % 128 == 0): staged compact scales of the one-tile kernel, which
-    // writes every member's scales swizzled at 4 K1 sq[g] of two staging buffers (the layout
+    // writes every member's scales swizzled at staged_scales_offset(K1, sq[g]) of two staging buffers (the layout
     // group_unswizzle_scales reads): a second copy of the arrays at meta + META_COUNT (G + 1) with
     // META_SROW / META_SCOL replaced by those offsets, for the tile kernel (and in the descriptors)
     const bool staged = (bits & 512) && K1 > 0;
@@ -312,7 +312,8 @@ group_meta(i64 G, const i64* first, const i64* last, int block, int bits, i64 ma
         const i64* sq = meta + (i64)META_SQ * W;
         for (i64 i = tid; i < (i64)META_COUNT * W; i += META_THREADS) {
             const i64 k = i / W;
-            meta[(i64)META_COUNT * W + i] = (k == META_SROW || k == META_SCOL) ? 4 * K1 * sq[i - k * W] : meta[i];
+            meta[(i64)META_COUNT * W + i] =
+                (k == META_SROW || k == META_SCOL) ? staged_scales_offset(K1, sq[i - k * W]) : meta[i];
         }
     }
     if (band != nullptr && K1 > 0) {   // one K: a warp per member writes that member's entries
@@ -342,7 +343,8 @@ group_meta(i64 G, const i64* first, const i64* last, int block, int bits, i64 ma
             }
             // the member's descriptor fields, read once (the stores below may alias meta for the compiler)
             const longlong2 f0 = make_longlong2(meta[(i64)META_OFF * W + g], rows[g + 1] - rows[g]);
-            const longlong2 f1 = staged ? make_longlong2(4 * K1 * meta[(i64)META_SQ * W + g], 4 * K1 * meta[(i64)META_SQ * W + g])
+            const i64 st = staged ? staged_scales_offset(K1, meta[(i64)META_SQ * W + g]) : 0;
+            const longlong2 f1 = staged ? make_longlong2(st, st)
                                         : make_longlong2(meta[(i64)META_SROW * W + g], meta[(i64)META_SCOL * W + g]);
             const i64 as = (bits & 256) ? NV_TAB + 1 : 1;   // the amax pointers then address tables
             const longlong2 f2 = make_longlong2(meta[(i64)META_AROW * W + g] * as, meta[(i64)META_ACOL * W + g] * as);
@@ -894,8 +896,8 @@ __device__ __forceinline__ void group_quantize_quad(const void* x, i64 G, const 
     // swizzled scale buffers (group_meta's META_SROW / META_SCOL then), and in the staging buffers of
     // compact scales (fp4kit/_cuda_grouped.py; swizzle.cu group_unswizzle_scales)
     quad_square_out<FMT, RawTileStride<DT, 3>::words>(
-        tiles, blk, M, bq, bk, qk, col_data + o, [&] { return row_scales + 4 * K * meta[(i64)META_SQ * W + g]; },
-        [&] { return col_scales + 4 * K * meta[(i64)META_SQ * W + g]; });
+        tiles, blk, M, bq, bk, qk, col_data + o, [&] { return row_scales + staged_scales_offset(K, meta[(i64)META_SQ * W + g]); },
+        [&] { return col_scales + staged_scales_offset(K, meta[(i64)META_SQ * W + g]); });
     prefetch_group_square_l2<DT>(x, sq_desc, K, qk, q);
 }
 

@@ -203,7 +203,7 @@ extern "C" __global__ void __launch_bounds__(256, 8) group_unswizzle_scales(i64 
         const longlong2 d1 = __ldg(reinterpret_cast<const longlong2*>(sqd + 4 * j) + 1);
         const i64 M = d0.y, bm = d1.x, g = d1.y;
         if (M <= 0) continue;   // CTA-uniform: past the last band
-        const i64 st = 4 * K * sq[g];
+        const i64 st = staged_scales_offset(K, sq[g]);
         if (slot < U) {
             unswizzle_tile(tile, st_row + st, M, cr, cr, out_row + srow[g], bm * U + slot);
         } else {

@@ -288,7 +288,7 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
         a_col_k = tabs if opts.want_columnwise else None
     n_sq = _square_bands_bound(rows_total, G) if quad or staged1 else 0
     staged = (quad and opts.scale_layout != "swizzled") or staged1
-    if staged:   # member g's swizzled matrices at 4 K sq[g] (grouped.cu group_quantize_quad, group_meta bit 512)
+    if staged:   # member g's swizzled matrices at 4 K sq[g] (common/layout.cuh staged_scales_offset)
         st = _empty((2 * 4 * Kshared * n_sq,), np.uint8)   # one allocation, rowwise then columnwise
         st_row, st_col = st[:4 * Kshared * n_sq], st[4 * Kshared * n_sq:]
     if quad:

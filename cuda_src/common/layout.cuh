@@ -13,6 +13,12 @@ __device__ __forceinline__ i64 swizzled_offset(i64 i, i64 j, i64 Cp) {
 // part in 32-bit arithmetic, for kernels that assemble whole blocks in shared memory.
 __device__ __forceinline__ int swizzled_block_byte(int r, int c) { return (r & 31) * 16 + (r >> 5) * 4 + c; }
 
+// Grouped staging of block-32 scales (one K, K % 128 == 0): a member whose 128-row bands start at
+// square band sq has its swizzled rowwise (128 nsq, K / 32) and columnwise (K, 4 nsq) matrices, both
+// 4 K bytes per band, at this offset of the rowwise / columnwise staging buffers (written by
+// grouped.cu group_quantize4 / group_quantize1, read by swizzle.cu group_unswizzle_scales).
+__host__ __device__ __forceinline__ i64 staged_scales_offset(i64 K, i64 sq) { return 4 * K * sq; }
+
 // Where scale (i, j) of a compact (R, C) matrix is stored for the given layout.
 __device__ __forceinline__ i64 scale_offset(i64 i, i64 j, i64 C, bool swizzled) {
     return swizzled ? swizzled_offset(i, j, (C + 3) & ~(i64)3) : i * C + j;
