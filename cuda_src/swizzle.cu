@@ -179,8 +179,8 @@ extern "C" __global__ void __launch_bounds__(256) unswizzle_scales(const u8* sw0
 // and columnwise (K, ceil(M_g / 32)) matrices at srow[g] / scol[g] of out_row / out_col. sq, srow,
 // scol: group_meta's prefix arrays (G + 1 entries); sqd: its descriptors of the 128-row square bands
 // {element offset, M, band within the member, member} (M = 0 past the last band and after a metadata
-// error, so nothing is written then). Work: U + V slots per square band (U = ceil(K / 2048), V: the
-// caller's, 2 U), one CTA each (grid-strided past the grid), each finding its member with one
+// error, so nothing is written then). Work: U + V slots per square band (U = ceil(K / 2048), V = 2 U),
+// one CTA each (grid-strided past the grid), each finding its member with one
 // descriptor load (no walk over the members): slot s < U is the rowwise tile (band, s) of the member
 // (unswizzle_tile's 128 x 64 tiles; U per band), slot U + v the member's columnwise tiles
 // q = bm + nsq (v + V r), r = 0, 1, .. (bm: the band within the member, nsq its bands; a member's
@@ -194,9 +194,9 @@ extern "C" __global__ void __launch_bounds__(256) unswizzle_scales(const u8* sw0
 extern "C" __global__ void __launch_bounds__(256, 8) group_unswizzle_scales(i64 n_sq, i64 K, const i64* sqd, const i64* sq,
                                                                          const i64* srow, const i64* scol,
                                                                          const u8* st_row, const u8* st_col,
-                                                                         u8* out_row, u8* out_col, i64 V) {
+                                                                         u8* out_row, u8* out_col) {
     __shared__ u32 tile[128 * SWZ_PITCH];
-    const i64 cr = K / 32, U = (cr + SWZ_TC - 1) / SWZ_TC;
+    const i64 cr = K / 32, U = (cr + SWZ_TC - 1) / SWZ_TC, V = 2 * U;
     for (i64 t = blockIdx.x; t < n_sq * (U + V); t += gridDim.x) {
         const i64 j = div_fast(t, U + V), slot = t - j * (U + V);
         const longlong2 d0 = __ldg(reinterpret_cast<const longlong2*>(sqd + 4 * j));

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._cuda import _DTYPE_IDS, _MAX_GRID, _NULL, _THREADS, _empty, _fn, _resident_per_sm, _sm_count
-from ._plan import (ENC_TAB, QFLAG_ENC_TABS, QFLAG_SWIZZLED, STAGED_BOTH_BF16_FORMATS, STAGED_SCALE_FORMATS,
+from ._plan import (ENC_TAB, QFLAG_ENC_TABS, QFLAG_SWIZZLED, STAGED_BOTH_FORMATS, STAGED_SCALE_FORMATS,
                     needs_ext, quantize_flags, rows_blocks, rows_lw, rows_stack)
 from .formats import FORMATS
 
@@ -98,11 +98,13 @@ def stage_one_tile(f, opts, input_dtype, Kshared) -> bool:
     matrices (one more launch, as the single-tensor tile kernel: _plan.stage_scales' formats; one K,
     K % 128 == 0). Direct compact stores leave 2 bytes of a 32-byte sector per tile, completed by
     tiles far apart in launch order (H100, G = 8, 65536 x 7168 bfloat16, member sizes % 128, kernel
-    time: MXFP6 916.3 us compact against 755 us swizzled, MXFP4 688.1 against 618.8)."""
+    time: MXFP6 916.3 us compact against 755 us swizzled, MXFP4 688.1 against 618.8). MXFP4 from
+    bfloat16 and float32 only (kernel time, G = 8 / 64: float32 1008.9 -> 920.8 / 981.2 -> 932.1 us,
+    but float16 714.8 -> 763.8 / 712.2 -> 784.4)."""
     return (opts.scale_layout == "compact" and f.is_mx and f.block == 32 and bool(Kshared) and Kshared % 128 == 0
             and opts.want_rowwise and opts.want_columnwise
             and (opts.format in STAGED_SCALE_FORMATS
-                 or (input_dtype == "bfloat16" and opts.format in STAGED_BOTH_BF16_FORMATS)))
+                 or (input_dtype in ("bfloat16", "float32") and opts.format in STAGED_BOTH_FORMATS)))
 
 
 # grouped.cu group_quantize4 (128 x 128 squares, 1024 threads): plain MXFP8 "both" from 16-bit input
@@ -319,12 +321,11 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
     if staged:   # the members' compact matrices from the staged ones (slots of every square band)
         W = G + 1
         ufn = _fn("swizzle", "group_unswizzle_scales")
-        # U rowwise and V = 2 U columnwise slots per square band, one CTA each (swizzle.cu)
+        # U rowwise and 2 U columnwise slots per square band, one CTA each (swizzle.cu)
         U = -(-Kshared // 2048)
-        V = 2 * U
-        ufn((max(1, min(n_sq * (U + V), _MAX_GRID)),), (_THREADS,), (
+        ufn((max(1, min(3 * U * n_sq, _MAX_GRID)),), (_THREADS,), (
             np.int64(n_sq), np.int64(Kshared), sq_desc, meta[_META_SQ * W:], meta[_META_SROW * W:],
-            meta[_META_SCOL * W:], st_row, st_col, out["row_scales"], out["col_scales"], np.int64(V)))
+            meta[_META_SCOL * W:], st_row, st_col, out["row_scales"], out["col_scales"]))
     if f.is_nvfp4:
         if opts.want_rowwise:
             out["row_amax"] = a_row

@@ -206,28 +206,42 @@ def quantize_flags(opts) -> int:
 # tiles far apart in launch order); in the swizzled layout 4 tiles close in launch order complete
 # each 512-byte block (docs/performance.md). FP6 since its encode went through the FP8 cvt (H100,
 # 8192^2 bfloat16, compact scales: 'both' 131.7 -> 117.4 us, columnwise 91.5 -> 85.1 us of kernels);
-# NVFP4 only with long rows (STAGED_NVFP4_MIN_K). MXFP4 stages for "both" from bfloat16 with the plain
-# recipe (the packed-pair encode, docs/performance.md item 63; H100, 8192^2: 97.9 -> 87.8 + 4.6 us,
-# 16384 x 8192: 194.7 -> 173.5 + 7.6 us), not for the columnwise operand alone (66.7 -> 67.4 + 3.3 us)
-# nor from other inputs (the fp32 encode, ALU-bound: 122.5 -> 132.6 us measured staged before).
+# NVFP4 only with long rows (STAGED_NVFP4_MIN_K). MXFP4 stages for "both" with the plain recipe
+# (docs/performance.md items 63, 78; H100, 8192^2 from bfloat16, the packed-pair encode: 97.9 -> 87.8
+# + 4.6 us, 16384 x 8192: 194.7 -> 173.5 + 7.6 us; from float32 / float16, kernel time with the
+# unswizzle, same run: 8192^2 144.0 -> 133.5 / 98.2 -> 97.9 us, 16384^2 596.7 -> 519.6 / 414.2 ->
+# 380.1, 8192 x 16384 297.2 -> 261.4 / 200.9 -> 192.2, 32768 x 4096 float32 282.5 -> 259.4) and for
+# the columnwise operand alone in large tensors (col_plain_mk, STAGED_MXFP4_COL_MIN_*; item 78).
 # NVFP4 stages "both" with the plain recipe from rows of at least STAGED_NVFP4_MIN_K elements: a
 # columnwise scale sector (8 tile rows of 4 bytes) is complete only after K / 8 tiles, i.e. K KB of
 # input, have gone through L2 (H100, supplied amax, kernel time, same run: 16384^2 469.8 -> 455.3 us,
 # 8192 x 16384 240.5 -> 233.5, 4096 x 32768 253.5 -> 238.6; but 8192^2 120.6 -> 121.2, 16384 x 8192
 # 227.3 -> 231.4, 32768 x 4096 223.6 -> 231.8; stochastic rounding at 8192^2 309 -> 321).
 STAGED_NVFP4_MIN_K = 16384
+# MXFP4's columnwise operand alone (the 64 x 64 tile kernel, plain recipe) stages when M >=
+# STAGED_MXFP4_COL_MIN_M and M K > STAGED_MXFP4_COL_MIN_ELEMENTS (H100, bfloat16, kernel time with the
+# unswizzle, same run: 16384^2 286.7 -> 263.8 us, 65536 x 7168 483.7 -> 456.1, 32768 x 4096 140.6 ->
+# 130.9, 8192 x 16384 140.3 -> 133.1, 16384 x 8192 141.6 -> 132.4, 12288 x 8192 104.1 -> 100.2,
+# 8192 x 12288 101.0 -> 99.5, float32 16384^2 465.6 -> 438.5; but 8192^2 64.8 -> 67.4, 16384 x 4096
+# 66.0 -> 66.7 and 4096 x 32768 129.6 -> 134.9, which keep direct compact stores).
+STAGED_MXFP4_COL_MIN_M = 8192
+STAGED_MXFP4_COL_MIN_ELEMENTS = 1 << 26
 STAGED_SCALE_FORMATS = {"mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2"}
-STAGED_BOTH_BF16_FORMATS = {"mxfp4_e2m1"}
+STAGED_BOTH_FORMATS = {"mxfp4_e2m1"}
 
 
-def stage_scales(fmt: str, rows: int, blocks: int, both_bf16: bool = False, both_plain_k: int = 0) -> bool:
+def stage_scales(fmt: str, rows: int, blocks: int, both_plain_k: int = 0, col_plain_mk: tuple[int, int] = (0, 0)) -> bool:
     """Whether an operand's compact scales (rows, blocks) go through a swizzled staging buffer:
-    formats in STAGED_SCALE_FORMATS (and in STAGED_BOTH_BF16_FORMATS when both_bf16: both operands
-    of a plain quantize from bfloat16; NVFP4 when both_plain_k, the K of both operands of a plain
-    quantize, is at least STAGED_NVFP4_MIN_K), and only shapes whose swizzled layout has no padding
-    (rows % 128 == 0, blocks % 4 == 0), where the kernel writes every staged byte."""
-    staged = (fmt in STAGED_SCALE_FORMATS or (both_bf16 and fmt in STAGED_BOTH_BF16_FORMATS)
-              or (fmt == "nvfp4" and both_plain_k >= STAGED_NVFP4_MIN_K))
+    formats in STAGED_SCALE_FORMATS; with both_plain_k, the K of a plain quantize of both operands
+    (0: not one), formats in STAGED_BOTH_FORMATS, and NVFP4 when it is at least STAGED_NVFP4_MIN_K;
+    with col_plain_mk, the (M, K) of a plain quantize of the columnwise operand alone by the tile
+    kernel, MXFP4 in large tensors (STAGED_MXFP4_COL_MIN_M, STAGED_MXFP4_COL_MIN_ELEMENTS); and only
+    shapes whose swizzled layout has no padding (rows % 128 == 0, blocks % 4 == 0), where the kernel
+    writes every staged byte."""
+    cm, ck = col_plain_mk
+    staged = (fmt in STAGED_SCALE_FORMATS or (both_plain_k > 0 and fmt in STAGED_BOTH_FORMATS)
+              or (fmt == "nvfp4" and both_plain_k >= STAGED_NVFP4_MIN_K)
+              or (fmt == "mxfp4_e2m1" and cm >= STAGED_MXFP4_COL_MIN_M and cm * ck > STAGED_MXFP4_COL_MIN_ELEMENTS))
     return staged and rows % 128 == 0 and blocks % 4 == 0
 
 
@@ -540,16 +554,16 @@ def build_quantize_plan(M: int, K: int, input_dtype: str, opts, amax_size: int |
         quadm = (not ext and not rows_kernel and cols is None
                  and quadm_tiles(opts.format, input_dtype, M, K, r is not None and c is not None))
         if layout == "compact" and not rows_kernel and cols is None:
-            both_bf16 = r is not None and c is not None and input_dtype == "bfloat16" and not ext
             both16 = r is not None and c is not None and input_dtype in ("bfloat16", "float16") and not ext
             both_k = K if r is not None and c is not None and not ext else 0
+            col_mk = (M, K) if r is None and not ext else (0, 0)
             for key, bit in (("rowwise", QFLAG_ROW_SCALES_SWZ), ("columnwise", QFLAG_COL_SCALES_SWZ)):
                 op = ops.get(key)
                 if op is None:
                     continue
                 # the kernel writes every staged byte (no padding, or _quadm's whole blocks), or only
                 # the real positions (ragged rows: the padding that unswizzle reads is zero-filled)
-                init = (EMPTY if quadm or stage_scales(opts.format, op[3], op[4], both_bf16, both_k)
+                init = (EMPTY if quadm or stage_scales(opts.format, op[3], op[4], both_k, col_mk)
                         else ZEROS if stage_ragged_scales(opts.format, op[4], both16) else None)
                 if init is not None:
                     staged[key] = b.buffer(swizzled_shape(op[3], op[4]), "uint8", init)

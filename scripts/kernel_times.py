@@ -38,10 +38,10 @@ def _single(fmt, M=N, dtype="bfloat16", K=N, amax=None, **kw):
     return make
 
 
-def _grouped(fmt, G, multiple, loop, amax=False, **kw):
+def _grouped(fmt, G, multiple, loop, amax=False, dtype="bfloat16", **kw):
     """amax: supply one amax per member (4.0 each) instead of computing them."""
     def make():
-        x = torch.randn(GM, GK, device="cuda").to(torch.bfloat16)
+        x = torch.randn(GM, GK, device="cuda").to(getattr(torch, dtype))
         dims = _skewed_dims(G, GM, seed=G, multiple=multiple)
         a = torch.full((G,), 4.0, device="cuda") if amax else None
         if loop:
@@ -78,6 +78,26 @@ OPS = {
     "mxfp4-both-swz": _single("mxfp4_e2m1", axis="both", scale_layout="swizzled"),
     "mxfp4-both-16k": _single("mxfp4_e2m1", M=16384, axis="both", scale_layout="swizzled"),
     "mxfp4-col-16k": _single("mxfp4_e2m1", M=16384, axis="columnwise"),
+    # columnwise alone by row length K (MXFP4 stages its compact scales from _plan.STAGED_MXFP4_COL_MIN_K)
+    "mxfp4-col-16k2": _single("mxfp4_e2m1", M=16384, K=16384, axis="columnwise"),
+    "mxfp4-col-16k2-f32": _single("mxfp4_e2m1", M=16384, K=16384, axis="columnwise", dtype="float32"),
+    "mxfp4-col-k12k": _single("mxfp4_e2m1", K=12288, axis="columnwise"),
+    "mxfp4-col-k16k": _single("mxfp4_e2m1", K=16384, axis="columnwise"),
+    "mxfp4-col-k32k": _single("mxfp4_e2m1", M=4096, K=32768, axis="columnwise"),
+    "mxfp4-col-m32k": _single("mxfp4_e2m1", M=32768, K=4096, axis="columnwise"),
+    "mxfp4-col-m16k-k4k": _single("mxfp4_e2m1", M=16384, K=4096, axis="columnwise"),
+    "mxfp4-col-m12k": _single("mxfp4_e2m1", M=12288, axis="columnwise"),
+    "mxfp4-col-big": _single("mxfp4_e2m1", M=65536, K=7168, axis="columnwise"),
+    "mxfp4-both-16k-f16": _single("mxfp4_e2m1", M=16384, K=16384, axis="both", dtype="float16"),
+    "mxfp4-both-16k-f32": _single("mxfp4_e2m1", M=16384, K=16384, axis="both", dtype="float32"),
+    "mxfp4-both-k16k-f32": _single("mxfp4_e2m1", K=16384, axis="both", dtype="float32"),
+    "mxfp4-both-k16k-f16": _single("mxfp4_e2m1", K=16384, axis="both", dtype="float16"),
+    "mxfp4-both-m16k-f32": _single("mxfp4_e2m1", M=16384, axis="both", dtype="float32"),
+    "mxfp4-both-m16k-f16": _single("mxfp4_e2m1", M=16384, axis="both", dtype="float16"),
+    "mxfp4-both-k32k-f32": _single("mxfp4_e2m1", M=4096, K=32768, axis="both", dtype="float32"),
+    "mxfp4-both-m32k-f32": _single("mxfp4_e2m1", M=32768, K=4096, axis="both", dtype="float32"),
+    "mxfp4-both-k12k-f16": _single("mxfp4_e2m1", K=12288, axis="both", dtype="float16"),
+    "mxfp4-both-f32": _single("mxfp4_e2m1", axis="both", dtype="float32"),
     "mxfp8-row": _single("mxfp8_e4m3", axis="rowwise"),
     "mxfp6-both": _single("mxfp6_e2m3", axis="both"),
     "mxfp6-row": _single("mxfp6_e2m3", axis="rowwise"),
@@ -138,6 +158,9 @@ for _G in (8, 64):
                 # compact scales (MXFP8 "both": the squares with staged scales and group_unswizzle_scales)
                 OPS[_name + "-c"] = _grouped(_fn, _G, _m, False, axis=_ax, scale_layout="compact")
                 OPS[_name + "-c-loop"] = _grouped(_fn, _G, _m, True, axis=_ax, scale_layout="compact")
+    for _dt in ("float16", "float32"):   # MXFP4 "both", compact scales, other inputs
+        OPS[f"grp{_G}-mxfp4-both-c-{_dt}"] = _grouped("mxfp4_e2m1", _G, 128, False, dtype=_dt, axis="both")
+        OPS[f"grp{_G}-mxfp4-both-c-{_dt}-loop"] = _grouped("mxfp4_e2m1", _G, 128, True, dtype=_dt, axis="both")
     for _m in (128, 2):   # NVFP4 "both" with supplied amaxes
         _name = f"grp{_G}-nvfp4-both-amax{'' if _m == 128 else '-even'}"
         OPS[_name] = _grouped("nvfp4", _G, _m, False, amax=True, axis="both", scale_layout="swizzled")

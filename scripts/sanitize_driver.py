@@ -147,6 +147,17 @@ for fmt, xin in (("mxfp6_e2m3", bf16(xo)), ("mxfp4_e2m1", bf16(xo)), ("mxfp8_e4m
 # NVFP4 "both" with rows of K >= STAGED_NVFP4_MIN_K: compact scales staged, then unswizzle_scales
 q = fp4kit.quantize(bf16(rng.standard_normal((128, 16384)).astype(np.float32)), "nvfp4", axis="both")
 fp4kit.dequantize(q, dtype="float32", operand="columnwise")
+# MXFP4 "both" from float32 and the columnwise operand alone of a large tensor (thresholds lowered to
+# a small one here): compact scales staged, then unswizzle_scales
+q = fp4kit.quantize(cp.asarray(rng.standard_normal((256, 384)).astype(np.float32)), "mxfp4_e2m1", axis="both")
+fp4kit.dequantize(q, dtype="float32", operand="columnwise")
+_m, _n = _plan.STAGED_MXFP4_COL_MIN_M, _plan.STAGED_MXFP4_COL_MIN_ELEMENTS
+_plan.STAGED_MXFP4_COL_MIN_M, _plan.STAGED_MXFP4_COL_MIN_ELEMENTS = 128, 128 * 256
+_plan.clear_plans()
+q = fp4kit.quantize(bf16(rng.standard_normal((256, 384)).astype(np.float32)), "mxfp4_e2m1", axis="columnwise")
+fp4kit.dequantize(q, dtype="float32", operand="columnwise")
+_plan.STAGED_MXFP4_COL_MIN_M, _plan.STAGED_MXFP4_COL_MIN_ELEMENTS = _m, _n
+_plan.clear_plans()
 # device dims that exceed the buffer: flagged, nothing written out of bounds
 for layout in ("compact", "swizzled"):
     try:

@@ -122,15 +122,16 @@ def test_mxfp8_compact_scales_staged_swizzled():
                     ("nvfp4", {})):
         kernels = [s.kernel for s in plan_of((256, 512), "bfloat16", fmt, axis="both", **kw).launches()]
         assert "unswizzle_scales" not in kernels, (fmt, kw)
-    # MXFP4: "both" from bfloat16 with the plain recipe only (one launch for both operands)
-    kernels = [s.kernel for s in plan_of((256, 512), "bfloat16", "mxfp4_e2m1", axis="both").launches()]
-    assert kernels.count("unswizzle_scales") == 1
-    for dt, kw in (("float32", {"axis": "both"}), ("float16", {"axis": "both"}), ("bfloat16", {"axis": "columnwise"}),
+    # MXFP4: "both" with the plain recipe from any input (one launch for both operands)
+    for dt in ("bfloat16", "float16", "float32"):
+        kernels = [s.kernel for s in plan_of((256, 512), dt, "mxfp4_e2m1", axis="both").launches()]
+        assert kernels.count("unswizzle_scales") == 1, dt
+    for dt, kw in (("bfloat16", {"axis": "columnwise"}), ("float32", {"axis": "columnwise"}),
                    ("bfloat16", {"axis": "both", "rounding": "stochastic", "seed": 1}),
                    ("bfloat16", {"axis": "both", "scale_layout": "swizzled"})):
         kernels = [s.kernel for s in plan_of((256, 512), dt, "mxfp4_e2m1", **kw).launches()]
         assert "unswizzle_scales" not in kernels, (dt, kw)
-    assert _plan.stage_scales("mxfp4_e2m1", 384, 32, both_bf16=True) and not _plan.stage_scales("mxfp4_e2m1", 384, 32)
+    assert _plan.stage_scales("mxfp4_e2m1", 384, 32, both_plain_k=1024) and not _plan.stage_scales("mxfp4_e2m1", 384, 32)
     assert _plan.stage_scales("mxfp8_e4m3", 384, 32) and not _plan.stage_scales("mxfp8_e4m3", 384, 31)
     assert not _plan.stage_scales("mxfp8_e4m3", 320, 32) and not _plan.stage_scales("nvfp4", 384, 32)
     # NVFP4 "both" with the plain recipe stages from K >= STAGED_NVFP4_MIN_K on
@@ -141,6 +142,21 @@ def test_mxfp8_compact_scales_staged_swizzled():
                             ((128, k), {"axis": "columnwise"}, False)):
         for dt in ("bfloat16", "float32"):
             kernels = [s.kernel for s in plan_of(shape, dt, "nvfp4", **kw).launches()]
+            assert ("unswizzle_scales" in kernels) == want, (shape, dt, kw, kernels)
+    # MXFP4's columnwise operand alone stages in large tensors (M >= STAGED_MXFP4_COL_MIN_M, M K >
+    # STAGED_MXFP4_COL_MIN_ELEMENTS), any input; checked on the plan's stage_scales arguments, since
+    # building plans of such shapes is cheap (no buffers are allocated)
+    m, n = _plan.STAGED_MXFP4_COL_MIN_M, _plan.STAGED_MXFP4_COL_MIN_ELEMENTS
+    for shape, kw, want in (((m, n // m + 128), {"axis": "columnwise"}, True),
+                            ((2 * m, n // m), {"axis": "columnwise"}, True),
+                            ((m, n // m), {"axis": "columnwise"}, False),          # not more than n elements
+                            ((m // 2, 4 * n // m), {"axis": "columnwise"}, False),  # M too small
+                            ((m, n // m + 96), {"axis": "columnwise"}, False),     # K % 128 != 0: padding
+                            ((m, n // m + 128), {"axis": "columnwise", "rounding": "stochastic", "seed": 1}, False),
+                            ((m, n // m + 128), {"axis": "columnwise", "scale_layout": "swizzled"}, False),
+                            ((m, n // m + 128), {"axis": "rowwise"}, False)):
+        for dt in ("bfloat16", "float16", "float32"):
+            kernels = [s.kernel for s in plan_of(shape, dt, "mxfp4_e2m1", **kw).launches()]
             assert ("unswizzle_scales" in kernels) == want, (shape, dt, kw, kernels)
 
 
@@ -1399,6 +1415,7 @@ def test_one_tile_staging_policy():
         o = QuantizeOptions(fmt, axis, layout)
         return _cuda_grouped.stage_one_tile(FORMATS[fmt], o, dtype, K)
     assert staged("mxfp6_e2m3", "float32", 7168) and staged("mxfp4_e2m1", "bfloat16", 128)
+    assert staged("mxfp4_e2m1", "float32", 7168)
     assert not staged("mxfp4_e2m1", "float16", 7168) and not staged("nvfp4", "bfloat16", 7168)
     assert not staged("mxfp6_e2m3", "bfloat16", 7168 + 64) and not staged("mxfp6_e2m3", "bfloat16", 7168, "columnwise")
     assert not staged("mxfp6_e2m3", "bfloat16", 7168, layout="swizzled")

@@ -273,10 +273,12 @@ def test_quantize_compact_scales_through_staging(gpu, fmt, dtype):
             check_against_reference(gpu, x, fmt, axis=axis, scale_layout="compact")
 
 
-def test_quantize_mxfp4_both_compact_scales_through_staging(gpu):
-    """MXFP4 "both" from bfloat16 (the packed-pair tile kernel) with compact scales: staged swizzled
-    and unswizzled (fp4kit._plan.stage_scales with both_bf16) where the shape allows, for both, one
-    or none of the operands; the plan shows the unswizzle launch exactly when one stages."""
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
+def test_quantize_mxfp4_both_compact_scales_through_staging(gpu, dtype):
+    """MXFP4 "both" with the plain recipe and compact scales: staged swizzled and unswizzled
+    (fp4kit._plan.stage_scales with both_plain_k) where the shape allows, for both, one or none of
+    the operands (zero-filled for ragged compact rows from 16-bit input); the plan shows the
+    unswizzle launch exactly when one stages."""
     from fp4kit import _plan
 
     fmt = "mxfp4_e2m1"
@@ -287,12 +289,14 @@ def test_quantize_mxfp4_both_compact_scales_through_staging(gpu):
              ((384, 4096), (True, True), (False, False)), ((962, 512), (False, False), (False, True)),
              ((256, 100), (True, False), (False, False)), ((128, 96), (False, False), (True, False)))
     for i, ((M, K), staged, ragged) in enumerate(cases):
-        assert (_plan.stage_scales(fmt, M, nb(K), True), _plan.stage_scales(fmt, K, nb(M), True)) == staged, (M, K)
-        assert (_plan.stage_ragged_scales(fmt, nb(K), True), _plan.stage_ragged_scales(fmt, nb(M), True)) == ragged
-        opts = quantize_options((M, K), "bfloat16", fmt, axis="both", scale_layout="compact")
-        plan = _plan.build_quantize_plan(M, K, "bfloat16", opts, None, 16, 132)
+        ragged = ragged if dtype != "float32" else (False, False)
+        assert (_plan.stage_scales(fmt, M, nb(K), K), _plan.stage_scales(fmt, K, nb(M), K)) == staged, (M, K)
+        both16 = dtype != "float32"
+        assert (_plan.stage_ragged_scales(fmt, nb(K), both16), _plan.stage_ragged_scales(fmt, nb(M), both16)) == ragged
+        opts = quantize_options((M, K), dtype, fmt, axis="both", scale_layout="compact")
+        plan = _plan.build_quantize_plan(M, K, dtype, opts, None, 16, 132)
         assert ("unswizzle_scales" in [s.kernel for s in plan.launches()]) == any(staged + ragged), (M, K)
-        x = make_input((M, K), "bfloat16", "special" if i % 2 else "normal", seed=140 + i)
+        x = make_input((M, K), dtype, "special" if i % 2 else "normal", seed=140 + i)
         check_against_reference(gpu, x, fmt, axis="both", scale_layout="compact")
 
 
@@ -338,6 +342,37 @@ def test_quantize_nvfp4_both_long_rows_compact_scales_staged(gpu, dtype):
         x = make_input((M, K), dtype, "special" if i % 2 else "normal", seed=180 + i)
         check_against_reference(gpu, x, "nvfp4", axis="both", scale_layout="compact")
         check_against_reference(gpu, x, "nvfp4", amax=np.float32([7.5]), axis="both", scale_layout="compact")
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
+def test_quantize_mxfp4_columnwise_large_compact_scales_staged(gpu, monkeypatch, dtype):
+    """MXFP4's columnwise operand alone with the plain recipe in large tensors (fp4kit._plan
+    STAGED_MXFP4_COL_MIN_M / _MIN_ELEMENTS): compact scales through a swizzled staging buffer and
+    unswizzle_scales where the shape has no padding, direct stores elsewhere. One shape at the real
+    thresholds, then the same kernels at small shapes with the thresholds lowered; bytes equal the
+    reference, special values too."""
+    from fp4kit import _plan
+
+    def staged(M, K):
+        opts = quantize_options((M, K), dtype, "mxfp4_e2m1", axis="columnwise", scale_layout="compact")
+        return "unswizzle_scales" in [s.kernel for s in _plan.build_quantize_plan(M, K, dtype, opts, None, 16, 132).launches()]
+
+    M, K = _plan.STAGED_MXFP4_COL_MIN_M, _plan.STAGED_MXFP4_COL_MIN_ELEMENTS // _plan.STAGED_MXFP4_COL_MIN_M + 128
+    assert staged(M, K)
+    x = make_input((M, K), dtype, "normal", seed=189)
+    check_against_reference(gpu, x, "mxfp4_e2m1", axis="columnwise", scale_layout="compact")
+    monkeypatch.setattr(_plan, "STAGED_MXFP4_COL_MIN_M", 128)
+    monkeypatch.setattr(_plan, "STAGED_MXFP4_COL_MIN_ELEMENTS", 128 * 256)
+    _plan.clear_plans()
+    try:
+        for i, (M, K, want) in enumerate(((128, 384, True), (384, 1024, True), (256, 256 + 128, True), (96, 1024, False),
+                                          (130, 1024, False), (128, 256, False), (256, 320, False))):
+            assert staged(M, K) == want, (M, K)
+            x = make_input((M, K), dtype, "special" if i % 2 else "normal", seed=190 + i)
+            check_against_reference(gpu, x, "mxfp4_e2m1", axis="columnwise", scale_layout="compact")
+    finally:
+        monkeypatch.undo()
+        _plan.clear_plans()
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
