@@ -788,12 +788,13 @@ template <int FMT, int DT, bool BOTH = false>
 __device__ __forceinline__ void group_quantize_one(const void* x, i64 G, const i64* meta, const i64* first,
                                                    const i64* last, u8* row_data, u8* row_scales, u8* col_data,
                                                    u8* col_scales, const float* amax_row, const float* amax_col,
-                                                   int flags, const i64* band, i64 K, u64 rows_total) {
+                                                   int flags, const i64* band, i64 K, u64 rows_total, u32 tk_m,
+                                                   u32 tk_p) {
     typedef Fmt<FMT> F;
     const i64 tiles_k = (K + QT_K - 1) / QT_K;
     if constexpr (F::mx && !F::packed) {
         const i64 t = blockIdx.x;
-        const i64 j = div_fast(t, tiles_k), kt = t - j * tiles_k;
+        const i64 j = div_magic(blockIdx.x, tk_m, tk_p), kt = t - j * tiles_k;
         if (threadIdx.x < QT_M) {   // L2 prefetch of the tile's rows, before the two dependent lookups
             const u64 r = (u64)j * QT_M + threadIdx.x;
             if (r < rows_total) {
@@ -818,7 +819,7 @@ __device__ __forceinline__ void group_quantize_one(const void* x, i64 G, const i
                                           0u, e >> 32, kt);
         }
     } else {
-        const i64 j = div_fast((i64)blockIdx.x, tiles_k);
+        const i64 j = div_magic(blockIdx.x, tk_m, tk_p);
         const longlong2* d = reinterpret_cast<const longlong2*>(band + j * BAND_DESC);
         const longlong2 d0 = __ldg(d), d1 = __ldg(d + 1), d2 = __ldg(d + 2), d3 = __ldg(d + 3);
         const i64 o = d0.x, M = d0.y;   // M = 0: a band past the last one
@@ -951,7 +952,10 @@ FP4KIT_GROUP_STATS(2)
 // (group_quantize_one; NVFP4 fills its member's multiplier tables in every CTA). band: group_meta's
 // band buffer from n_band_rows (MX) or from band_desc_offset(n_band_rows, n_band_tiles) (NVFP4).
 // group_quantize's parameters, with the caller's row count (the bound of the L2 prefetch) where
-// the seed was (the plain recipes have none) and rht_mask unused. group_quantize1_f<F>_d<D>_both
+// the seed was (the plain recipes have none) and rht_mask unused, then (tk_m, tk_p), the host's
+// div_magic of the tiles per band, ceil(K / 64) (fp4kit._plan.div_magic): a CTA's band is one
+// multiply and shift instead of div_fast (H100, G = 8, sizes % 128, kernel time: MXFP4 617.7 ->
+// 615.5 us, MXFP6 755.5 -> 747.7, NVFP4 with supplied amaxes 705.7 -> 694.9; even sizes +0.1 %). group_quantize1_f<F>_d<D>_both
 // (MXFP4, NVFP4; BOTH): the same for "both", the four buffers known non-null (no null tests and
 // selects on them: H100, G = 8, 65536 x 7168, sizes % 128, kernel time: MXFP4 625.8 -> 616.0 us,
 // compact 654.5 -> 643.8, NVFP4 with supplied amaxes 717.3 -> 701.3; even sizes MXFP4 877.1 -> 880.9)
@@ -960,9 +964,10 @@ FP4KIT_GROUP_STATS(2)
     group_quantize1_f##F##_d##D##SUFFIX(const void* x, i64 G, const i64* meta, const i64* first,       \
                                const i64* last, u8* row_data, u8* row_scales, u8* col_data,            \
                                u8* col_scales, const float* amax_row, const float* amax_col, int flags, \
-                               u64 rows_total, u32 rht_mask, const i64* band, i64 K1) {                \
+                               u64 rows_total, u32 rht_mask, const i64* band, i64 K1, u32 tk_m,       \
+                               u32 tk_p) {                                                             \
         group_quantize_one<F, D, BOTH>(x, G, meta, first, last, row_data, row_scales, col_data,         \
-                                       col_scales, amax_row, amax_col, flags, band, K1, rows_total);   \
+                                       col_scales, amax_row, amax_col, flags, band, K1, rows_total, tk_m, tk_p); \
     }
 #define FP4KIT_GROUP_QUANTIZE1_ALL(F)                                                   \
     FP4KIT_GROUP_QUANTIZE1(F, 0, _plain, false) FP4KIT_GROUP_QUANTIZE1(F, 1, _plain, false) \

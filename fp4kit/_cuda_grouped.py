@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._cuda import _DTYPE_IDS, _MAX_GRID, _NULL, _THREADS, _empty, _fn, _resident_per_sm, _sm_count
-from ._plan import (ENC_TAB, QFLAG_ENC_TABS, QFLAG_SWIZZLED, STAGED_BOTH_FORMATS, STAGED_SCALE_FORMATS,
+from ._plan import (ENC_TAB, div_magic, QFLAG_ENC_TABS, QFLAG_SWIZZLED, STAGED_BOTH_FORMATS, STAGED_SCALE_FORMATS,
                     needs_ext, quantize_flags, rows_blocks, rows_lw, rows_stack)
 from .formats import FORMATS
 
@@ -317,7 +317,9 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
             a_row_k if a_row_k is not None else _NULL, a_col_k if a_col_k is not None else _NULL,
             # group_quantize1 takes the caller's row count where the seed was (plain recipes only)
             np.int32(flags | (QFLAG_SWIZZLED if staged else 0)), np.uint64(rows_total if one else opts.seed),
-            np.uint32(opts.rht_sign_mask), band_arg, np.int64(Kshared or 0)))
+            np.uint32(opts.rht_sign_mask), band_arg, np.int64(Kshared or 0))
+            # group_quantize1: the band of CTA b is b // ceil(K / 64), as (b m) >> p
+            + (tuple(np.uint32(v) for v in div_magic(-(-Kshared // _QT))) if one else ()))
     if staged:   # the members' compact matrices from the staged ones (slots of every square band)
         W = G + 1
         ufn = _fn("swizzle", "group_unswizzle_scales")

@@ -343,6 +343,16 @@ ENC_TAB = 129
 ENC_TABS_MIN_TILES = 8192
 
 
+def div_magic(d: int) -> tuple[int, int]:
+    """(m, p) with floor(n / d) == (n * m) >> p for every 0 <= n < 2^31 and m < 2^32 (the kernels'
+    div_magic, cuda_src/common/types.cuh): p = 31 + ceil(log2 d), m = ceil(2^p / d). With m d =
+    2^p + e, 0 <= e < d <= 2^(p - 31), the error n e / 2^p stays below 1 / d's rounding gap."""
+    if not 1 <= d < 1 << 31:
+        raise ValueError(f"div_magic: divisor {d} out of range")
+    p = 31 + (d - 1).bit_length()
+    return -(-(1 << p) // d), p
+
+
 def tile_grid(M: int, K: int) -> tuple[int, int, int]:
     """(x, y, z) grid of the single-tensor 64 x 64 tile kernels (quantize_tile.cuh grid_tile): x the
     tiles along K, y * z >= the tiles along M with y <= 65535 (grid y's limit); tile row z * y + y."""

@@ -160,6 +160,27 @@ def test_mxfp8_compact_scales_staged_swizzled():
             assert ("unswizzle_scales" in kernels) == want, (shape, dt, kw, kernels)
 
 
+def test_div_magic():
+    """_plan.div_magic's (m, p): floor(n / d) == (n m) >> p with m < 2^32 for every n < 2^31 (the
+    one-tile grouped kernel's band of a CTA); divisors and numerators at the edges and at random."""
+    rng = np.random.default_rng(5)
+    ds = list(range(1, 3000)) + [(1 << k) + e for k in range(12, 31) for e in (-1, 0, 1)] + \
+        [int(v) for v in rng.integers(1, 1 << 31, 2000)]
+    for d in ds:
+        if d >= 1 << 31:
+            continue
+        m, p = _plan.div_magic(d)
+        assert 0 < m < 1 << 32, d
+        top = (1 << 31) - 1
+        ns = [0, 1, d - 1, d, d + 1, top, top - 1, top // d * d, top // d * d - 1] + [int(v) for v in rng.integers(0, 1 << 31, 20)]
+        for n in ns:
+            if 0 <= n <= top:
+                assert (n * m) >> p == n // d, (n, d)
+    for bad in (0, -1, 1 << 31):
+        with pytest.raises(ValueError):
+            _plan.div_magic(bad)
+
+
 def test_rows_kernel_width():
     # lw: CTA rows of 2^lw segments of 16 elements, the widest that K fills (2 .. 6)
     assert [_plan.rows_lw(k) for k in (1, 16, 64, 100, 127, 128, 256, 1000, 1023, 1024, 7168, 1 << 20)] == \

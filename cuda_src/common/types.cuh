@@ -21,6 +21,10 @@ __device__ __forceinline__ i64 div_fast(i64 a, i64 b) {
     return (((unsigned long long)a | (unsigned long long)b) >> 32) == 0 ? (i64)((u32)a / (u32)b) : a / b;
 }
 
+// floor(n / d) for 0 <= n < 2^31 from the host's (m, p) of d (fp4kit._plan.div_magic: p = 31 +
+// ceil(log2 d), m = ceil(2^p / d) < 2^32): one wide multiply and a shift instead of a division.
+__device__ __forceinline__ u32 div_magic(u32 n, u32 m, u32 p) { return (u32)(((u64)n * m) >> p); }
+
 __device__ __forceinline__ bool is_nan(float f) { return (f2u(f) & 0x7FFFFFFFu) > FP4KIT_INF_BITS; }
 
 // One IEEE binary32 operation, round to nearest even (never contracted into an FMA).
