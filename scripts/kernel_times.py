@@ -158,9 +158,14 @@ for _G in (8, 64):
                 # compact scales (MXFP8 "both": the squares with staged scales and group_unswizzle_scales)
                 OPS[_name + "-c"] = _grouped(_fn, _G, _m, False, axis=_ax, scale_layout="compact")
                 OPS[_name + "-c-loop"] = _grouped(_fn, _G, _m, True, axis=_ax, scale_layout="compact")
-    for _dt in ("float16", "float32"):   # MXFP4 "both", compact scales, other inputs
-        OPS[f"grp{_G}-mxfp4-both-c-{_dt}"] = _grouped("mxfp4_e2m1", _G, 128, False, dtype=_dt, axis="both")
-        OPS[f"grp{_G}-mxfp4-both-c-{_dt}-loop"] = _grouped("mxfp4_e2m1", _G, 128, True, dtype=_dt, axis="both")
+    # other inputs, sizes % 128: grp<G>-<fmt>-<row|both>[-c]-<float16|float32>[-loop]
+    for _dt in ("float16", "float32"):
+        for _f, _fn in (("mxfp8", "mxfp8_e4m3"), ("mxfp6", "mxfp6_e2m3"), ("mxfp4", "mxfp4_e2m1"), ("nvfp4", "nvfp4")):
+            for _ax in ("rowwise", "both"):
+                for _lay in ("swizzled", "compact"):
+                    _name = f"grp{_G}-{_f}-{'row' if _ax == 'rowwise' else 'both'}{'-c' if _lay == 'compact' else ''}-{_dt}"
+                    OPS[_name] = _grouped(_fn, _G, 128, False, dtype=_dt, axis=_ax, scale_layout=_lay)
+                    OPS[_name + "-loop"] = _grouped(_fn, _G, 128, True, dtype=_dt, axis=_ax, scale_layout=_lay)
     for _m in (128, 2):   # NVFP4 "both" with supplied amaxes
         _name = f"grp{_G}-nvfp4-both-amax{'' if _m == 128 else '-even'}"
         OPS[_name] = _grouped("nvfp4", _G, _m, False, amax=True, axis="both", scale_layout="swizzled")
