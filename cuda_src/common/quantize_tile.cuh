@@ -644,7 +644,7 @@ __device__ __forceinline__ void tile_sync() {
 // every thread has read its column from it, and the caller writes them for the whole square after a
 // CTA barrier (ColStage::write_square with the returned buffers; grouped.cu group_quantize4:
 // members of any size).
-template <int FMT, int DT, bool EXT = true, int XM = QFLAG_EXT_ALL, int STASH = 0>
+template <int FMT, int DT, bool EXT = true, int XM = QFLAG_EXT_ALL, int STASH = 0, bool E8M0_SEL = false>
 __device__ __forceinline__ const u32* quantize_tile_rc(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales,
                                                  u8* col_data, u8* col_scales, const float* amax_row,
                                                  const float* amax_col, int flags, u64 seed, u32 rht_mask, i64 tq,
@@ -691,10 +691,11 @@ __device__ __forceinline__ const u32* quantize_tile_rc(const void* x, i64 M, i64
     const int s = tid & 3;     // 16-element segment of that row
     const i64 gm = m0 + hi, gk = k0 + s * SEG;
     constexpr bool PK = PackedE2M1<FMT, DT, EXT>::on;   // MXFP4 from bfloat16: packed pairs
-    // E8M0 in select form: the file's choice, and always in the 128 x 128 square kernels (STASH >= 2:
+    // E8M0 in select form: the file's choice, always in the 128 x 128 square kernels (STASH >= 2:
     // grouped.cu group_quantize4 takes selects without spilling; ncu source counters, grouped MXFP8
-    // 'both', even sizes: the branchy rceil and inverse scale were ~60 of ~730 instructions per warp)
-    constexpr bool SEL = FP4KIT_E8M0_SELECT || STASH >= 2;
+    // 'both', even sizes: the branchy rceil and inverse scale were ~60 of ~730 instructions per warp),
+    // and where the caller asks (E8M0_SEL: grouped.cu's MXFP4 / NVFP4 one-tile kernels)
+    constexpr bool SEL = FP4KIT_E8M0_SELECT || STASH >= 2 || E8M0_SEL;
     float v[SEG];
     Bf16Seg pk;   // PK: the rowwise segment
     {
