@@ -396,7 +396,7 @@ __device__ __forceinline__ float decode(u32 code) {
 // MXFP6 'both' 118.0 -> 116.4 us), but in grouped.cu's loop-free tile kernels at 32 registers the
 // select rceil made ptxas spill 44 bytes (grouped MXFP8 'both' 770 -> 985 us) and the select
 // inverse scale 40 bytes from float16 input, so grouped.cu keeps the branches (except in its
-// MXFP4 one-tile kernels, quantize_tile_rc's E8M0_SEL, which no longer spill with them). The GPU self-test
+// one-tile kernels, quantize_tile_rc's E8M0_SEL, which no longer spill with them). The GPU self-test
 // checks both rceil forms against e8m0_rceil_reference for every input.
 #ifndef FP4KIT_E8M0_SELECT
 #define FP4KIT_E8M0_SELECT 0

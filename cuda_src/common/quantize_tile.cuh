@@ -694,7 +694,7 @@ __device__ __forceinline__ const u32* quantize_tile_rc(const void* x, i64 M, i64
     // E8M0 in select form: the file's choice, always in the 128 x 128 square kernels (STASH >= 2:
     // grouped.cu group_quantize4 takes selects without spilling; ncu source counters, grouped MXFP8
     // 'both', even sizes: the branchy rceil and inverse scale were ~60 of ~730 instructions per warp),
-    // and where the caller asks (E8M0_SEL: grouped.cu's MXFP4 / NVFP4 one-tile kernels)
+    // and where the caller asks (E8M0_SEL: grouped.cu's one-tile kernels)
     constexpr bool SEL = FP4KIT_E8M0_SELECT || STASH >= 2 || E8M0_SEL;
     float v[SEG];
     Bf16Seg pk;   // PK: the rowwise segment
