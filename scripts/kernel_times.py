@@ -130,16 +130,16 @@ OPS = {
 }
 
 
-def _big(fmt, **kw):   # one tensor of the grouped ops' shape (65536 x 7168)
+def _big(fmt, dtype="bfloat16", **kw):   # one tensor of the grouped ops' shape (65536 x 7168)
     def make():
-        x = torch.randn(GM, GK, device="cuda").to(torch.bfloat16)
+        x = torch.randn(GM, GK, device="cuda").to(getattr(torch, dtype))
         return lambda: fp4kit.quantize(x, fmt, **kw)
     return make
 
 
-def _grouped1(fmt, **kw):   # the same tensor as a group of one member (device dims)
+def _grouped1(fmt, dtype="bfloat16", **kw):   # the same tensor as a group of one member (device dims)
     def make():
-        x = torch.randn(GM, GK, device="cuda").to(torch.bfloat16)
+        x = torch.randn(GM, GK, device="cuda").to(getattr(torch, dtype))
         d = torch.tensor([GM], dtype=torch.int64, device="cuda")
         return lambda: fp4kit.group_quantize(x, fmt, first_dims=d, **kw)
     return make
@@ -148,6 +148,8 @@ def _grouped1(fmt, **kw):   # the same tensor as a group of one member (device d
 for _f, _fn in (("nvfp4", "nvfp4"), ("mxfp8", "mxfp8_e4m3"), ("mxfp6", "mxfp6_e2m3"), ("mxfp4", "mxfp4_e2m1")):
     OPS[f"big-{_f}-both"] = _big(_fn, axis="both", scale_layout="swizzled")
     OPS[f"grp1-{_f}-both"] = _grouped1(_fn, axis="both", scale_layout="swizzled")
+    OPS[f"big-{_f}-both-f16"] = _big(_fn, "float16", axis="both", scale_layout="swizzled")
+    OPS[f"grp1-{_f}-both-f16"] = _grouped1(_fn, "float16", axis="both", scale_layout="swizzled")
 for _G in (8, 64):
     for _m in (128, 2):
         for _f, _fn in (("mxfp8", "mxfp8_e4m3"), ("mxfp6", "mxfp6_e2m3"), ("mxfp4", "mxfp4_e2m1"), ("nvfp4", "nvfp4")):
