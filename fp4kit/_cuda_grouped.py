@@ -104,7 +104,7 @@ def stage_one_tile(f, opts, input_dtype, Kshared) -> bool:
     return (opts.scale_layout == "compact" and f.is_mx and f.block == 32 and bool(Kshared) and Kshared % 128 == 0
             and opts.want_rowwise and opts.want_columnwise
             and (opts.format in STAGED_SCALE_FORMATS
-                 or (input_dtype in ("bfloat16", "float32") and opts.format in STAGED_BOTH_FORMATS)))
+                 or opts.format in STAGED_BOTH_FORMATS))
 
 
 # grouped.cu group_quantize4 (128 x 128 squares, 1024 threads): plain MXFP8 "both" from 16-bit input

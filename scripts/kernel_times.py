@@ -122,6 +122,8 @@ OPS = {
     "mxfp4-both-16k": _single("mxfp4_e2m1", M=16384, K=16384, axis="both"),
     "mxfp4-both-m32k": _single("mxfp4_e2m1", M=32768, K=4096, axis="both"),
     "mxfp4-both-f16": _single("mxfp4_e2m1", axis="both", dtype="float16"),
+    "mxfp4-both-swz-f16": _single("mxfp4_e2m1", axis="both", dtype="float16", scale_layout="swizzled"),
+    "mxfp4-col-f16": _single("mxfp4_e2m1", axis="columnwise", dtype="float16"),
     "nvfp4-rht": _single("nvfp4", axis="both", rht=True, scale_layout="swizzled"),
     "nvfp4-sr": _single("nvfp4", axis="both", rounding="stochastic", seed=7),
     "nvfp4-sr-row": _single("nvfp4", axis="rowwise", rounding="stochastic", seed=7),

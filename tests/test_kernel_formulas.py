@@ -451,3 +451,67 @@ def test_e2m1_pack8_bf16_places_codes_and_signs():
                 exp |= c << np.uint32(4 * i)
         bad = np.flatnonzero(got != exp)
         assert bad.size == 0, (E, [(hex(int(got[i])), hex(int(exp[i]))) for i in bad[:3]])
+
+
+# ---- MXFP4 from float16 on packed pairs (codecs.cuh e2m1_pack8_f16, h2_scales) ----------------------
+
+def f16_round(v: np.ndarray) -> np.ndarray:
+    """IEEE round-to-nearest-even of exact float64 values to float16 (NumPy's conversion: one
+    rounding, subnormals kept, overflow to inf), returned as float64; NaN stays NaN."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        return np.asarray(v, dtype=np.float64).astype(np.float16).astype(np.float64)
+
+
+def f16_bits(v: np.ndarray) -> np.ndarray:
+    """float16 bits of float16-representable float64 values; NaN -> the canonical 0x7FFF."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        f = np.asarray(v, dtype=np.float64).astype(np.float16)
+    return np.where(np.isnan(f), np.uint32(0x7FFF), f.view(np.uint16).astype(np.uint32))
+
+
+def h2_scales(s_inv: float) -> tuple[float, float]:
+    """codecs.cuh h2_scales: (s, p) with y = (x * p) * s, both float16 values (or NaN)."""
+    big = s_inv > 32768.0
+    s = min(s_inv / 32768.0, 32768.0) if big else s_inv
+    s = 2.0 ** -24 if s < 2.0 ** -24 else s
+    return s, (32768.0 if big else 1.0)
+
+
+def _f16_min_candidate(x_bits: np.ndarray, s_inv: float):
+    """(bits of min(f16(a + 1022), f16(a / 2 + 1024), 1027), bits of y) for y = f16(f16(x p) s),
+    a = |y|: x as float16 bits in uint32."""
+    s, p = h2_scales(s_inv)
+    with np.errstate(invalid="ignore", over="ignore"):
+        x = x_bits.astype(np.uint16).view(np.float16).astype(np.float64)
+        y = f16_round(f16_round(x * p) * s)
+        a = np.abs(y)
+        g = bf16_min(bf16_min(f16_round(a + 1022.0), f16_round(a * 0.5 + 1024.0)), 1027.0)
+    return f16_bits(g), f16_bits(y)
+
+
+def e2m1_f16_codes(x_bits: np.ndarray, s_inv: float) -> np.ndarray:
+    """e2m1_pack8_f16's code of each element: x float16 bits (uint32 < 2^16), scale 2^(127 - E)."""
+    g, y = _f16_min_candidate(x_bits, s_inv)
+    sign = (y >> np.uint32(15)) & np.uint32(1)
+    return ((g - np.uint32(0x63FC)) | (sign << np.uint32(3))).astype(np.uint8)
+
+
+def test_e2m1_f16x2_form_equals_reference_for_every_f16_and_scale():
+    """Every float16 x (both signs, NaNs, infinities, subnormals) under every scale code E = 0..254:
+    the packed-pair code (with h2_scales' split of multipliers beyond float16's range) equals SPEC's
+    encode(fp32_RN(x * s_inv)). A mutated form (one multiply by s_inv clamped to float16) is caught."""
+    x_bits = np.arange(1 << 16, dtype=np.uint32)
+    xf = x_bits.astype(np.uint16).view(np.float16).astype(np.float32)
+    for E in range(255):
+        s = np.uint32((254 - E) << 23 if E < 254 else 0x00400000).view(np.float32)
+        with np.errstate(invalid="ignore", over="ignore"):
+            exp = numerics.encode(xf * s, "e2m1")
+        got = e2m1_f16_codes(x_bits, float(s))
+        bad = np.flatnonzero(got != exp)
+        assert bad.size == 0, (E, [(hex(int(x_bits[i])), int(got[i]), int(exp[i])) for i in bad[:5]])
+    with np.errstate(invalid="ignore", over="ignore"):   # E = 100: s_inv = 2^27 taken as 65504
+        y = f16_round(xf.astype(np.float64) * 65504.0)
+        a = np.abs(y)
+        wrong = f16_bits(bf16_min(bf16_min(f16_round(a + 1022.0), f16_round(a * 0.5 + 1024.0)), 1027.0)) - np.uint32(0x63FC)
+        exp = numerics.encode(xf * np.float32(2.0 ** 27), "e2m1")
+    assert not np.array_equal(wrong.astype(np.uint8) & np.uint8(7), exp & np.uint8(7))

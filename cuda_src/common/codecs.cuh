@@ -245,6 +245,78 @@ __device__ __forceinline__ u32 e2m1_pack8_bf16(const u32* q, u32 s2) {
     return (acc - 0x42FCu * 0x11111111u) + (((ev >> 4) & 0x08080808u) | (od & 0x80808080u));
 }
 
+// ---------------------------------------------------------------------------------------------
+// MXFP4 from float16 on packed pairs: the same form with float16x2 arithmetic. float16 has 11
+// significant bits (ulp 1/2 below 1024, 1 from 1024 on), so with a = |y|, y = f16_RN(x * s_inv):
+//   code = bits(min(f16_RN(a + 1022), f16_RN(a / 2 + 1024), 1027)) - 0x63FC
+// (bits(1022) = 0x63FC; 1027 is code 7 and catches NaN, inf and anything >= 6; NumPy check over
+// every float16 a >= 0 in tests/test_kernel_formulas.py). y is exact wherever the code depends on it
+// (below 2^-14 the code is 0 with x's sign, above 65504 it is inf, code 7). s_inv = 2^(127 - E) is a
+// float16 from 2^-24 to 2^15 (h2_scales); above 2^15 (blocks of amax below about 2^-12, so every
+// |x| < 2^-12) the product is (x * 2^15) * (s_inv * 2^-15), the first factor exact, s_inv * 2^-15
+// clamped to 2^15 (an all-zero block's E = 0); below 2^-24 (a block with an inf: E = 254) s_inv is
+// taken as 2^-24, which keeps every finite x below 1/4 and inf at inf. The selftest kernel
+// e2m1_f16x2_exhaustive checks every float16 under every scale code against the fp32 form.
+#define FP4KIT_H2_OP2(NAME, INSTR)                                                    \
+    __device__ __forceinline__ u32 NAME(u32 a, u32 b) {                               \
+        u32 d;                                                                        \
+        asm(INSTR " %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));                         \
+        return d;                                                                     \
+    }
+FP4KIT_H2_OP2(h2_mul, "mul.rn.f16x2")
+FP4KIT_H2_OP2(h2_add, "add.rn.f16x2")
+FP4KIT_H2_OP2(h2_min, "min.f16x2")
+FP4KIT_H2_OP2(h2_max, "max.f16x2")
+#undef FP4KIT_H2_OP2
+__device__ __forceinline__ u32 h2_fma(u32 a, u32 b, u32 c) {
+    u32 d;
+    asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+__device__ __forceinline__ u32 h2_abs(u32 a) {
+    u32 d;
+    asm("abs.f16x2 %0, %1;" : "=r"(d) : "r"(a));
+    return d;
+}
+
+// max |x| over n float16x2 words, NaN ignored (as seg_amax), as fp32 (exact).
+template <int N>
+__device__ __forceinline__ float h2_absmax(const u32* p) {
+    u32 acc = 0u;
+#pragma unroll
+    for (int i = 0; i < N; ++i) acc = h2_max(acc, h2_abs(p[i]));
+    float lo, hi;
+    asm("{ .reg .b16 a, b; mov.b32 {a, b}, %2; cvt.f32.f16 %0, a; cvt.f32.f16 %1, b; }" : "=f"(lo), "=f"(hi) : "r"(acc));
+    return fmaxf(lo, hi);
+}
+
+// The float16x2 factors of the multiplier s_inv (a power of two or NaN): y = (x * p2) * s2.
+__device__ __forceinline__ void h2_scales(float s_inv, u32& s2, u32& p2) {
+    const bool big = s_inv > 32768.0f;   // NaN: false (a NaN multiplier, code 7 as the fp32 form)
+    float s = big ? fminf(s_inv * (1.0f / 32768.0f), 32768.0f) : s_inv;
+    s = s < 0x1p-24f ? 0x1p-24f : s;     // NaN: false
+    u16 h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(s));
+    s2 = (u32)h * 0x00010001u;
+    p2 = big ? 0x78007800u : 0x3C003C00u;   // 2^15 or 1 in both halves
+}
+
+// The E2M1 codes of 8 float16 elements as e2m1_pack8_bf16 (q[k] = (e_k, e_{k + 4})), y = (x * p2) * s2.
+// Signs from y (NaN results of float16 arithmetic: the canonical NaN 0x7FFF, sign clear; the
+// selftest feeds NaNs of both signs).
+__device__ __forceinline__ u32 e2m1_pack8_f16(const u32* q, u32 s2, u32 p2) {
+    u32 acc = 0u, y[4];
+#pragma unroll
+    for (int k = 3; k >= 0; --k) {
+        y[k] = h2_mul(h2_mul(q[k], p2), s2);
+        const u32 a = h2_abs(y[k]);
+        const u32 g = h2_min(h2_add(a, 0x63FC63FCu), h2_fma(a, 0x38003800u, 0x64006400u));
+        acc = acc * 16u + h2_min(g, 0x64036403u);
+    }
+    const u32 ev = prmt(y[0], y[2], 0x7351u), od = prmt(y[1], y[3], 0x7351u);
+    return (acc - 0x63FCu * 0x11111111u) + (((ev >> 4) & 0x08080808u) | (od & 0x80808080u));
+}
+
 // Any y: NaN of either sign -> +inf first (fminf keeps the number), which encodes as +6 (code 7).
 __device__ __forceinline__ u32 e2m1_append(u32 acc, float y) {
     return e2m1_append_product(acc, fminf(y, u2f(FP4KIT_INF_BITS)));

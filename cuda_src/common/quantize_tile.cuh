@@ -82,22 +82,31 @@ __device__ __forceinline__ float seg_amax_nan_aware(const float* v, bool& below7
 // makes b inf and the product inf or NaN, so false.
 __device__ __forceinline__ bool below7_ok(float b, float mul) { return mul_rn(b, mul) < 6.5f; }
 
-// MXFP4 from bfloat16 on packed pairs (codecs.cuh e2m1_pack8_bf16): a 16-element segment e0..e15 as
-// q[4 g + k] = (e_{8g+k}, e_{8g+k+4}), g < 2, k < 4, in place of its fp32 values. Where the tile
-// kernels take it: PackedE2M1 below.
+// MXFP4 from bfloat16 / float16 on packed pairs (codecs.cuh e2m1_pack8_bf16 / e2m1_pack8_f16): a
+// 16-element segment e0..e15 as q[4 g + k] = (e_{8g+k}, e_{8g+k+4}), g < 2, k < 4, in place of its
+// fp32 values. Where the tile kernels take it: PackedE2M1 below.
 struct Bf16Seg {
     u32 q[8];
 };
+struct F16Seg {
+    u32 q[8];
+};
+template <bool C, class A, class B> struct PickType { typedef A T; };
+template <class A, class B> struct PickType<false, A, B> { typedef B T; };
 template <int FMT, int DT, bool EXT>
 struct PackedE2M1 {
-    static constexpr bool on = FMT == FORMAT_MXFP4_E2M1 && DT == DTYPE_BFLOAT16 && !EXT && !FP4KIT_NATIVE_CVT;
+    static constexpr bool on = FMT == FORMAT_MXFP4_E2M1 && (DT == DTYPE_BFLOAT16 || DT == DTYPE_FLOAT16) && !EXT &&
+                               !FP4KIT_NATIVE_CVT;
+    typedef typename PickType<DT == DTYPE_FLOAT16, F16Seg, Bf16Seg>::T Seg;
 };
 
 __device__ __forceinline__ float seg_amax(const Bf16Seg& v) { return bf2_absmax<8>(v.q); }
+__device__ __forceinline__ float seg_amax(const F16Seg& v) { return h2_absmax<8>(v.q); }
 
 // From the segment's raw input words (natural pairs (e_2j, e_2j+1)): two byte permutes per 4 elements.
-__device__ __forceinline__ Bf16Seg bf16_seg_rows(const uint4* raw) {
-    Bf16Seg v;
+template <class S>
+__device__ __forceinline__ S bf16_seg_rows(const uint4* raw) {
+    S v;
 #pragma unroll
     for (int g = 0; g < 2; ++g) {
         const u32 n0 = raw[g].x, n1 = raw[g].y, n2 = raw[g].z, n3 = raw[g].w;
@@ -110,8 +119,9 @@ __device__ __forceinline__ Bf16Seg bf16_seg_rows(const uint4* raw) {
 }
 
 // From 16 raw 16-bit elements h[0..15] (a tile column): one pack per pair.
-__device__ __forceinline__ Bf16Seg bf16_seg_pack(const u32* h) {
-    Bf16Seg v;
+template <class S>
+__device__ __forceinline__ S bf16_seg_pack(const u32* h) {
+    S v;
 #pragma unroll
     for (int g = 0; g < 2; ++g)
 #pragma unroll
@@ -246,6 +256,15 @@ __device__ __forceinline__ void encode_seg(const Bf16Seg& v, float mul, bool, u6
     const u32 s2 = bf2_scale(mul);
     w[0] = e2m1_pack8_bf16(v.q, s2);
     w[1] = e2m1_pack8_bf16(v.q + 4, s2);
+    w[2] = w[3] = 0u;
+}
+template <int FMT>
+__device__ __forceinline__ void encode_seg(const F16Seg& v, float mul, bool, u64, u32, i64, u32* w, bool = false) {
+    static_assert(FMT == FORMAT_MXFP4_E2M1, "MXFP4 only");
+    u32 s2, p2;
+    h2_scales(mul, s2, p2);
+    w[0] = e2m1_pack8_f16(v.q, s2, p2);
+    w[1] = e2m1_pack8_f16(v.q + 4, s2, p2);
     w[2] = w[3] = 0u;
 }
 
@@ -690,14 +709,15 @@ __device__ __forceinline__ const u32* quantize_tile_rc(const void* x, i64 M, i64
     const int hi = tid >> 2;   // row within the tile
     const int s = tid & 3;     // 16-element segment of that row
     const i64 gm = m0 + hi, gk = k0 + s * SEG;
-    constexpr bool PK = PackedE2M1<FMT, DT, EXT>::on;   // MXFP4 from bfloat16: packed pairs
+    constexpr bool PK = PackedE2M1<FMT, DT, EXT>::on;   // MXFP4 from 16-bit input: packed pairs
+    typedef typename PackedE2M1<FMT, DT, EXT>::Seg PSeg;
     // E8M0 in select form: the file's choice, always in the 128 x 128 square kernels (STASH >= 2:
     // grouped.cu group_quantize4 takes selects without spilling; ncu source counters, grouped MXFP8
     // 'both', even sizes: the branchy rceil and inverse scale were ~60 of ~730 instructions per warp),
     // and where the caller asks (E8M0_SEL: grouped.cu's one-tile kernels)
     constexpr bool SEL = FP4KIT_E8M0_SELECT || STASH >= 2 || E8M0_SEL;
     float v[SEG];
-    Bf16Seg pk;   // PK: the rowwise segment
+    PSeg pk;   // PK: the rowwise segment
     {
         uint4 raw[SEG / V];
         load_seg_raw<DT>(x, M, K, gm, gk, flags & QFLAG_VEC_IN, raw);
@@ -706,7 +726,7 @@ __device__ __forceinline__ const u32* quantize_tile_rc(const void* x, i64 M, i64
             for (int j = 0; j < SEG / V; ++j) *reinterpret_cast<uint4*>(tile + RT::chunk_word(hi, s * RT::ch + j)) = raw[j];
         }
         if constexpr (PK) {
-            pk = bf16_seg_rows(raw);
+            pk = bf16_seg_rows<PSeg>(raw);
         } else {
 #pragma unroll
             for (int j = 0; j < SEG / V; ++j) In<DT>::unpack(raw[j], v + j * V);
@@ -777,7 +797,7 @@ __device__ __forceinline__ const u32* quantize_tile_rc(const void* x, i64 M, i64
                 u32 h[SEG];
 #pragma unroll
                 for (int i = 0; i < SEG; ++i) h[i] = cs[i * RT::pitch_e];
-                pk = bf16_seg_pack(h);
+                pk = bf16_seg_pack<PSeg>(h);
             } else {
 #pragma unroll
                 for (int i = 0; i < SEG; ++i) v[i] = In<DT>::cvt(cs[i * RT::pitch_e]);

@@ -857,6 +857,60 @@ def test_e2m1_bf16x2_equals_reference_every_bf16_and_scale(gpu):
     assert n == 0, f"{n} packed words differ, first E={(first - 1) >> 24} x0=0x{((first - 1) & 0xFFFFF8):04X}"
 
 
+@pytest.mark.parametrize("rule", ["rceil", "floor"])
+def test_quantize_mxfp4_float16_packed_pairs_block_edges(gpu, rule):
+    """MXFP4 from float16 through the tile kernel's packed pairs (codecs.cuh e2m1_pack8_f16): blocks
+    whose multiplier lies beyond float16's range (amax below ~2^-12: (x 2^15) (s_inv 2^-15)), at its
+    edge, all-zero blocks, blocks of float16 subnormals only, blocks with inf / NaN of either sign,
+    and ordinary ones; rowwise, columnwise and both, both scale layouts, against the reference."""
+    rng = np.random.default_rng(77)
+    M, K = 288, 320
+    x = np.zeros((M, K), np.float64)
+    for pr in range(M // 32):   # 32 x 32 patches of one kind: rowwise and columnwise blocks alike
+        for pc in range(K // 32):
+            kind = (pr * 5 + pc * 3) % 9
+            blk = rng.standard_normal((32, 32))
+            if kind == 0:
+                blk *= 2.0 ** rng.uniform(-24, -12)          # tiny blocks: the split multiplier
+            elif kind == 1:
+                blk = blk / np.abs(blk).max() * 6 * 2.0 ** -15 * rng.choice([0.99, 1.0, 1.01])   # at 2^15
+            elif kind == 2:
+                blk[:] = 0.0 if pr % 2 else -0.0
+            elif kind == 3:
+                blk = np.sign(blk) * 2.0 ** -24 * rng.integers(0, 1024, (32, 32))   # subnormals only
+            elif kind == 4:
+                blk *= 100.0
+                for i in range(32):
+                    blk[i, (7 * i) % 32] = [np.inf, -np.inf, np.nan, -np.nan][(i + pc) % 4]
+            elif kind == 5:
+                blk *= 60000.0 / np.abs(blk).max()          # near float16's max
+            else:
+                blk *= 10.0 ** rng.uniform(-4, 4)
+            x[32 * pr:32 * pr + 32, 32 * pc:32 * pc + 32] = blk
+    with np.errstate(over="ignore"):
+        x16 = x.astype(np.float16)
+    for axis in ("rowwise", "columnwise", "both"):
+        for layout in ("compact", "swizzled"):
+            check_against_reference(gpu, x16, "mxfp4_e2m1", axis=axis, scale_layout=layout, scale_rule=rule)
+
+
+def test_e2m1_f16x2_packed_form_every_float16_and_scale(gpu):
+    """MXFP4 from float16 on packed pairs (codecs.cuh h2_scales and e2m1_pack8_f16: float16x2
+    multiplies, add, fma and min, the instructions the Hopper tile kernels run, with the multiplier
+    split beyond float16's range) equals encode_reference(fp32_RN(x * s_inv)) for every float16
+    pattern x under every scale code 0..254, each x in each position of the packed word; the packed
+    block amax equals fmaxf over |x|."""
+    from fp4kit._loader import get_function
+
+    cp = gpu
+    if int(cp.cuda.Device().compute_capability) >= 100:
+        pytest.skip("Blackwell: the tile kernels encode E2M1 with the native cvt, not the packed form")
+    out = cp.zeros(2, dtype=cp.uint64)
+    get_function("selftest", "e2m1_f16x2_exhaustive")(((8192 * 255 + 255) // 256,), (256,), (out,))
+    n, first = (int(v) for v in cp.asnumpy(out))
+    assert n == 0, f"{n} packed words differ, first E={(first - 1) >> 24} x0=0x{((first - 1) & 0xFFFFF8):04X}"
+
+
 def test_e8m0_rceil_code_equals_reference_form_every_nonnegative_fp32(gpu):
     """e8m0_rceil_code (cvt.rp.satfinite.ue8m0x2 on Blackwell family targets, integer code elsewhere)
     equals SPEC's clamp(ceil(log2 v) + 127, 0, 254) form for every v the rceil rule can see
