@@ -99,12 +99,11 @@ def stage_one_tile(f, opts, input_dtype, Kshared) -> bool:
     K % 128 == 0). Direct compact stores leave 2 bytes of a 32-byte sector per tile, completed by
     tiles far apart in launch order (H100, G = 8, 65536 x 7168 bfloat16, member sizes % 128, kernel
     time: MXFP6 916.3 us compact against 755 us swizzled, MXFP4 688.1 against 618.8). MXFP4 from
-    bfloat16 and float32 only (kernel time, G = 8 / 64: float32 1008.9 -> 920.8 / 981.2 -> 932.1 us,
-    but float16 714.8 -> 763.8 / 712.2 -> 784.4)."""
+    every input (G = 8: float32 1008.9 -> 920.8 us; float16 696.2 -> 640.8 with its packed-pair
+    encode, docs/performance.md item 81, where with the fp32 encode it had measured 714.8 -> 763.8)."""
     return (opts.scale_layout == "compact" and f.is_mx and f.block == 32 and bool(Kshared) and Kshared % 128 == 0
             and opts.want_rowwise and opts.want_columnwise
-            and (opts.format in STAGED_SCALE_FORMATS
-                 or opts.format in STAGED_BOTH_FORMATS))
+            and (opts.format in STAGED_SCALE_FORMATS or opts.format in STAGED_BOTH_FORMATS))
 
 
 # grouped.cu group_quantize4 (128 x 128 squares, 1024 threads): plain MXFP8 "both" from 16-bit input

@@ -208,8 +208,8 @@ def quantize_flags(opts) -> int:
 # 8192^2 bfloat16, compact scales: 'both' 131.7 -> 117.4 us, columnwise 91.5 -> 85.1 us of kernels);
 # NVFP4 only with long rows (STAGED_NVFP4_MIN_K). MXFP4 stages for "both" with the plain recipe
 # (docs/performance.md items 63, 78; H100, 8192^2 from bfloat16, the packed-pair encode: 97.9 -> 87.8
-# + 4.6 us, 16384 x 8192: 194.7 -> 173.5 + 7.6 us; from float32 / float16, kernel time with the
-# unswizzle, same run: 8192^2 144.0 -> 133.5 / 98.2 -> 97.9 us, 16384^2 596.7 -> 519.6 / 414.2 ->
+# + 4.6 us, 16384 x 8192: 194.7 -> 173.5 + 7.6 us; from float32 / float16 (float16 before its
+# packed-pair encode, item 81), kernel time with the unswizzle, same run: 8192^2 144.0 -> 133.5 / 98.2 -> 97.9 us, 16384^2 596.7 -> 519.6 / 414.2 ->
 # 380.1, 8192 x 16384 297.2 -> 261.4 / 200.9 -> 192.2, 32768 x 4096 float32 282.5 -> 259.4) and for
 # the columnwise operand alone in large tensors (col_plain_mk, STAGED_MXFP4_COL_MIN_*; item 78).
 # NVFP4 stages "both" with the plain recipe from rows of at least STAGED_NVFP4_MIN_K elements: a
