@@ -105,7 +105,7 @@ __device__ __forceinline__ float seg_amax(const F16Seg& v) { return h2_absmax<8>
 
 // From the segment's raw input words (natural pairs (e_2j, e_2j+1)): two byte permutes per 4 elements.
 template <class S>
-__device__ __forceinline__ S bf16_seg_rows(const uint4* raw) {
+__device__ __forceinline__ S pair_seg_rows(const uint4* raw) {
     S v;
 #pragma unroll
     for (int g = 0; g < 2; ++g) {
@@ -120,7 +120,7 @@ __device__ __forceinline__ S bf16_seg_rows(const uint4* raw) {
 
 // From 16 raw 16-bit elements h[0..15] (a tile column): one pack per pair.
 template <class S>
-__device__ __forceinline__ S bf16_seg_pack(const u32* h) {
+__device__ __forceinline__ S pair_seg_pack(const u32* h) {
     S v;
 #pragma unroll
     for (int g = 0; g < 2; ++g)
@@ -726,7 +726,7 @@ __device__ __forceinline__ const u32* quantize_tile_rc(const void* x, i64 M, i64
             for (int j = 0; j < SEG / V; ++j) *reinterpret_cast<uint4*>(tile + RT::chunk_word(hi, s * RT::ch + j)) = raw[j];
         }
         if constexpr (PK) {
-            pk = bf16_seg_rows<PSeg>(raw);
+            pk = pair_seg_rows<PSeg>(raw);
         } else {
 #pragma unroll
             for (int j = 0; j < SEG / V; ++j) In<DT>::unpack(raw[j], v + j * V);
@@ -797,7 +797,7 @@ __device__ __forceinline__ const u32* quantize_tile_rc(const void* x, i64 M, i64
                 u32 h[SEG];
 #pragma unroll
                 for (int i = 0; i < SEG; ++i) h[i] = cs[i * RT::pitch_e];
-                pk = bf16_seg_pack<PSeg>(h);
+                pk = pair_seg_pack<PSeg>(h);
             } else {
 #pragma unroll
                 for (int i = 0; i < SEG; ++i) v[i] = In<DT>::cvt(cs[i * RT::pitch_e]);
