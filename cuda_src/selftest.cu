@@ -59,19 +59,23 @@ extern "C" __global__ void e8m0_rceil_exhaustive(u64 start, u64 count, unsigned 
     if (bad) atomicAdd(out, bad);
 }
 
-// e2m1_bf16x2_exhaustive: MXFP4 from bfloat16 on packed pairs (codecs.cuh e2m1_pack8_bf16, used by
-// the tile kernels on Hopper) against encode_reference<E2M1>(fp32_RN(x * s_inv)) for every bf16
-// pattern x under every scale code E = 0 .. 254, each x in each of the 8 positions of a word; and
-// bf2_absmax against fmaxf(|x|) (NaN ignored). Thread t: E = t / 8192, x = 8 (t % 8192) + (i + rot)
-// % 8 for position i. out[0] counts mismatching words, out[1] keeps the first as 1 + (E << 24 | t %
+// e2m1_bf16x2_exhaustive / e2m1_f16x2_exhaustive: MXFP4 from bfloat16 / float16 on packed pairs
+// (codecs.cuh e2m1_pack8_bf16 with bf2_scale, e2m1_pack8_f16 with h2_scales: the tile kernels' forms
+// on Hopper) against encode_reference<E2M1>(fp32_RN(x * s_inv)) for every 16-bit pattern x under
+// every scale code E = 0 .. 254, each x in each of the 8 positions of a word; and bf2_absmax /
+// h2_absmax against fmaxf(|x|) (NaN ignored). Thread t: E = t / 8192, x = 8 (t % 8192) + (i + rot) %
+// 8 for position i. out[0] counts mismatching words, out[1] keeps the first as 1 + (E << 24 | t %
 // 8192 << 3 | rot).
-extern "C" __global__ void e2m1_bf16x2_exhaustive(unsigned long long* out) {
+template <bool F16>
+__device__ __forceinline__ void e2m1_pairs_exhaustive(unsigned long long* out) {
 #if !FP4KIT_NATIVE_CVT
     const u32 t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= 8192u * 255u) return;
     const u32 E = t / 8192u, base = (t % 8192u) * 8u;
     const float s_inv = e8m0_inv_scale(E);
-    const u32 s2 = bf2_scale(s_inv);
+    u32 s2, p2 = 0u;
+    if constexpr (F16) h2_scales(s_inv, s2, p2);
+    else s2 = bf2_scale(s_inv);
     unsigned long long bad = 0;
     for (u32 rot = 0; rot < 8; ++rot) {
         u32 x[8], q[4];
@@ -80,11 +84,13 @@ extern "C" __global__ void e2m1_bf16x2_exhaustive(unsigned long long* out) {
         u32 exp = 0;
         float am = 0.0f;
         for (u32 i = 0; i < 8; ++i) {
-            const float xf = bf16_bits_to_f32(x[i]);
+            const float xf = F16 ? f16_bits_to_f32((u16)x[i]) : bf16_bits_to_f32(x[i]);
             exp |= encode_reference<E2M1>(mul_rn(xf, s_inv)) << (4 * i);
             am = fmaxf(am, fabsf(xf));
         }
-        if (e2m1_pack8_bf16(q, s2) != exp || f2u(bf2_absmax<4>(q)) != f2u(am)) {
+        const u32 got = F16 ? e2m1_pack8_f16(q, s2, p2) : e2m1_pack8_bf16(q, s2);
+        const float gam = F16 ? h2_absmax<4>(q) : bf2_absmax<4>(q);
+        if (got != exp || f2u(gam) != f2u(am)) {
             if (bad == 0) atomicCAS(out + 1, 0ull, 1ull + ((unsigned long long)E << 24 | base | rot));
             ++bad;
         }
@@ -92,36 +98,5 @@ extern "C" __global__ void e2m1_bf16x2_exhaustive(unsigned long long* out) {
     if (bad) atomicAdd(out, bad);
 #endif
 }
-
-// e2m1_f16x2_exhaustive: MXFP4 from float16 on packed pairs (codecs.cuh h2_scales and e2m1_pack8_f16,
-// used by the tile kernels on Hopper) against encode_reference<E2M1>(fp32_RN(x * s_inv)) for every
-// float16 pattern x under every scale code E = 0 .. 254, each x in each of the 8 positions of a word;
-// and h2_absmax against fmaxf(|x|) (NaN ignored). Layout and out[] as e2m1_bf16x2_exhaustive.
-extern "C" __global__ void e2m1_f16x2_exhaustive(unsigned long long* out) {
-#if !FP4KIT_NATIVE_CVT
-    const u32 t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= 8192u * 255u) return;
-    const u32 E = t / 8192u, base = (t % 8192u) * 8u;
-    const float s_inv = e8m0_inv_scale(E);
-    u32 s2, p2;
-    h2_scales(s_inv, s2, p2);
-    unsigned long long bad = 0;
-    for (u32 rot = 0; rot < 8; ++rot) {
-        u32 x[8], q[4];
-        for (u32 i = 0; i < 8; ++i) x[i] = base + ((i + rot) & 7u);
-        for (u32 k = 0; k < 4; ++k) q[k] = x[k] | (x[k + 4] << 16);
-        u32 exp = 0;
-        float am = 0.0f;
-        for (u32 i = 0; i < 8; ++i) {
-            const float xf = f16_bits_to_f32((u16)x[i]);
-            exp |= encode_reference<E2M1>(mul_rn(xf, s_inv)) << (4 * i);
-            am = fmaxf(am, fabsf(xf));
-        }
-        if (e2m1_pack8_f16(q, s2, p2) != exp || f2u(h2_absmax<4>(q)) != f2u(am)) {
-            if (bad == 0) atomicCAS(out + 1, 0ull, 1ull + ((unsigned long long)E << 24 | base | rot));
-            ++bad;
-        }
-    }
-    if (bad) atomicAdd(out, bad);
-#endif
-}
+extern "C" __global__ void e2m1_bf16x2_exhaustive(unsigned long long* out) { e2m1_pairs_exhaustive<false>(out); }
+extern "C" __global__ void e2m1_f16x2_exhaustive(unsigned long long* out) { e2m1_pairs_exhaustive<true>(out); }

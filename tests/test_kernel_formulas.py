@@ -379,22 +379,33 @@ def bf16_min(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(a), b, np.where(np.isnan(b), a, np.minimum(a, b)))
 
 
-def _bf16_min_candidate(x_bits: np.ndarray, s_inv: float):
-    """(bits of min(bf16(a + 126), bf16(a / 2 + 128), 131), bits of y) for y = bf16(x * s_inv),
-    a = |y| (mul.rn / add.rn / fma.rn / min.bf16x2 on one half): x as bf16 bits in uint32."""
+def _pair_min_candidate(x: np.ndarray, s: float, p: float, rnd, bits, c: float):
+    """(bits of min(rnd(a + c - 2), rnd(a / 2 + c), c + 3), bits of y) for y = rnd(rnd(x p) s),
+    a = |y| (mul.rn / add.rn / fma.rn / min on one half of a bf16x2 / f16x2 word): x as float64
+    values of the 16-bit type, rnd / bits its rounding and bits, c = 128 (bfloat16) or 1024 (float16)."""
     with np.errstate(invalid="ignore", over="ignore"):
-        x = (x_bits.astype(np.uint32) << np.uint32(16)).view(np.float32).astype(np.float64)
-        y = bf16_round(x * s_inv)                               # canonical NaN for NaN x
+        y = rnd(rnd(x * p) * s)                                 # canonical NaN for NaN x
         a = np.abs(y)
-        g = bf16_min(bf16_min(bf16_round(a + 126.0), bf16_round(a * 0.5 + 128.0)), 131.0)
-    return bf16_bits(g), bf16_bits(y)
+        g = bf16_min(bf16_min(rnd(a + (c - 2.0)), rnd(a * 0.5 + c)), c + 3.0)
+    return bits(g), bits(y)
+
+
+def _pair_codes(g: np.ndarray, y: np.ndarray, offset: int) -> np.ndarray:
+    """Codes from a candidate's bits g (offset subtracted) and y's sign bit (bit 15)."""
+    sign = (y >> np.uint32(15)) & np.uint32(1)
+    return ((g - np.uint32(offset)) | (sign << np.uint32(3))).astype(np.uint8)
+
+
+def _bf16_min_candidate(x_bits: np.ndarray, s_inv: float):
+    """_pair_min_candidate for bfloat16: x as bf16 bits in uint32, y = bf16(x * s_inv)."""
+    with np.errstate(invalid="ignore"):   # signalling NaN patterns
+        x = (x_bits.astype(np.uint32) << np.uint32(16)).view(np.float32).astype(np.float64)
+    return _pair_min_candidate(x, s_inv, 1.0, bf16_round, bf16_bits, 128.0)
 
 
 def e2m1_bf16_codes(x_bits: np.ndarray, s_inv: float) -> np.ndarray:
     """e2m1_pack8_bf16's code of each element: x bf16 bits (uint32 < 2^16), scale 2^(127 - E)."""
-    g, y = _bf16_min_candidate(x_bits, s_inv)
-    sign = (y >> np.uint32(15)) & np.uint32(1)
-    return ((g - np.uint32(0x42FC)) | (sign << np.uint32(3))).astype(np.uint8)
+    return _pair_codes(*_bf16_min_candidate(x_bits, s_inv), 0x42FC)
 
 
 def e2m1_pack8_bf16(q: np.ndarray, s_inv: float) -> np.ndarray:
@@ -411,6 +422,18 @@ def e2m1_pack8_bf16(q: np.ndarray, s_inv: float) -> np.ndarray:
     return acc + (((ev >> np.uint32(4)) & np.uint32(0x08080808)) | (od & np.uint32(0x80808080)))
 
 
+def _every_scale(x_bits: np.ndarray, xf: np.ndarray, codes) -> None:
+    """codes(x_bits, s_inv) equals SPEC's encode(fp32_RN(x * s_inv)) for every x (xf: its fp32
+    values) under every scale code E = 0..254 (s_inv = 2^(127 - E); E = 254 is the subnormal 2^-127)."""
+    for E in range(255):
+        s = np.uint32((254 - E) << 23 if E < 254 else 0x00400000).view(np.float32)
+        with np.errstate(invalid="ignore", over="ignore"):
+            exp = numerics.encode(xf * s, "e2m1")
+        got = codes(x_bits, float(s))
+        bad = np.flatnonzero(got != exp)
+        assert bad.size == 0, (E, [(hex(int(x_bits[i])), int(got[i]), int(exp[i])) for i in bad[:5]])
+
+
 def test_e2m1_bf16x2_form_equals_reference_for_every_bf16_and_scale():
     """Every bfloat16 x (both signs, NaNs, infinities, subnormals) under every scale code E = 0..254
     (s_inv = 2^(127 - E); E = 254 is the subnormal 2^-127): the packed-pair code equals SPEC's
@@ -418,13 +441,7 @@ def test_e2m1_bf16x2_form_equals_reference_for_every_bf16_and_scale():
     checked. A mutated form (no third candidate) is caught."""
     x_bits = np.arange(1 << 16, dtype=np.uint32)
     xf = (x_bits << np.uint32(16)).view(np.float32)
-    for E in range(255):
-        s = np.uint32((254 - E) << 23 if E < 254 else 0x00400000).view(np.float32)
-        with np.errstate(invalid="ignore", over="ignore"):
-            exp = numerics.encode(xf * s, "e2m1")
-        got = e2m1_bf16_codes(x_bits, float(s))
-        bad = np.flatnonzero(got != exp)
-        assert bad.size == 0, (E, [(hex(int(x_bits[i])), int(got[i]), int(exp[i])) for i in bad[:5]])
+    _every_scale(x_bits, xf, e2m1_bf16_codes)
     with np.errstate(invalid="ignore", over="ignore"):
         y = bf16_round(xf.astype(np.float64))
         a = np.abs(y)
@@ -477,23 +494,13 @@ def h2_scales(s_inv: float) -> tuple[float, float]:
     return s, (32768.0 if big else 1.0)
 
 
-def _f16_min_candidate(x_bits: np.ndarray, s_inv: float):
-    """(bits of min(f16(a + 1022), f16(a / 2 + 1024), 1027), bits of y) for y = f16(f16(x p) s),
-    a = |y|: x as float16 bits in uint32."""
-    s, p = h2_scales(s_inv)
-    with np.errstate(invalid="ignore", over="ignore"):
-        x = x_bits.astype(np.uint16).view(np.float16).astype(np.float64)
-        y = f16_round(f16_round(x * p) * s)
-        a = np.abs(y)
-        g = bf16_min(bf16_min(f16_round(a + 1022.0), f16_round(a * 0.5 + 1024.0)), 1027.0)
-    return f16_bits(g), f16_bits(y)
-
-
 def e2m1_f16_codes(x_bits: np.ndarray, s_inv: float) -> np.ndarray:
-    """e2m1_pack8_f16's code of each element: x float16 bits (uint32 < 2^16), scale 2^(127 - E)."""
-    g, y = _f16_min_candidate(x_bits, s_inv)
-    sign = (y >> np.uint32(15)) & np.uint32(1)
-    return ((g - np.uint32(0x63FC)) | (sign << np.uint32(3))).astype(np.uint8)
+    """e2m1_pack8_f16's code of each element (y = f16(f16(x p) s) with h2_scales' (s, p)): x float16
+    bits (uint32 < 2^16), scale 2^(127 - E)."""
+    s, p = h2_scales(s_inv)
+    with np.errstate(invalid="ignore"):
+        x = x_bits.astype(np.uint16).view(np.float16).astype(np.float64)
+    return _pair_codes(*_pair_min_candidate(x, s, p, f16_round, f16_bits, 1024.0), 0x63FC)
 
 
 def test_e2m1_f16x2_form_equals_reference_for_every_f16_and_scale():
@@ -501,14 +508,9 @@ def test_e2m1_f16x2_form_equals_reference_for_every_f16_and_scale():
     the packed-pair code (with h2_scales' split of multipliers beyond float16's range) equals SPEC's
     encode(fp32_RN(x * s_inv)). A mutated form (one multiply by s_inv clamped to float16) is caught."""
     x_bits = np.arange(1 << 16, dtype=np.uint32)
-    xf = x_bits.astype(np.uint16).view(np.float16).astype(np.float32)
-    for E in range(255):
-        s = np.uint32((254 - E) << 23 if E < 254 else 0x00400000).view(np.float32)
-        with np.errstate(invalid="ignore", over="ignore"):
-            exp = numerics.encode(xf * s, "e2m1")
-        got = e2m1_f16_codes(x_bits, float(s))
-        bad = np.flatnonzero(got != exp)
-        assert bad.size == 0, (E, [(hex(int(x_bits[i])), int(got[i]), int(exp[i])) for i in bad[:5]])
+    with np.errstate(invalid="ignore"):
+        xf = x_bits.astype(np.uint16).view(np.float16).astype(np.float32)
+    _every_scale(x_bits, xf, e2m1_f16_codes)
     with np.errstate(invalid="ignore", over="ignore"):   # E = 100: s_inv = 2^27 taken as 65504
         y = f16_round(xf.astype(np.float64) * 65504.0)
         a = np.abs(y)

@@ -191,29 +191,33 @@ __device__ __forceinline__ u32 e2m1_pack8_product(const float* y) {
 // e2m1_bf16x2_exhaustive on the GPU, which runs these instructions.
 // The scale's bf16 bits: s_inv = 2^(127 - E) has no low mantissa bits, so its fp32 bits >> 16 (E = 254:
 // 2^-127, the bf16 subnormal 0x0040; bf16 arithmetic keeps subnormals).
-// One bf16x2 instruction on 32-bit words (min / max: a NaN half yields the other operand's, both NaN
-// the canonical NaN).
-#define FP4KIT_BF2_OP2(NAME, INSTR)                                                    \
-    __device__ __forceinline__ u32 NAME(u32 a, u32 b) {                               \
-        u32 d;                                                                        \
-        asm(INSTR " %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));                         \
-        return d;                                                                     \
+// One bf16x2 / f16x2 instruction on 32-bit words (min / max: a NaN half yields the other operand's,
+// both NaN the canonical NaN); T is the PTX type (bf16x2 for bf2_*, f16x2 for h2_*).
+#define FP4KIT_PAIR_OP2(FN, INSTR)                                                              \
+    __device__ __forceinline__ u32 FN(u32 a, u32 b) {                                          \
+        u32 d;                                                                                  \
+        asm(INSTR " %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));                                  \
+        return d;                                                                               \
     }
-FP4KIT_BF2_OP2(bf2_mul, "mul.rn.bf16x2")
-FP4KIT_BF2_OP2(bf2_add, "add.rn.bf16x2")
-FP4KIT_BF2_OP2(bf2_min, "min.bf16x2")
-FP4KIT_BF2_OP2(bf2_max, "max.bf16x2")
-#undef FP4KIT_BF2_OP2
-__device__ __forceinline__ u32 bf2_fma(u32 a, u32 b, u32 c) {
-    u32 d;
-    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-    return d;
-}
-__device__ __forceinline__ u32 bf2_abs(u32 a) {
-    u32 d;
-    asm("abs.bf16x2 %0, %1;" : "=r"(d) : "r"(a));
-    return d;
-}
+#define FP4KIT_PAIR_OPS(P, T)                                                                   \
+    FP4KIT_PAIR_OP2(P##_mul, "mul.rn." T)                                                       \
+    FP4KIT_PAIR_OP2(P##_add, "add.rn." T)                                                       \
+    FP4KIT_PAIR_OP2(P##_min, "min." T)                                                          \
+    FP4KIT_PAIR_OP2(P##_max, "max." T)                                                          \
+    __device__ __forceinline__ u32 P##_fma(u32 a, u32 b, u32 c) {                              \
+        u32 d;                                                                                  \
+        asm("fma.rn." T " %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));                \
+        return d;                                                                               \
+    }                                                                                           \
+    __device__ __forceinline__ u32 P##_abs(u32 a) {                                            \
+        u32 d;                                                                                  \
+        asm("abs." T " %0, %1;" : "=r"(d) : "r"(a));                                           \
+        return d;                                                                               \
+    }
+FP4KIT_PAIR_OPS(bf2, "bf16x2")
+FP4KIT_PAIR_OPS(h2, "f16x2")
+#undef FP4KIT_PAIR_OPS
+#undef FP4KIT_PAIR_OP2
 __device__ __forceinline__ u32 bf2_scale(float s_inv) { return (f2u(s_inv) >> 16) * 0x00010001u; }
 
 // max |x| over n bf16x2 words, NaN ignored (as seg_amax), as fp32 (exact).
@@ -257,28 +261,6 @@ __device__ __forceinline__ u32 e2m1_pack8_bf16(const u32* q, u32 s2) {
 // clamped to 2^15 (an all-zero block's E = 0); below 2^-24 (a block with an inf: E = 254) s_inv is
 // taken as 2^-24, which keeps every finite x below 1/4 and inf at inf. The selftest kernel
 // e2m1_f16x2_exhaustive checks every float16 under every scale code against the fp32 form.
-#define FP4KIT_H2_OP2(NAME, INSTR)                                                    \
-    __device__ __forceinline__ u32 NAME(u32 a, u32 b) {                               \
-        u32 d;                                                                        \
-        asm(INSTR " %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));                         \
-        return d;                                                                     \
-    }
-FP4KIT_H2_OP2(h2_mul, "mul.rn.f16x2")
-FP4KIT_H2_OP2(h2_add, "add.rn.f16x2")
-FP4KIT_H2_OP2(h2_min, "min.f16x2")
-FP4KIT_H2_OP2(h2_max, "max.f16x2")
-#undef FP4KIT_H2_OP2
-__device__ __forceinline__ u32 h2_fma(u32 a, u32 b, u32 c) {
-    u32 d;
-    asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-    return d;
-}
-__device__ __forceinline__ u32 h2_abs(u32 a) {
-    u32 d;
-    asm("abs.f16x2 %0, %1;" : "=r"(d) : "r"(a));
-    return d;
-}
-
 // max |x| over n float16x2 words, NaN ignored (as seg_amax), as fp32 (exact).
 template <int N>
 __device__ __forceinline__ float h2_absmax(const u32* p) {

@@ -841,18 +841,20 @@ def test_encode_fast_equals_reference_form_every_fp32(gpu, elem):
     assert n == 0, f"element type {elem}: {n} fp32 inputs differ, first 0x{first - 1:08X}"
 
 
-def test_e2m1_bf16x2_equals_reference_every_bf16_and_scale(gpu):
-    """MXFP4 from bfloat16 on packed pairs (codecs.cuh e2m1_pack8_bf16: bf16x2 multiply, add, fma and
-    min, the instructions the Hopper tile kernels run) equals encode_reference(fp32_RN(x * s_inv))
-    for every bfloat16 pattern x under every scale code 0..254 (2^-127 included, a bf16 subnormal),
-    each x in each position of the packed word; the packed block amax equals fmaxf over |x|."""
+@pytest.mark.parametrize("kernel", ["e2m1_bf16x2_exhaustive", "e2m1_f16x2_exhaustive"])
+def test_e2m1_packed_pairs_equal_reference_every_16bit_and_scale(gpu, kernel):
+    """MXFP4 from bfloat16 / float16 on packed pairs (codecs.cuh e2m1_pack8_bf16 / e2m1_pack8_f16 with
+    h2_scales: the bf16x2 / f16x2 multiplies, add, fma and min the Hopper tile kernels run; float16's
+    multiplier split in two beyond its range) equals encode_reference(fp32_RN(x * s_inv)) for every
+    16-bit pattern x under every scale code 0..254 (2^-127 included), each x in each position of the
+    packed word; the packed block amax equals fmaxf over |x|."""
     from fp4kit._loader import get_function
 
     cp = gpu
     if int(cp.cuda.Device().compute_capability) >= 100:
         pytest.skip("Blackwell: the tile kernels encode E2M1 with the native cvt, not the packed form")
     out = cp.zeros(2, dtype=cp.uint64)
-    get_function("selftest", "e2m1_bf16x2_exhaustive")(((8192 * 255 + 255) // 256,), (256,), (out,))
+    get_function("selftest", kernel)(((8192 * 255 + 255) // 256,), (256,), (out,))
     n, first = (int(v) for v in cp.asnumpy(out))
     assert n == 0, f"{n} packed words differ, first E={(first - 1) >> 24} x0=0x{((first - 1) & 0xFFFFF8):04X}"
 
@@ -892,23 +894,6 @@ def test_quantize_mxfp4_float16_packed_pairs_block_edges(gpu, rule):
     for axis in ("rowwise", "columnwise", "both"):
         for layout in ("compact", "swizzled"):
             check_against_reference(gpu, x16, "mxfp4_e2m1", axis=axis, scale_layout=layout, scale_rule=rule)
-
-
-def test_e2m1_f16x2_packed_form_every_float16_and_scale(gpu):
-    """MXFP4 from float16 on packed pairs (codecs.cuh h2_scales and e2m1_pack8_f16: float16x2
-    multiplies, add, fma and min, the instructions the Hopper tile kernels run, with the multiplier
-    split beyond float16's range) equals encode_reference(fp32_RN(x * s_inv)) for every float16
-    pattern x under every scale code 0..254, each x in each position of the packed word; the packed
-    block amax equals fmaxf over |x|."""
-    from fp4kit._loader import get_function
-
-    cp = gpu
-    if int(cp.cuda.Device().compute_capability) >= 100:
-        pytest.skip("Blackwell: the tile kernels encode E2M1 with the native cvt, not the packed form")
-    out = cp.zeros(2, dtype=cp.uint64)
-    get_function("selftest", "e2m1_f16x2_exhaustive")(((8192 * 255 + 255) // 256,), (256,), (out,))
-    n, first = (int(v) for v in cp.asnumpy(out))
-    assert n == 0, f"{n} packed words differ, first E={(first - 1) >> 24} x0=0x{((first - 1) & 0xFFFFF8):04X}"
 
 
 def test_e8m0_rceil_code_equals_reference_form_every_nonnegative_fp32(gpu):
