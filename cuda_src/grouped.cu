@@ -959,9 +959,9 @@ FP4KIT_GROUP_STATS(2)
 // the seed was (the plain recipes have none) and rht_mask unused, then (tk_m, tk_p), the host's
 // div_magic of the tiles per band, ceil(K / 64) (fp4kit._plan.div_magic): a CTA's band is one
 // multiply and shift instead of div_fast (H100, G = 8, sizes % 128, kernel time: MXFP4 617.7 ->
-// 615.5 us, MXFP6 755.5 -> 747.7, NVFP4 with supplied amaxes 705.7 -> 694.9; even sizes +0.1 %). group_quantize1_f<F>_d<D>_both
-// (MXFP4, NVFP4; BOTH): the same for "both", the four buffers known non-null (no null tests and
-// selects on them: H100, G = 8, 65536 x 7168, sizes % 128, kernel time: MXFP4 625.8 -> 616.0 us,
+// 615.5 us, MXFP6 755.5 -> 747.7, NVFP4 with supplied amaxes 705.7 -> 694.9; even sizes +0.1 %).
+// group_quantize1_f<F>_d<D>_both (MXFP4, NVFP4; BOTH): the same for "both", the four buffers known
+// non-null (no null tests and selects on them: H100, G = 8, 65536 x 7168, sizes % 128, kernel time: MXFP4 625.8 -> 616.0 us,
 // compact 654.5 -> 643.8, NVFP4 with supplied amaxes 717.3 -> 701.3; even sizes MXFP4 877.1 -> 880.9)
 #define FP4KIT_GROUP_QUANTIZE1(F, D, SUFFIX, BOTH)                                                      \
     extern "C" __global__ void __launch_bounds__(QT_THREADS, 8)                                        \
