@@ -63,7 +63,7 @@ def _in_bytes(shape, input_dtype: str) -> int:
 
 
 def _ratio(in_bytes: int, out_bytes: int) -> str:
-    return f"{in_bytes / out_bytes:.2f}x" if out_bytes else "-"
+    return f"{in_bytes / out_bytes:.2f}x" if out_bytes and in_bytes else "-"
 
 
 def _rows(q):
@@ -139,12 +139,26 @@ def _grouped_bytes(g) -> int:
     return sum(_nbytes(getattr(g, f"{o}_{p}")) for o in ("rowwise", "columnwise") for p in ("data", "scales", "amax"))
 
 
+def _grouped_dims(g) -> tuple[tuple, tuple, str]:
+    """(first, last, note): host dims to show. Device-side dims are read once (the display has to
+    wait for them); dims the device flagged as invalid are not shown, the note says why."""
+    if isinstance(g.first_dims, tuple):
+        return g.first_dims, g.last_dims, ""
+    try:
+        g.check()
+        first, last = g.host_dims()
+    except ValueError as e:
+        return (), (), f"dims not shown: {e}"
+    return first, last, ""
+
+
 def _grouped_summary(g) -> str:
     G = len(g)
-    dims = ", ".join(f"{m}x{k}" for m, k in list(zip(g.first_dims, g.last_dims))[:6])
-    more = ", ..." if G > 6 else ""
+    first, last, note = _grouped_dims(g)
+    dims = note or ", ".join(f"{m}x{k}" for m, k in list(zip(first, last))[:6])
+    more = ", ..." if G > 6 and not note else ""
     ops = [n for n in ("rowwise", "columnwise") if getattr(g, f"{n}_data") is not None]
-    in_bytes = sum(m * k for m, k in zip(g.first_dims, g.last_dims)) * _IN_BYTES.get(g.input_dtype, 4)
+    in_bytes = sum(m * k for m, k in zip(first, last)) * _IN_BYTES.get(g.input_dtype, 4)
     nb = _grouped_bytes(g)
     extras = _extras(g.options, FORMATS[g.format])
     return (f"{g.format}, kind {g.kind}, {G} members [{dims}{more}] from {g.input_dtype}, "
@@ -178,8 +192,11 @@ def grouped_repr(g) -> str:
 def grouped_html(g) -> str:
     f = FORMATS[g.format]
     rows = []
-    for i, (m, k) in enumerate(list(zip(g.first_dims, g.last_dims))[:16]):
-        rows.append((i, f"{m} x {k}", g.offsets[i]))
+    first, last, _ = _grouped_dims(g)
+    e0 = 0
+    for i, (m, k) in enumerate(list(zip(first, last))[:16]):
+        rows.append((i, f"{m} x {k}", e0))
+        e0 += m * k
     head = ("member", "M x K", "element offset")
     more = f"<small>... {len(g) - 16} more members</small>" if len(g) > 16 else ""
     amax = "".join(f"<br><small>{html.escape(a)}</small>" for a in _grouped_amax(g))

@@ -223,4 +223,5 @@ def group_dequantize(g: GroupedQuantizedTensor, dtype="float32", operand="rowwis
                                      g.options, operand, dtype, n_el)
         lib = g.extra.get("library", d.library)
         return GroupedArray(data=_interop.to_library(out, lib, dtype=dtype), kind=g.kind, first_dims=g.first_dims,
-                            last_dims=g.last_dims, offsets=g.offsets, operand=operand)
+                            last_dims=g.last_dims, offsets=g.offsets, operand=operand,
+                            group=g if g.offsets is None else None)

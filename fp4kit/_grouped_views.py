@@ -77,7 +77,12 @@ def member_view(g, i: int) -> QuantizedTensor:
 
 @dataclass(frozen=True)
 class GroupedArray:
-    """A flat buffer of G members (member i at element offsets[i]) with its group metadata."""
+    """A flat buffer of G members (member i at element offsets[i]) with its group metadata.
+
+    From a GPU group whose dims live on the device, `first_dims` / `last_dims` are those device
+    arrays and `offsets` is None; `group` is then that GroupedQuantizedTensor, and `host_dims()` or
+    indexing a member synchronises once to read the dims (raising ValueError if the device flagged
+    them, as `group.check()`)."""
 
     data: Any
     kind: str
@@ -85,16 +90,30 @@ class GroupedArray:
     last_dims: tuple
     offsets: tuple
     operand: str = "rowwise"
+    group: Any = None
 
     def __len__(self) -> int:
         return len(self.first_dims)
 
+    def host_dims(self) -> tuple[tuple, tuple]:
+        """(first_dims, last_dims) as host tuples (synchronises when they live on the device)."""
+        if self.offsets is None and self.group is not None:
+            return self.group.host_dims()
+        return self.first_dims, self.last_dims
+
     def __getitem__(self, i: int):
         n = len(self)
+        if not isinstance(i, int) or isinstance(i, bool):
+            raise TypeError(f"index: expected an int, got {type(i).__name__}")
         if i < 0:
             i += n
         if not 0 <= i < n:
             raise IndexError(f"index: group has {n} members, got {i}")
-        m, k = self.first_dims[i], self.last_dims[i]
+        first, last = self.host_dims()
+        offsets = self.offsets
+        if offsets is None:
+            e0 = sum(m * k for m, k in zip(first[:i], last[:i]))
+            offsets = {i: e0, i + 1: e0 + first[i] * last[i]}
+        m, k = first[i], last[i]
         shape = (m, k) if self.operand == "rowwise" else (k, m)
-        return self.data[self.offsets[i]:self.offsets[i + 1]].reshape(shape)
+        return self.data[offsets[i]:offsets[i + 1]].reshape(shape)

@@ -227,7 +227,23 @@ def check_qmatmul(a, b, a_operand, b_operand):
     if oa.cols != ob.cols:
         raise ValueError(f"b: the operands must share the block axis K; a's {a_operand} operand is "
                          f"{oa.rows}x{oa.cols}, b's {b_operand} operand is {ob.rows}x{ob.cols}")
+    wa, wb = _placement(oa.data, "a"), _placement(ob.data, "b")
+    if wa != wb:
+        raise ValueError(f"b: the two operands must live in the same place (NumPy on the host, or device "
+                         f"arrays on one GPU); a's is {_placement_name(wa)}, b's is {_placement_name(wb)}")
     return oa, ob
+
+
+def _placement(data, name: str):
+    """Where an operand's codes live: None for host memory (NumPy), else the CUDA device index."""
+    if isinstance(data, np.ndarray):
+        return None
+    from . import _interop
+    return _interop.as_cupy(data, f"{name}.data").device
+
+
+def _placement_name(where) -> str:
+    return "in host memory (NumPy)" if where is None else f"on device {where}"
 
 
 QUANTIZE_OPTION_NAMES = ("axis", "scale_layout", "scale_rule", "tile_2d", "row_scaled", "rht", "rht_sign_mask",

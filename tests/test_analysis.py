@@ -130,3 +130,40 @@ def test_repr_contents():
     for part in ("nvfp4", "varying_first", "3 members", "32x64", "compression", "rowwise amax (3,)"):
         assert part in text, part
     assert "<table" in g._repr_html_()
+
+
+def _as_device_dims(g, error_code=0):
+    """g as the GPU returns a group with device-side dims: dims as arrays, no host offsets, an error
+    word (NumPy arrays stand in for the device arrays: the views read them through to_numpy)."""
+    import dataclasses
+    return dataclasses.replace(g, first_dims=np.array(g.first_dims, np.int64), last_dims=np.array(g.last_dims, np.int64),
+                               offsets=None, extra={"G": len(g), "error_flag": np.array([error_code], np.int32)})
+
+
+def test_device_dims_group_views_and_display():
+    x = np.random.default_rng(3).standard_normal((96, 64)).astype(np.float32)
+    g = fp4kit.group_quantize(x, "mxfp8_e4m3", first_dims=[32, 0, 64], axis="both")
+    gd = _as_device_dims(g)
+    assert gd.host_dims() == (g.first_dims, g.last_dims)
+    assert repr(gd) == repr(g)
+    assert gd._repr_html_() == g._repr_html_()
+    y = fp4kit.reference.group_dequantize(g)
+    yd = fp4kit.GroupedArray(data=y.data, kind=y.kind, first_dims=gd.first_dims, last_dims=gd.last_dims,
+                             offsets=None, group=gd)
+    assert yd.host_dims() == (g.first_dims, g.last_dims)
+    for i in range(len(g)):
+        np.testing.assert_array_equal(yd[i], y[i])
+        assert yd[i].shape == y[i].shape
+    assert yd[-1].shape == (64, 64)
+    with pytest.raises(IndexError, match="group has 3 members, got 3"):
+        yd[3]
+    with pytest.raises(TypeError, match="index: expected an int"):
+        yd[1.0]
+    bad = _as_device_dims(g, error_code=1)
+    text = repr(bad)
+    assert "dims not shown: group dims (device):" in text and "32x64" not in text and "mxfp8_e4m3" in text
+    assert "<table" in bad._repr_html_()
+    yb = fp4kit.GroupedArray(data=y.data, kind=y.kind, first_dims=bad.first_dims, last_dims=bad.last_dims,
+                             offsets=None, group=bad)
+    with pytest.raises(ValueError, match="group dims \\(device\\)"):
+        yb[0]

@@ -137,6 +137,12 @@ def test_device_dims_equal_host_dims(cp):
     assert len(got) == len(first)
     for i in range(len(first)):
         _check(got[i], exp[i])
+    # group_dequantize's result indexes its members by the device dims too (read once, on demand)
+    back, want = fp4kit.group_dequantize(got), fp4kit.reference.group_dequantize(exp)
+    assert back.offsets is None and back.host_dims() == (tuple(first), (64,) * len(first))
+    for i in range(len(first)):
+        assert np.array_equal(cp.asnumpy(back[i]).view(np.uint32), want[i].view(np.uint32)), f"member {i}"
+    assert "130x64" in repr(got) and "<table" in got._repr_html_()
 
 
 def test_graph_capture_then_change_dims_on_device(cp):

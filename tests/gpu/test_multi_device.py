@@ -1,0 +1,189 @@
+"""Arrays on another GPU: the kernels run on the array's device whichever device is current, the
+results stay on it, and arrays from two places in one call are a clear error before any launch.
+
+The arrays go to the machine's last device while device 0 is current: on a machine with two or
+more GPUs that is the multi-device case; with one GPU the same tests run on device 0 (so their own
+logic is exercised everywhere). The test of arrays from two devices needs two.
+"""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import fp4kit
+from fp4kit.reference import api as ref_api
+
+from gpu_helpers import assert_bytes_equal, assert_float_bits_equal, require_gpu
+
+pytestmark = pytest.mark.gpu
+
+CASES = [("mxfp8_e4m3", "swizzled"), ("mxfp6_e2m3", "compact"), ("mxfp4_e2m1", "swizzled"), ("nvfp4", "compact")]
+
+
+@pytest.fixture
+def cp2(gpu):
+    """CuPy with output poisoning on; device 0 is current."""
+    with gpu.cuda.Device(0):
+        yield gpu
+
+
+@pytest.fixture
+def other(cp2) -> int:
+    """The device the arrays go to: the last one (device 1 on a two-GPU machine)."""
+    return cp2.cuda.runtime.getDeviceCount() - 1
+
+
+def _torch():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch without CUDA")
+    return torch
+
+
+def _x(shape, seed=0, dtype=np.float32):
+    rng = np.random.default_rng(seed)
+    v = rng.standard_normal(shape) * np.exp2(rng.integers(-6, 7, shape))
+    return v.astype(np.float32).astype(dtype)
+
+
+def _host(a):
+    """A result array (CuPy or torch) as NumPy, after checking nothing else is needed."""
+    if type(a).__module__.startswith("torch"):
+        return a.cpu().numpy()
+    return a.get()
+
+
+def _device_of(a) -> int:
+    if type(a).__module__.startswith("torch"):
+        return a.device.index
+    return a.device.id
+
+
+def _check_quantized(got, want, dev: int, what: str):
+    """Every operand of `got` lives on device `dev` and equals the reference's bytes."""
+    for name in ("rowwise", "columnwise"):
+        g, w = getattr(got, name), getattr(want, name)
+        assert (g is None) == (w is None), f"{what}: {name} present"
+        if w is None:
+            continue
+        for field in ("data", "scales"):
+            arr = getattr(g, field)
+            assert _device_of(arr) == dev, f"{what}: {name}.{field} on device {_device_of(arr)}, expected {dev}"
+            assert_bytes_equal(_host(arr), getattr(w, field), f"{what}: {name}.{field}")
+        if w.amax is not None:
+            assert _device_of(g.amax) == dev
+            assert_bytes_equal(_host(g.amax).view(np.uint32), np.asarray(w.amax, np.float32).view(np.uint32),
+                               f"{what}: {name}.amax")
+
+
+@pytest.mark.parametrize("fmt,layout", CASES)
+def test_cupy_arrays_on_another_device_while_device_0_is_current(cp2, other, fmt, layout):
+    x = _x((200, 96), seed=1)
+    want = ref_api.quantize(x, fmt, axis="both", scale_layout=layout)
+    with cp2.cuda.Device(other):
+        xd = cp2.asarray(x)
+    assert cp2.cuda.runtime.getDevice() == 0
+    got = fp4kit.quantize(xd, fmt, axis="both", scale_layout=layout)
+    assert cp2.cuda.runtime.getDevice() == 0, "quantize left another device current"
+    _check_quantized(got, want, other, f"{fmt} {layout}")
+    y = fp4kit.dequantize(got, dtype="bfloat16")
+    assert _device_of(y) == other
+    assert_float_bits_equal(_host(y).view(ml_dtypes.bfloat16), ref_api.dequantize(want, dtype="bfloat16"),
+                            f"{fmt} dequantize")
+    s = fp4kit.unswizzle_scales(got.rowwise.scales, shape=want.rowwise.scale_shape) if layout == "swizzled" \
+        else fp4kit.swizzle_scales(got.rowwise.scales)
+    assert _device_of(s) == other
+
+
+def test_same_shape_on_both_devices_alternately(cp2, other):
+    """Launch plans and loaded kernels are per device: the same call signature on device 0, then 1,
+    then 0 again gives the reference's bytes each time."""
+    x = _x((256, 128), seed=2)
+    want = ref_api.quantize(x, "nvfp4", axis="both", scale_layout="swizzled")
+    for dev in (0, other, 0, other):
+        with cp2.cuda.Device(dev):
+            xd = cp2.asarray(x)
+        got = fp4kit.quantize(xd, "nvfp4", axis="both", scale_layout="swizzled")
+        _check_quantized(got, want, dev, f"device {dev}")
+
+
+def test_torch_tensor_on_another_device(cp2, other):
+    """General path (torch's current device is 0) and fast path (the tensor's device current for
+    torch and CuPy), on the default stream and on a side stream of that device."""
+    torch = _torch()
+    x = _x((128, 256), seed=3)
+    want = ref_api.quantize(x, "nvfp4", axis="both", scale_layout="swizzled")
+    want8 = ref_api.quantize(x, "mxfp8_e4m3", axis="rowwise")
+    t = torch.from_numpy(x).to(f"cuda:{other}")
+    with torch.cuda.device(0):
+        got = fp4kit.quantize(t, "nvfp4", axis="both", scale_layout="swizzled")
+        _check_quantized(got, want, other, "torch, device 0 current")
+        assert isinstance(got.rowwise.data, torch.Tensor)
+    with torch.cuda.device(other), cp2.cuda.Device(other):
+        for _ in range(3):   # the first call validates, the others take the memoised plan
+            got = fp4kit.quantize(t, "nvfp4", axis="both", scale_layout="swizzled")
+            _check_quantized(got, want, other, "torch, its device current")
+            _check_quantized(fp4kit.quantize(t, "mxfp8_e4m3"), want8, other, "torch mxfp8, its device current")
+        side = torch.cuda.Stream(device=other)
+        with torch.cuda.stream(side):
+            got = fp4kit.quantize(t, "nvfp4", axis="both", scale_layout="swizzled")
+        side.synchronize()
+        _check_quantized(got, want, other, "torch, a side stream of its device")
+
+
+def test_group_quantize_on_another_device_with_device_dims(cp2, other):
+    first = [0, 130, 64, 0, 2, 256, 0]
+    x = _x((sum(first) + 40, 64), seed=4)
+    exp = fp4kit.reference.group_quantize(x[:sum(first)], "mxfp4_e2m1", first_dims=first, axis="both",
+                                          scale_layout="swizzled")
+    with cp2.cuda.Device(other):
+        xd = cp2.asarray(x)
+        dims = cp2.asarray(np.array(first, np.int64))
+    got = fp4kit.group_quantize(xd, "mxfp4_e2m1", first_dims=dims, axis="both", scale_layout="swizzled")
+    got.check()
+    assert cp2.cuda.runtime.getDevice() == 0
+    for i in range(len(first)):
+        rep = fp4kit.compare(got[i], exp[i])
+        assert rep.ok, str(rep)
+        if got[i].rowwise is not None and got[i].rowwise.data.size:
+            assert _device_of(got[i].rowwise.data) == other
+    back = fp4kit.group_dequantize(got)
+    want_back = fp4kit.reference.group_dequantize(exp)
+    for i in range(len(first)):
+        assert_float_bits_equal(_host(back[i]), want_back[i], f"member {i} dequantized")
+
+
+def test_arrays_from_two_devices_raise_before_any_launch(cp2):
+    if cp2.cuda.runtime.getDeviceCount() < 2:
+        pytest.skip("needs two CUDA devices")
+    x = _x((64, 64), seed=5)
+    with cp2.cuda.Device(1):
+        xd = cp2.asarray(x)
+        dims1 = cp2.asarray(np.array([32, 32], np.int64))
+    a0 = cp2.asarray(np.array([4.0], np.float32))          # device 0
+    dims0 = cp2.asarray(np.array([32, 32], np.int64))
+    with pytest.raises(ValueError, match=r"amax: expected an array on device 1 \(where x is\), got device 0"):
+        fp4kit.quantize(xd, "nvfp4", amax=a0)
+    with pytest.raises(ValueError, match=r"first_dims: expected an array on device 1"):
+        fp4kit.group_quantize(xd, "mxfp8_e4m3", first_dims=dims0)
+    q1 = fp4kit.quantize(xd, "mxfp8_e4m3")
+    q0 = fp4kit.quantize(cp2.asarray(x), "mxfp8_e4m3")
+    with pytest.raises(ValueError, match=r"b: the two operands must live in the same place.*on device 0.*on device 1"):
+        fp4kit.qmatmul(q0, q1)
+    fp4kit.group_quantize(xd, "mxfp8_e4m3", first_dims=dims1).check()   # the right device works
+
+
+def test_qmatmul_host_and_device_operands_raise(gpu):
+    """One operand in NumPy, the other on the GPU: a ValueError naming both places (one device suffices)."""
+    require_gpu()
+    x = _x((32, 64), seed=6)
+    qh = fp4kit.quantize(x, "mxfp8_e4m3")
+    qd = fp4kit.quantize(gpu.asarray(x), "mxfp8_e4m3")
+    dev = gpu.cuda.runtime.getDevice()
+    with pytest.raises(ValueError, match=r"a's is in host memory \(NumPy\), b's is on device " + str(dev)):
+        fp4kit.qmatmul(qh, qd)
+    with pytest.raises(ValueError, match=r"a's is on device \d+, b's is in host memory"):
+        fp4kit.qmatmul(qd, qh)
+    # the GPU sums in another order (float64): equal to the reference within float64 rounding
+    np.testing.assert_allclose(fp4kit.qmatmul(qd, qd).get(), fp4kit.qmatmul(qh, qh), rtol=1e-6, atol=0)
