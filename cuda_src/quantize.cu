@@ -77,7 +77,7 @@ __device__ __forceinline__ void prefetch_tile_l2(const void* x, i64 M, i64 K, co
         prefetch_tile_l2<F, D>(x, M, K, col_data);                                                    \
     }
 
-// quantize_f<F>_d<D>_quad (plain MXFP8 "both" from 16-bit input, M and K multiples of 128; every
+// quantize_f<F>_d<D>_quad (plain MXFP8 / MXFP4 "both" from 16-bit input, M and K multiples of 128; every
 // operand's scales are then in the swizzled layout: swizzled, or compact through the staging
 // buffer): one CTA of 4 x 256 threads per 128 x 128 square, thread group g quantizing its 64 x 64
 // tile (2 bq + g / 2, 2 bk + g % 2) with its own shared tile and named barrier (quantize_tile_rc with
@@ -87,7 +87,10 @@ __device__ __forceinline__ void prefetch_tile_l2(const void* x, i64 M, i64 K, co
 // time, same run, two rounds (64 x 64 kernel / this without the prefetch / with it, distance
 // 2 x SMs / 4 x SMs): MXFP8 'both' 8192^2 105.5 / 102.2 / 99.0 / 104.4 us, 16384^2 208.7 / 201.2 /
 // 194.6 / 204.2; but MXFP8 columnwise 75.7 / 79.2 / 75.5 / 81.6, MXFP6 'both' 106.0 / 111.7 / 108.0
-// / 110.4 and MXFP6 columnwise 75.9 / 83.4 / 79.3 / 82.2, which keep the 64 x 64 kernel.
+// / 110.4 and MXFP6 columnwise 75.9 / 83.4 / 79.3 / 82.2, which keep the 64 x 64 kernel. MXFP4
+// 'both' (its packed-pair column reads as in the 64 x 64 kernel; two rounds, 64 x 64 / this):
+// 16384^2 compact 346.0 / 336.5 us, 65536 x 7168 swizzled 579.3 / 559.9, 8192^2 swizzled 84.7 /
+// 83.5, compact 88.3 / 88.5 (docs/performance.md item 83).
 // L2 prefetch (prefetch_square_l2) of square blockIdx.x + 2 x (SM count) (2 CTAs per SM).
 template <int DT>
 __device__ __forceinline__ void prefetch_quad_l2(const void* x, i64 M, i64 K, i64 qk, int g) {
@@ -262,6 +265,8 @@ FP4KIT_QUANTIZE_QUAD_KERNEL(0, 1, _quad, 2)
 FP4KIT_QUANTIZE_QUAD_KERNEL(0, 2, _quad, 2)
 FP4KIT_QUANTIZE_QUAD_KERNEL(1, 1, _quad, 2)
 FP4KIT_QUANTIZE_QUAD_KERNEL(1, 2, _quad, 2)
+FP4KIT_QUANTIZE_QUAD_KERNEL(4, 1, _quad, 2)
+FP4KIT_QUANTIZE_QUAD_KERNEL(4, 2, _quad, 2)
 FP4KIT_QUANTIZE_QUAD_KERNEL(0, 1, _quadm, 3)
 FP4KIT_QUANTIZE_QUAD_KERNEL(0, 2, _quadm, 3)
 FP4KIT_QUANTIZE_QUAD_KERNEL(1, 1, _quadm, 3)

@@ -258,11 +258,12 @@ def stage_ragged_scales(fmt: str, blocks: int, both16: bool) -> bool:
     return both16 and w is not None and blocks % w != 0
 
 
-# The 128 x 128 tile kernels (quantize.cu quantize_f<F>_d<D>_quad): plain MXFP8 "both" from 16-bit
-# input with both dimensions multiples of 128 (then every operand's scales are swizzled or staged).
-# Measured slower for MXFP8 columnwise alone and for MXFP6 (see quantize.cu).
+# The 128 x 128 tile kernels (quantize.cu quantize_f<F>_d<D>_quad): plain MXFP8 / MXFP4 "both" from
+# 16-bit input with both dimensions multiples of 128 (then every operand's scales are swizzled or
+# staged). Measured slower for MXFP8 columnwise alone and for MXFP6 (see quantize.cu); MXFP4 gains
+# at large sizes (docs/performance.md item 83).
 QUAD_TILES = True
-QUAD_FORMATS = {"mxfp8_e4m3", "mxfp8_e5m2"}
+QUAD_FORMATS = {"mxfp8_e4m3", "mxfp8_e5m2", "mxfp4_e2m1"}
 
 
 def quad_tiles(fmt: str, input_dtype: str, M: int, K: int, both: bool) -> bool:
@@ -276,10 +277,11 @@ def quad_tiles(fmt: str, input_dtype: str, M: int, K: int, both: bool) -> bool:
 # leave through the whole-square writer of grouped.cu group_quantize4 (ColStage::write_square)
 # instead of the 64 x 64 kernel's 64-byte runs.
 QUADM_TILES = True
+QUADM_FORMATS = {"mxfp8_e4m3", "mxfp8_e5m2"}   # MXFP4: not instantiated, not measured
 
 
 def quadm_tiles(fmt: str, input_dtype: str, M: int, K: int, both: bool) -> bool:
-    return (QUADM_TILES and both and fmt in QUAD_FORMATS and input_dtype in ("bfloat16", "float16")
+    return (QUADM_TILES and both and fmt in QUADM_FORMATS and input_dtype in ("bfloat16", "float16")
             and M % 128 != 0 and K % 128 == 0)
 
 

@@ -35,7 +35,7 @@ for fmt, f in fp4kit.FORMATS.items():
         variants = [dict(scale_layout="compact"), dict(scale_layout="swizzled")]
         if f.packed:
             variants.append(dict(rounding="stochastic", seed=3))
-        if fmt.startswith("mxfp8") and M and K and M % 128 == 0 and K % 128 == 0:   # the 128 x 128 _quad kernel
+        if (fmt.startswith("mxfp8") or fmt == "mxfp4_e2m1") and M and K and M % 128 == 0 and K % 128 == 0:   # _quad
             variants += [dict(torch_bf16=True), dict(torch_bf16=True, scale_layout="swizzled")]
         if not f.packed and K % 4 == 0 and M % 16 == 0:   # columnwise alone: quantize_cols_f<F>_d1_c2
             variants.append(dict(axis="columnwise", torch_bf16=True))

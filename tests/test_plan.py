@@ -1318,14 +1318,15 @@ def test_cols_kernel_for_the_columnwise_operand_alone():
 
 
 def test_quad_tile_kernel_only_where_measured_faster():
-    """quantize_f<F>_d<D>_quad (128 x 128 squares, 1024 threads) for plain MXFP8 "both" from 16-bit
-    input with M and K multiples of 128, either scale layout; the 64 x 64 kernel everywhere else
-    (columnwise alone, MXFP6, float32 input, other shapes, the extended options)."""
+    """quantize_f<F>_d<D>_quad (128 x 128 squares, 1024 threads) for plain MXFP8 / MXFP4 "both" from
+    16-bit input with M and K multiples of 128, either scale layout; the 64 x 64 kernel everywhere
+    else (columnwise alone, MXFP6, float32 input, other shapes, the extended options; MXFP4 has no
+    _quadm for M % 128 != 0)."""
     def kernels(shape, dtype, fmt, **kw):
         return [(s.kernel, s.grid * s.grid_y * s.grid_z, s.block) for s in plan_of(shape, dtype, fmt, **kw).launches()
                 if s.module == "quantize"]
 
-    for fmt, f in (("mxfp8_e4m3", 0), ("mxfp8_e5m2", 1)):
+    for fmt, f in (("mxfp8_e4m3", 0), ("mxfp8_e5m2", 1), ("mxfp4_e2m1", 4)):
         for dtype, d in (("bfloat16", 1), ("float16", 2)):
             for layout in ("compact", "swizzled"):
                 assert kernels((384, 1280), dtype, fmt, axis="both", scale_layout=layout) == [
@@ -1337,7 +1338,11 @@ def test_quad_tile_kernel_only_where_measured_faster():
     assert kernels((384, 1216), "bfloat16", "mxfp8_e4m3", axis="both") == [("quantize_f0_d1_plain", 6 * 19, 256)]
     # M % 128 != 0: the squares of _quadm (test_quadm_tile_kernel_for_any_m)
     assert kernels((320, 1280), "bfloat16", "mxfp8_e4m3", axis="both") == [("quantize_f0_d1_quadm", 3 * 10, 1024)]
-    assert kernels((384, 1280), "bfloat16", "mxfp4_e2m1", axis="both") == [("quantize_f4_d1_plain", 120, 256)]
+    assert kernels((320, 1280), "bfloat16", "mxfp4_e2m1", axis="both") == [("quantize_f4_d1_plain", 5 * 20, 256)]
+    assert kernels((384, 1280), "float32", "mxfp4_e2m1", axis="both") == [("quantize_f4_d0_plain", 120, 256)]
+    assert kernels((384, 1216), "float16", "mxfp4_e2m1", axis="both") == [("quantize_f4_d2_plain", 6 * 19, 256)]
+    assert kernels((384, 1280), "bfloat16", "mxfp4_e2m1", axis="both", rounding="stochastic") == [
+        ("quantize_f4_d1_sr", 120, 256)]
     assert kernels((384, 1280), "bfloat16", "mxfp8_e4m3", axis="both", scale_rule="floor") == [
         ("quantize_f0_d1_quad", 30, 1024)]   # the floor rule is a plain-kernel flag
 

@@ -787,8 +787,9 @@ __device__ __forceinline__ const u32* quantize_tile_rc(const void* x, i64 M, i64
         const int c = (tid / G) & (QT_K - 1);
         const int sc_seg = (tid / (G * QT_K)) * G + (tid & (G - 1));
         const i64 gkc = k0 + c, gmc = m0 + sc_seg * SEG;
-        if constexpr (STASH == 2) {   // single-tensor squares: per-row addresses (one address measured
-            // 3 % slower at 65536 x 7168, H100: 672.6 -> 692.7 us, same run)
+        if constexpr (STASH == 2 && !PK) {   // single-tensor squares: per-row addresses (one address measured
+            // 3 % slower at 65536 x 7168, H100: 672.6 -> 692.7 us, same run); MXFP4 takes the packed
+            // pairs below
 #pragma unroll
             for (int i = 0; i < SEG; ++i) v[i] = RT::get(tile, sc_seg * SEG + i, c);
         } else {

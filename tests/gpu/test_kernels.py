@@ -152,7 +152,7 @@ def check_square_kernel(gpu, fmt, dtype, shapes, suffix, seed):
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
-@pytest.mark.parametrize("fmt", ["mxfp8_e4m3", "mxfp8_e5m2"])
+@pytest.mark.parametrize("fmt", ["mxfp8_e4m3", "mxfp8_e5m2", "mxfp4_e2m1"])
 def test_quantize_quad_kernel(gpu, fmt, dtype):
     """MXFP8 "both" from 16-bit input with M and K multiples of 128 runs quantize_f<F>_d<D>_quad (4
     groups of 256 threads per 128 x 128 square, the scale blocks written whole from shared memory):
