@@ -184,6 +184,10 @@ class GroupedQuantizedTensor:
     (G + 1 entries); `scale_offsets_rowwise` / `scale_offsets_columnwise` are byte offsets of each
     member's scale matrix in the concatenated scale buffers (G + 1 entries). `rowwise_data` etc.
     are flat 1-D uint8 buffers; `amax_*` are float32 (G,) (NVFP4) or None.
+
+    A GPU result from device-side dims keeps those dims as device int64 arrays, with `offsets`
+    None and the scale offsets empty (reading them would synchronise): `host_dims()`, `g[i]`,
+    `group_dequantize(g)[i]` and the printed forms read the dims once when needed (after `check()`).
     """
 
     format: str
