@@ -105,7 +105,10 @@ __device__ __forceinline__ void prefetch_quad_l2(const void* x, i64 M, i64 K, i6
 // the padding rows as zeros, so no padding launch), and columnwise code rows that start off a 16-byte
 // boundary (M % 16 != 0) are staged and written for the whole square as grouped.cu group_quantize4
 // does (quantize_tile_rc with STASH 3, quad_square_out), instead of the 64 x 64 kernel's 64-byte runs
-// (ColStage::write). The body of both: quantize_square with STASH 2 (_quad) or 3 (_quadm).
+// (ColStage::write); MXFP4's code rows keep their per-thread stores (FP4 is never staged). MXFP4
+// (H100, kernel time, 8200 x 8192 bfloat16, 64 x 64 / this): swizzled 109.3 / 100.8 us, compact 116.7
+// / 106.9 (docs/performance.md item 83). The body of both: quantize_square with STASH 2 (_quad) or 3
+// (_quadm).
 template <int F, int D, int STASH>
 __device__ __forceinline__ void quantize_square(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales,
                                                 u8* col_data, u8* col_scales, int flags) {
@@ -271,6 +274,8 @@ FP4KIT_QUANTIZE_QUAD_KERNEL(0, 1, _quadm, 3)
 FP4KIT_QUANTIZE_QUAD_KERNEL(0, 2, _quadm, 3)
 FP4KIT_QUANTIZE_QUAD_KERNEL(1, 1, _quadm, 3)
 FP4KIT_QUANTIZE_QUAD_KERNEL(1, 2, _quadm, 3)
+FP4KIT_QUANTIZE_QUAD_KERNEL(4, 1, _quadm, 3)
+FP4KIT_QUANTIZE_QUAD_KERNEL(4, 2, _quadm, 3)
 
 FP4KIT_QUANTIZE_ALL_DTYPES(0, FP4KIT_LB_4)
 FP4KIT_QUANTIZE_ALL_DTYPES(1, FP4KIT_LB_4)

@@ -277,7 +277,7 @@ def quad_tiles(fmt: str, input_dtype: str, M: int, K: int, both: bool) -> bool:
 # leave through the whole-square writer of grouped.cu group_quantize4 (ColStage::write_square)
 # instead of the 64 x 64 kernel's 64-byte runs.
 QUADM_TILES = True
-QUADM_FORMATS = {"mxfp8_e4m3", "mxfp8_e5m2"}   # MXFP4: not instantiated, not measured
+QUADM_FORMATS = QUAD_FORMATS   # MXFP4 too: 8200 x 8192 kernel time 109.3 -> 100.8 us (item 83)
 
 
 def quadm_tiles(fmt: str, input_dtype: str, M: int, K: int, both: bool) -> bool:

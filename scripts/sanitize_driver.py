@@ -59,8 +59,10 @@ for fmt, f in fp4kit.FORMATS.items():
             n += 1
     # the 128 x 128 squares for any M (_quadm): a partial last square row, columnwise code rows off
     # 16 bytes (odd and even offsets) written by the whole-square writer, rows shorter than 16 bytes
-    if fmt.startswith("mxfp8"):
+    if fmt.startswith("mxfp8") or fmt == "mxfp4_e2m1":
         for (M, K) in ((130, 256), (7, 128), (200, 384), (1, 128)):
+            if fmt == "mxfp4_e2m1" and M % 2:   # MXFP4 "both": even M (its columnwise codes pack row pairs)
+                M += 1
             x = rng.standard_normal((M, K)).astype(np.float32)
             for layout in ("compact", "swizzled"):
                 q = fp4kit.quantize(bf16(x), fmt, axis="both", scale_layout=layout)

@@ -1320,8 +1320,7 @@ def test_cols_kernel_for_the_columnwise_operand_alone():
 def test_quad_tile_kernel_only_where_measured_faster():
     """quantize_f<F>_d<D>_quad (128 x 128 squares, 1024 threads) for plain MXFP8 / MXFP4 "both" from
     16-bit input with M and K multiples of 128, either scale layout; the 64 x 64 kernel everywhere
-    else (columnwise alone, MXFP6, float32 input, other shapes, the extended options; MXFP4 has no
-    _quadm for M % 128 != 0)."""
+    else (columnwise alone, MXFP6, float32 input, other shapes, the extended options)."""
     def kernels(shape, dtype, fmt, **kw):
         return [(s.kernel, s.grid * s.grid_y * s.grid_z, s.block) for s in plan_of(shape, dtype, fmt, **kw).launches()
                 if s.module == "quantize"]
@@ -1338,7 +1337,7 @@ def test_quad_tile_kernel_only_where_measured_faster():
     assert kernels((384, 1216), "bfloat16", "mxfp8_e4m3", axis="both") == [("quantize_f0_d1_plain", 6 * 19, 256)]
     # M % 128 != 0: the squares of _quadm (test_quadm_tile_kernel_for_any_m)
     assert kernels((320, 1280), "bfloat16", "mxfp8_e4m3", axis="both") == [("quantize_f0_d1_quadm", 3 * 10, 1024)]
-    assert kernels((320, 1280), "bfloat16", "mxfp4_e2m1", axis="both") == [("quantize_f4_d1_plain", 5 * 20, 256)]
+    assert kernels((320, 1280), "bfloat16", "mxfp4_e2m1", axis="both") == [("quantize_f4_d1_quadm", 3 * 10, 1024)]
     assert kernels((384, 1280), "float32", "mxfp4_e2m1", axis="both") == [("quantize_f4_d0_plain", 120, 256)]
     assert kernels((384, 1216), "float16", "mxfp4_e2m1", axis="both") == [("quantize_f4_d2_plain", 6 * 19, 256)]
     assert kernels((384, 1280), "bfloat16", "mxfp4_e2m1", axis="both", rounding="stochastic") == [
@@ -1394,9 +1393,11 @@ def test_ragged_compact_scales_staged_zero_filled():
     assert staged((8200, 256), "bfloat16", "nvfp4", axis="both") == ([(256, 516)], True)
     assert staged((8200, 200), "float16", "nvfp4", axis="both") == ([(8320, 16), (256, 516)], True)
     assert staged((8192, 256), "bfloat16", "nvfp4", axis="both") == ([], False)
-    # MXFP4: odd rows only (2-byte stores): (8200, 256) columnwise 257 blocks; (8256, 256) 258: no
-    assert staged((8200, 256), "bfloat16", "mxfp4_e2m1", axis="both") == ([(256, 260)], True)
-    assert staged((8256, 256), "bfloat16", "mxfp4_e2m1", axis="both") == ([], False)
+    # MXFP4: odd rows only (2-byte stores): (8200, 192) columnwise 257 blocks; (8256, 192) 258: no
+    assert staged((8200, 192), "bfloat16", "mxfp4_e2m1", axis="both") == ([(256, 260)], True)
+    assert staged((8256, 192), "bfloat16", "mxfp4_e2m1", axis="both") == ([], False)
+    # K % 128 == 0: the squares of _quadm write whole blocks, padding included (an empty staging buffer)
+    assert staged((8200, 256), "bfloat16", "mxfp4_e2m1", axis="both") == ([], True)
     for shape, dtype, fmt, kw in (((8200, 256), "float32", "nvfp4", {"axis": "both"}),
                                   ((8200, 256), "bfloat16", "nvfp4", {"axis": "both", "tile_2d": True}),
                                   ((8200, 256), "bfloat16", "nvfp4", {"axis": "both", "scale_layout": "swizzled"}),

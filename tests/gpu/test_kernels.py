@@ -164,7 +164,7 @@ def test_quantize_quad_kernel(gpu, fmt, dtype):
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
-@pytest.mark.parametrize("fmt", ["mxfp8_e4m3", "mxfp8_e5m2"])
+@pytest.mark.parametrize("fmt", ["mxfp8_e4m3", "mxfp8_e5m2", "mxfp4_e2m1"])
 def test_quantize_quadm_kernel(gpu, fmt, dtype):
     """MXFP8 "both" from 16-bit input with K % 128 == 0 and M not a multiple of 128 runs
     quantize_f<F>_d<D>_quadm (128 x 128 squares, the last square row partial): bytes equal the
@@ -172,10 +172,14 @@ def test_quantize_quadm_kernel(gpu, fmt, dtype):
     a staging buffer of the padded swizzled shape), with columnwise code rows at every even and odd
     byte offset (M % 16 != 0, the whole-square writer) and 16-byte aligned ones (M % 16 == 0), rows
     of fewer than 16 bytes (M < 16), one square and many, special values, and a misaligned input."""
-    check_square_kernel(gpu, fmt, dtype, [((1, 128), "normal"), ((7, 256), "special"), ((16, 128), "normal"),
-                                          ((130, 384), "special"), ((200, 128), "normal"), ((258, 1280), "normal"),
-                                          ((8200, 256), "special"), ((1000, 512), "normal"), ((383, 256), "special"),
-                                          ((8256, 128), "normal"), ((136, 256), "special")], "_quadm", 700)
+    shapes = [((1, 128), "normal"), ((7, 256), "special"), ((16, 128), "normal"), ((130, 384), "special"),
+              ((200, 128), "normal"), ((258, 1280), "normal"), ((8200, 256), "special"), ((1000, 512), "normal"),
+              ((383, 256), "special"), ((8256, 128), "normal"), ((136, 256), "special")]
+    if fmt == "mxfp4_e2m1":   # columnwise codes pack pairs of rows: even M, rows off 8 / 16 bytes
+        shapes = [((2, 128), "normal"), ((6, 256), "special"), ((16, 128), "normal"), ((130, 384), "special"),
+                  ((200, 128), "normal"), ((258, 1280), "normal"), ((8200, 256), "special"), ((1000, 512), "normal"),
+                  ((382, 256), "special"), ((8256, 128), "normal"), ((138, 256), "special")]
+    check_square_kernel(gpu, fmt, dtype, shapes, "_quadm", 700)
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
