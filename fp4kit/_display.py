@@ -145,8 +145,7 @@ def _grouped_dims(g) -> tuple[tuple, tuple, str]:
     if isinstance(g.first_dims, tuple):
         return g.first_dims, g.last_dims, ""
     try:
-        g.check()
-        first, last = g.host_dims()
+        first, last = g.host_dims()   # checks the device's error flags first
     except ValueError as e:
         return (), (), f"dims not shown: {e}"
     return first, last, ""

@@ -276,12 +276,11 @@ def quad_tiles(fmt: str, input_dtype: str, M: int, K: int, both: bool) -> bool:
 # buffer of the padded swizzled shape), and columnwise code rows off a 16-byte boundary (M % 16 != 0)
 # leave through the whole-square writer of grouped.cu group_quantize4 (ColStage::write_square)
 # instead of the 64 x 64 kernel's 64-byte runs.
-QUADM_TILES = True
-QUADM_FORMATS = QUAD_FORMATS   # MXFP4 too: 8200 x 8192 kernel time 109.3 -> 100.8 us (item 83)
+QUADM_TILES = True   # the formats of QUAD_FORMATS (MXFP4: 8200 x 8192 kernel time 109.3 -> 100.8 us, item 83)
 
 
 def quadm_tiles(fmt: str, input_dtype: str, M: int, K: int, both: bool) -> bool:
-    return (QUADM_TILES and both and fmt in QUADM_FORMATS and input_dtype in ("bfloat16", "float16")
+    return (QUADM_TILES and both and fmt in QUAD_FORMATS and input_dtype in ("bfloat16", "float16")
             and M % 128 != 0 and K % 128 == 0)
 
 
