@@ -110,10 +110,10 @@ class GroupedArray:
         if not 0 <= i < n:
             raise IndexError(f"index: group has {n} members, got {i}")
         first, last = self.host_dims()
-        offsets = self.offsets
-        if offsets is None:
-            e0 = sum(m * k for m, k in zip(first[:i], last[:i]))
-            offsets = {i: e0, i + 1: e0 + first[i] * last[i]}
         m, k = first[i], last[i]
+        if self.offsets is None:   # device-side dims: the member's offset from the host copy
+            start = sum(a * b for a, b in zip(first[:i], last[:i]))
+        else:
+            start = self.offsets[i]
         shape = (m, k) if self.operand == "rowwise" else (k, m)
-        return self.data[offsets[i]:offsets[i + 1]].reshape(shape)
+        return self.data[start:start + m * k].reshape(shape)
