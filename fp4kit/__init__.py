@@ -33,18 +33,21 @@ from . import reference  # noqa: E402
 from .api import (dequantize, group_dequantize, group_quantize, qmatmul, quantize,  # noqa: E402
                   rht_transform, swizzle_scales, unswizzle_scales)
 from ._grouped_views import GroupedArray  # noqa: E402
+from ._interop import BackendUnavailableError, require_cupy as _require_cupy  # noqa: E402
 
 
 def warmup():
     """Compile (or load from the disk cache) every CUDA kernel for the current GPU.
 
     Takes no arguments; call it once at start-up so that the first quantize does not pay for
-    NVRTC compilation. Needs CuPy and a GPU (sm_90 or later).
+    NVRTC compilation. Needs CuPy and a GPU (sm_90 or later); without CuPy it raises
+    ``fp4kit.BackendUnavailableError`` (an ImportError) saying how to install it.
 
     Example:
         >>> import fp4kit
         >>> fp4kit.warmup()                       # doctest: +SKIP
     """
+    _require_cupy()
     from ._loader import warmup as _w
     return _w()
 
@@ -57,5 +60,5 @@ __all__ = [
     "FORMATS", "Format", "ElementType", "QuantizedTensor", "Operand", "QuantizeOptions",
     "GroupedQuantizedTensor", "GroupedArray", "quantize", "dequantize", "swizzle_scales",
     "unswizzle_scales", "group_quantize", "group_dequantize", "qmatmul", "rht_transform", "reference", "warmup", "compare",
-    "CompareReport", "error_report",
+    "CompareReport", "error_report", "BackendUnavailableError",
 ]

@@ -108,6 +108,15 @@ _NP_DTYPES = {"uint8": np.uint8, "float32": np.float32}
 _NP_SCALARS = {"i64": np.int64, "i32": np.int32, "u32": np.uint32, "u64": np.uint64}
 
 
+def amax_copy(amax):
+    """A 1-D float32 copy of a caller's device amax with -0 as +0 (SPEC: an amax is max |x|; a
+    NumPy amax was normalised on the host). The sign bit is cleared with one integer kernel (a
+    float operation would flush subnormal amaxes: CuPy compiles its kernels with -ftz=true)."""
+    cp = _cp()
+    bits = cp.ascontiguousarray(amax, dtype=np.float32).reshape(-1).view(np.uint32)
+    return cp.bitwise_and(bits, np.uint32(0x7FFFFFFF)).view(np.float32)
+
+
 def run_plan(plan, x, amax=None, seed: int = 0) -> list:
     """Run a launch plan (fp4kit._plan) with CuPy on the current device and stream.
 
@@ -125,7 +134,7 @@ def run_plan(plan, x, amax=None, seed: int = 0) -> list:
             elif init == _plan.ZEROS:
                 a = cp.zeros(step.shape, dtype=_NP_DTYPES[step.dtype])
             elif init == _plan.AMAX:
-                a = cp.array(amax, dtype=np.float32, copy=True, order="C").reshape(-1)
+                a = amax_copy(amax)
             elif init == _plan.COPY:
                 a = bufs[step.src].copy()
             else:                                   # VIEW

@@ -13,7 +13,7 @@ import numpy as np
 
 from . import _interop, _plan, _torch_exec
 from ._cuda import _sm_count_of
-from ._validate import check_choice, quantize_options, flat_2d
+from ._validate import check_amax_values, check_choice, check_dtype, flat_2d, native_order, quantize_options
 from .formats import DTYPES, FORMATS
 from .tensor import Operand, QuantizedTensor, _operand_unchecked, _options_with_seed, _quantized_unchecked
 
@@ -34,8 +34,7 @@ def _device_ctx(dev: int, library: str | None = None):
 
 def device_input(x, name="x", dtypes=DTYPES):
     if not _interop.is_device_array(x):
-        raise TypeError(f"{name}: expected a CUDA device array (CuPy, PyTorch, JAX, DLPack or "
-                        f"__cuda_array_interface__), got {type(x).__name__}")
+        raise _interop.not_a_device_array(x, name)
     da = _interop.as_cupy(x, name)
     if da.dtype not in dtypes:
         want = ", ".join(dtypes[:-1]) + " or " + dtypes[-1] if len(dtypes) > 1 else dtypes[0]
@@ -48,15 +47,15 @@ def _amax_input(amax, dev: int):
     if amax is None:
         return None, None, None
     if isinstance(amax, np.ndarray):
+        amax = native_order(amax)
         if amax.dtype != np.float32:
             raise TypeError(f"amax: expected a float32 array, got dtype {amax.dtype}")
-        if np.any(~(amax >= 0)):
-            raise ValueError(f"amax: expected non-negative values, got {amax[:4]}")
+        amax = check_amax_values(amax)          # -0 as +0 here; a device amax in the AMAX copy (_cuda)
         import cupy
         with _device_ctx(dev):
             return cupy.asarray(amax), amax.shape, "float32"
     if not _interop.is_device_array(amax):
-        raise TypeError(f"amax: expected a float32 NumPy array or device array, got {type(amax).__name__}")
+        raise _interop.not_a_device_array(amax, "amax", "a float32 NumPy array or CUDA device array")
     da = _interop.as_cupy(amax, "amax")
     if da.device != dev:
         raise ValueError(f"amax: expected an array on device {dev} (where x is), got device {da.device}")
@@ -232,7 +231,7 @@ def dequantize_operand(op: Operand, dtype: str, stream_src=None, shape=None):
 
 
 def dequantize(q: QuantizedTensor, dtype="float32", operand="rowwise"):
-    check_choice("dtype", dtype, DTYPES)
+    dtype = check_dtype("dtype", dtype)
     check_choice("operand", operand, ("rowwise", "columnwise"))
     op = q.operand(operand)
     return dequantize_operand(op, dtype, shape=q.shape if operand == "rowwise" else None)
@@ -240,7 +239,7 @@ def dequantize(q: QuantizedTensor, dtype="float32", operand="rowwise"):
 
 def _u8_matrix(a, name):
     if not _interop.is_device_array(a):
-        raise TypeError(f"{name}: expected a uint8 device array, got {type(a).__name__}")
+        raise _interop.not_a_device_array(a, name, "a uint8 CUDA device array")
     da = _interop.as_cupy(a, name)
     if da.dtype != "uint8":
         raise TypeError(f"{name}: expected dtype uint8, got {da.dtype}")

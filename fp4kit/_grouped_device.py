@@ -21,8 +21,9 @@ import numpy as np
 
 from . import _interop
 from ._grouped_views import GroupedArray, grouped_layout
-from ._validate import check_bool, check_int, check_option_names, group_dims, group_member_checks, quantize_options
-from .formats import DTYPES, FORMATS
+from ._validate import (check_amax_values, check_dtype, check_int, check_max_elements, group_dims,
+                        group_member_checks, group_options, native_order)
+from .formats import FORMATS
 from .tensor import GroupedQuantizedTensor
 
 __all__ = ["group_quantize", "group_dequantize", "ERRORS", "decode_error"]
@@ -46,6 +47,11 @@ def decode_error(code: int) -> str:
 def _cp():
     import cupy
     return cupy
+
+
+def _cuda_single():
+    from . import _cuda
+    return _cuda
 
 
 def _dims_device(name, dims, dev):
@@ -100,15 +106,13 @@ def group_quantize(x, fmt, num_groups=None, first_dims=None, last_dims=None, ama
     from . import _cuda_grouped as _cuda
     cp = _cp()
     da = device_input(x)
-    check_option_names(options)
-    dbias = check_bool("dbias", dbias)
-    opts = quantize_options((0, 0), da.dtype, fmt, **options)
+    opts, dbias = group_options(da.dtype, fmt, options, dbias)
     f = opts.fmt
     dev_dims = _is_dev(first_dims) or _is_dev(last_dims)
     N = int(np.prod(da.shape)) if da.shape else 0
     if not dev_dims:
         kind, first, last = group_dims(da.shape, num_groups, first_dims, last_dims)
-        group_member_checks(f, opts, first, last)
+        group_member_checks(f, opts, kind, first, last, da.shape, first_dims)
         G = len(first)
         Mshared = first[0] if kind in ("same", "varying_last") and G else None
         Kshared = last[0] if kind in ("same", "varying_first") and G else None
@@ -117,16 +121,12 @@ def group_quantize(x, fmt, num_groups=None, first_dims=None, last_dims=None, ama
                 "arow": lay.amax_offsets_rowwise[-1], "acol": lay.amax_offsets_columnwise[-1]}
         n_el = lay.offsets[-1]
         if max_elements is not None:
-            check_int("max_elements", max_elements, 0, 2**62)
+            check_max_elements(max_elements, N, n_el)
         host_first, host_last = first, last
     else:
         if num_groups is not None:
             raise ValueError("num_groups: device-side dims go with first_dims/last_dims, not num_groups")
-        if max_elements is None:
-            max_elements = N
-        n_el = check_int("max_elements", max_elements, 0, 2**62)
-        if n_el > N:
-            raise ValueError(f"max_elements: the bound {n_el} exceeds the input's {N} elements")
+        n_el = check_max_elements(N if max_elements is None else max_elements, N)
         with _device_ctx(da.device), _interop.current_stream(x):   # cp.full on the caller's stream
             if last_dims is None:     # varying_first: x (sum M_i, K)
                 if len(da.shape) != 2:
@@ -161,20 +161,29 @@ def group_quantize(x, fmt, num_groups=None, first_dims=None, last_dims=None, ama
     if amax is not None:
         if not f.is_nvfp4:
             raise ValueError(f"amax: only NVFP4 takes a global amax; format {f.name!r} has none")
-        if isinstance(amax, np.ndarray):
+        host_amax = isinstance(amax, np.ndarray)
+        if host_amax:
+            amax = native_order(amax)
             if amax.dtype != np.float32:
                 raise TypeError(f"amax: expected a float32 array, got dtype {amax.dtype}")
-            with _device_ctx(da.device):
-                amax_cp = cp.asarray(amax)
+            shape = amax.shape
         else:
             a = _interop.as_cupy(amax, "amax")
             if a.dtype != "float32":
                 raise TypeError(f"amax: expected a float32 array, got dtype {a.dtype}")
-            amax_cp = a.array
+            shape = a.shape
         want = caps["arow"]
-        if amax_cp.ndim != 1 or (not dev_dims and amax_cp.shape[0] != want) or (dev_dims and amax_cp.shape[0] < (G if not opts.row_scaled else 0)):
+        if len(shape) != 1 or (not dev_dims and shape[0] != want) or (dev_dims and shape[0] < (G if not opts.row_scaled else 0)):
             what = "(sum M_i,) one per row" if opts.row_scaled else "(G,) one per member"
-            raise ValueError(f"amax: expected shape {what} = ({want},), got {tuple(amax_cp.shape)}")
+            raise ValueError(f"amax: expected shape {what} = ({want},), got {tuple(shape)}")
+        if host_amax:      # every member's values before any launch; -0 as +0 (as the reference)
+            members = np.repeat(np.arange(G), host_first) if opts.row_scaled and not dev_dims else \
+                (None if opts.row_scaled else np.arange(shape[0]))
+            with _device_ctx(da.device):
+                amax_cp = cp.asarray(check_amax_values(amax, members))
+        else:              # device values: unchecked (no synchronisation); -0 as +0 on the device
+            with _device_ctx(da.device), _interop.current_stream(x):
+                amax_cp = _cuda_single().amax_copy(a.array)
     # conversions back to the caller's library stay inside the stream context (graph-capture safe)
     with _device_ctx(da.device, da.library), _interop.current_stream(x):
         if not dev_dims:
@@ -204,7 +213,7 @@ def group_dequantize(g: GroupedQuantizedTensor, dtype="float32", operand="rowwis
     from ._device_api import _device_ctx
     from . import _cuda_grouped as _cuda
     from ._validate import check_choice
-    check_choice("dtype", dtype, DTYPES)
+    dtype = check_dtype("dtype", dtype)
     check_choice("operand", operand, ("rowwise", "columnwise"))
     pre = "rowwise" if operand == "rowwise" else "columnwise"
     data = getattr(g, f"{pre}_data")

@@ -4,13 +4,14 @@ Only slicing and reshape are used on arrays, so NumPy, CuPy and PyTorch buffers 
 """
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from typing import Any
 
 from .formats import FORMATS
 from .tensor import Operand, QuantizedTensor, swizzled_shape
 
-__all__ = ["GroupLayout", "grouped_layout", "member_view", "GroupedArray"]
+__all__ = ["GroupLayout", "grouped_layout", "member_index", "member_view", "GroupedArray"]
 
 
 @dataclass(frozen=True)
@@ -40,14 +41,21 @@ def grouped_layout(f, opts, first, last) -> GroupLayout:
     return GroupLayout(tuple(offs), tuple(srow), tuple(scol), tuple(arow), tuple(acol))
 
 
+def member_index(i, n: int) -> int:
+    """A member index as a list takes it: anything operator.index accepts (int, NumPy integers,
+    bool), negative from the end; IndexError out of range."""
+    try:
+        k = operator.index(i)
+    except TypeError:
+        raise TypeError(f"index: expected an int, got {type(i).__name__}") from None
+    j = k + n if k < 0 else k
+    if not 0 <= j < n:
+        raise IndexError(f"index: group has {n} members, got {k}")
+    return j
+
+
 def member_view(g, i: int) -> QuantizedTensor:
-    n = len(g)
-    if not isinstance(i, int) or isinstance(i, bool):
-        raise TypeError(f"index: expected an int, got {type(i).__name__}")
-    if i < 0:
-        i += n
-    if not 0 <= i < n:
-        raise IndexError(f"index: group has {n} members, got {i}")
+    i = member_index(i, len(g))
     f = FORMATS[g.format]
     opts = g.options
     first, last = g.host_dims()
@@ -102,13 +110,7 @@ class GroupedArray:
         return self.first_dims, self.last_dims
 
     def __getitem__(self, i: int):
-        n = len(self)
-        if not isinstance(i, int) or isinstance(i, bool):
-            raise TypeError(f"index: expected an int, got {type(i).__name__}")
-        if i < 0:
-            i += n
-        if not 0 <= i < n:
-            raise IndexError(f"index: group has {n} members, got {i}")
+        i = member_index(i, len(self))
         first, last = self.host_dims()
         m, k = first[i], last[i]
         if self.offsets is None:   # device-side dims: the member's offset from the host copy

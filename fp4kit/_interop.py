@@ -13,8 +13,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["DeviceArray", "library_of", "is_device_array", "as_cupy", "current_stream", "to_library",
-           "dtype_name"]
+__all__ = ["DeviceArray", "BackendUnavailableError", "require_cupy", "not_a_device_array", "library_of",
+           "is_device_array", "as_cupy", "current_stream", "to_library", "dtype_name"]
+
+
+class BackendUnavailableError(ImportError):
+    """fp4kit's GPU backend cannot load: CuPy is not installed (or fails to import)."""
+
+
+def require_cupy():
+    """The cupy module, or BackendUnavailableError saying how to install it."""
+    try:
+        import cupy
+    except ImportError as e:
+        raise BackendUnavailableError(
+            f"fp4kit's GPU backend (device arrays, fp4kit.warmup) needs CuPy, which could not be imported "
+            f"({e}); install the CuPy extra that matches your CUDA driver: pip install \"fp4kit[cuda13]\" "
+            f"or pip install \"fp4kit[cuda12]\" (NumPy arrays run the CPU reference without it)") from e
+    return cupy
 
 
 @dataclass
@@ -69,6 +85,42 @@ def is_device_array(x) -> bool:
     return False
 
 
+def _host_array(x) -> str | None:
+    """What `x` is when it is an array of a device library that lives in host memory (a CPU torch
+    tensor, a JAX array on the CPU, a DLPack array on kDLCPU), else None."""
+    lib = library_of(x)
+    if lib == "torch":
+        return None if getattr(x, "is_cuda", False) else f"a PyTorch tensor on {getattr(x, 'device', 'the CPU')}"
+    if lib == "jax":
+        try:
+            where = sorted({d.platform for d in x.devices()})
+        except Exception:
+            return None
+        return None if where == ["gpu"] else f"a JAX array on {', '.join(where) or 'no device'}"
+    if hasattr(x, "__dlpack_device__") and not hasattr(x, "__cuda_array_interface__"):
+        try:
+            if int(x.__dlpack_device__()[0]) == 1:                     # kDLCPU
+                return "a DLPack array in host memory (kDLCPU)"
+        except Exception:
+            return None
+    return None
+
+
+def not_a_device_array(x, name: str = "x", what: str = "a CUDA device array") -> TypeError:
+    """The TypeError for an `x` that is no CUDA device array; a host array of a device library gets
+    the way out (a NumPy array for the CPU reference, or the array moved to a CUDA device)."""
+    where = _host_array(x)
+    if where is None:
+        return TypeError(f"{name}: expected {what} (CuPy, PyTorch, JAX, DLPack or __cuda_array_interface__), "
+                         f"got {type(x).__name__}")
+    lib = library_of(x)
+    numpy_of = f"{name}.numpy()" if lib == "torch" else f"np.asarray({name})"
+    to_gpu = {"torch": f"{name}.cuda()", "jax": f"jax.device_put({name}, jax.devices('gpu')[0])"}.get(lib)
+    return TypeError(f"{name}: expected {what}, got {where} ({type(x).__name__}): pass a NumPy array "
+                     f"({numpy_of}) to run the CPU reference, or move it to a CUDA device"
+                     + (f" ({to_gpu})" if to_gpu else ""))
+
+
 def _bf16_dtype_name(dt) -> bool:
     return str(dt) in ("bfloat16", "torch.bfloat16")
 
@@ -108,7 +160,7 @@ def _torch_to_cupy(t):
     import cupy
 
     if not t.is_cuda:
-        raise TypeError(f"x: expected a CUDA tensor, got a torch tensor on {t.device}")
+        raise not_a_device_array(t)
     t = t.contiguous()
     dn = dtype_name(t)
     np_dt = _TORCH_TO_NP.get(str(t.dtype))
@@ -165,14 +217,12 @@ def _generic_to_cupy(x):
     if hasattr(x, "__dlpack__"):
         arr = cupy.from_dlpack(x)
         return arr, dtype_name(arr)
-    raise TypeError(f"x: expected a CUDA device array (CuPy, PyTorch, JAX, DLPack or "
-                    f"__cuda_array_interface__), got {type(x).__name__}")
+    raise not_a_device_array(x)
 
 
 def as_cupy(x, name: str = "x") -> DeviceArray:
     """A C-contiguous CuPy view of device array `x` (copied only when `x` is not contiguous)."""
-    import cupy
-
+    cupy = require_cupy()
     lib = library_of(x)
     try:
         if lib == "torch":
@@ -184,6 +234,8 @@ def as_cupy(x, name: str = "x") -> DeviceArray:
         else:
             arr, dn = _generic_to_cupy(x)
     except TypeError as e:
+        if _host_array(x) is not None:
+            raise not_a_device_array(x, name) from None
         raise TypeError(str(e).replace("x:", f"{name}:", 1)) from None
     shape = tuple(int(s) for s in arr.shape)
     if not arr.flags.c_contiguous:

@@ -101,7 +101,8 @@ class _Prepared:
     bounds; per launch the CUDA function, grid, block, the static 8-byte argument values and the
     (slot, value source) pairs written per call); and, per thread, the packed argument arrays."""
 
-    __slots__ = ("launch", "memset", "launches", "program", "empty", "uint8", "float32", "tls")
+    __slots__ = ("launch", "memset", "launches", "program", "empty", "uint8", "float32", "int32", "bitwise_and",
+                 "tls")
 
     def __init__(self, plan):
         torch = _torch()
@@ -112,6 +113,8 @@ class _Prepared:
         self.empty = torch.empty
         self.uint8 = torch.uint8
         self.float32 = torch.float32
+        self.int32 = torch.int32
+        self.bitwise_and = torch.bitwise_and
         self.launches = []
         program = []
         for step in plan.steps:
@@ -219,7 +222,8 @@ def run(plan, x, amax, seed: int, device: int, x_ptr: int | None = None) -> list
                 prep.memset(ptr, 0, c, stream)
         elif op == _OP_AMAX:
             t = empty(*a, dtype=prep.float32, device=where)
-            t.copy_(amax.detach().reshape(-1))
+            # the caller's amax with -0 as +0: the sign bit cleared (an integer op, as _cuda.amax_copy)
+            prep.bitwise_and(amax.detach().reshape(-1).view(prep.int32), 0x7FFFFFFF, out=t.view(prep.int32))
             ptr = t.data_ptr()
         elif op == _OP_COPY:                            # a: source buffer
             t = bufs[a].clone()

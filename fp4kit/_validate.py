@@ -14,7 +14,8 @@ import numpy as np
 from .formats import AXES, DTYPES, ROUNDINGS, SCALE_LAYOUTS, SCALE_RULES, get_format
 from .tensor import QuantizeOptions
 
-__all__ = ["quantize_options", "check_choice", "check_bool", "check_int", "flat_2d", "check_amax_shape"]
+__all__ = ["quantize_options", "check_choice", "check_bool", "check_int", "check_dtype", "flat_2d", "check_amax_shape",
+           "check_amax_values", "native_order"]
 
 
 def check_choice(name: str, value, choices) -> str:
@@ -40,6 +41,36 @@ def check_int(name: str, value, lo: int, hi: int) -> int:
     return v
 
 
+def check_dtype(name: str, dtype) -> str:
+    """An output dtype as its name in DTYPES. A name ("float16"), a NumPy dtype (np.dtype("float16"),
+    byte order aside) and a type (np.float16, ml_dtypes.bfloat16) are the same thing; anything that
+    is no dtype at all is a TypeError, a dtype outside DTYPES a ValueError."""
+    if isinstance(dtype, str):
+        if dtype in DTYPES:
+            return dtype
+        try:
+            got = np.dtype(dtype).name
+        except Exception:              # not a dtype string at all: report it as given
+            got = dtype
+    else:
+        if dtype is None or isinstance(dtype, (bool, numbers.Number)):
+            raise TypeError(f"{name}: expected one of {list(DTYPES)} (a name, NumPy dtype or type), "
+                            f"got {type(dtype).__name__} {dtype!r}")
+        try:
+            got = np.dtype(dtype).name
+        except (TypeError, ValueError):
+            raise TypeError(f"{name}: expected one of {list(DTYPES)} (a name, NumPy dtype or type), "
+                            f"got {type(dtype).__name__} {dtype!r}") from None
+    if got not in DTYPES:
+        raise ValueError(f"{name}: expected one of {list(DTYPES)}, got {got!r}")
+    return got
+
+
+def native_order(a: np.ndarray) -> np.ndarray:
+    """NumPy array `a` in the machine's byte order (a copy only when it is not, e.g. '>f4')."""
+    return a if a.dtype.isnative else a.astype(a.dtype.newbyteorder("="))
+
+
 def flat_2d(shape) -> tuple[int, int]:
     """SPEC section 5: any ndim >= 1 flattened to (M, K) with M = prod(shape[:-1])."""
     shape = tuple(int(s) for s in shape)
@@ -60,6 +91,21 @@ def check_amax_shape(amax_shape, amax_dtype: str, fmt, row_scaled: bool, M: int)
     if tuple(amax_shape) != want:
         what = f"({M},) (one amax per row, row_scaled=True)" if row_scaled else "(1,)"
         raise ValueError(f"amax: expected shape {what}, got {tuple(amax_shape)}")
+
+
+def check_amax_values(amax: np.ndarray, members=None) -> np.ndarray:
+    """The values of a host float32 amax (shape and dtype already checked): no NaN, none negative;
+    the first bad entry is named, with its member when `members` (one member index per entry) is
+    given. Returns a C-contiguous native float32 copy with -0 as +0: an amax is max |x| (SPEC
+    sections 4 and 7), so a -0 would only flip the sign of zeros in the dequantized values."""
+    a = np.array(amax, dtype=np.float32, order="C").reshape(-1)
+    bad = np.flatnonzero(~(a >= 0))
+    if bad.size:
+        i = int(bad[0])
+        whose = f" (member {int(members[i])})" if members is not None else ""
+        raise ValueError(f"amax[{i}]{whose}: expected a non-negative value, got {a[i]}")
+    a[a == 0] = 0
+    return a.reshape(np.shape(amax))
 
 
 def quantize_options(shape, dtype: str, fmt, **kw) -> QuantizeOptions:
@@ -203,16 +249,52 @@ def group_dims(shape, num_groups=None, first_dims=None, last_dims=None):
     return kind, tuple(fd), tuple(ld)
 
 
-def group_member_checks(fmt, opts, first, last):
-    """Per-member constraints (FP4 packing, RHT rows) with the member index in the message."""
+def group_member_checks(fmt, opts, kind: str, first, last, shape, first_dims=None):
+    """Per-member constraints (FP4 packing, RHT rows), named by what the caller passed: x's shape
+    (and num_groups) for dims taken from it, else first_dims / first_dims[i] / last_dims[i]."""
+    shape = tuple(int(s) for s in shape)
+
+    def member_m(i: int, m: int) -> tuple[str, str]:
+        """(argument, value) that gave member i its M."""
+        if kind == "same":
+            return "x", f"shape {shape} with num_groups={len(first)} (M={m} per member)"
+        return ("first_dims" if isinstance(first_dims, numbers.Integral) else f"first_dims[{i}]"), str(m)
+
     for i, (m, k) in enumerate(zip(first, last)):
         if fmt.packed:
             if opts.want_rowwise and k % 2:
+                if kind in ("same", "varying_first"):
+                    raise ValueError(f"x: {fmt.name} packs two codes per byte along K, so K must be even, "
+                                     f"got shape {shape} (K={k})")
                 raise ValueError(f"last_dims[{i}]: {fmt.name} packs two codes per byte along K, so K_i must be even, got {k}")
             if opts.want_columnwise and m % 2:
-                raise ValueError(f"first_dims[{i}]: {fmt.name} columnwise packs along M, so M_i must be even, got {m}")
+                who, got = member_m(i, m)
+                raise ValueError(f"{who}: {fmt.name} columnwise packs two codes per byte along M, so every "
+                                 f"member's M must be even, got {got}")
         if opts.rht and m % 16:
-            raise ValueError(f"first_dims[{i}]: rht=True needs every M_i a multiple of 16, got {m}")
+            who, got = member_m(i, m)
+            raise ValueError(f"{who}: rht=True needs every member's M a multiple of 16, got {got}")
+
+
+def group_options(dtype: str, fmt, options: dict, dbias):
+    """group_quantize's options, checked alike on every backend: quantize's keyword options and
+    `dbias` a boolean. Returns (QuantizeOptions, dbias)."""
+    check_option_names(options)
+    dbias = check_bool("dbias", dbias)
+    return quantize_options((0, 0), dtype, fmt, **options), dbias   # shapes are checked per member
+
+
+def check_max_elements(max_elements, size: int, total: int | None = None) -> int:
+    """group_quantize's `max_elements` (the output bound): an integer no larger than x's `size`
+    and, when the dims are on the host, no smaller than the members' `total` elements (device
+    dims over the bound are flagged by the metadata kernel instead)."""
+    n = check_int("max_elements", max_elements, 0, 2**62)
+    if n > size:
+        raise ValueError(f"max_elements: the bound {n} exceeds the input's {size} elements")
+    if total is not None and total > n:
+        raise ValueError(f"max_elements: the members hold more elements than the buffer bound: "
+                         f"sum(M_i*K_i)={total} > max_elements={n}")
+    return n
 
 
 def check_qmatmul(a, b, a_operand, b_operand):

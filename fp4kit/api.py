@@ -30,10 +30,17 @@ def _bad_input(x, name="x"):
 _device_api = None
 
 
-def _device():
+def _device(x=None, name="x"):
+    """The CUDA backend (fp4kit._device_api), loaded on first use. Before it loads, a host array of
+    a device library (a CPU torch tensor, a JAX CPU array) `x` gets its TypeError, and a missing
+    CuPy a BackendUnavailableError saying how to install it."""
     global _device_api
     mod = _device_api
     if mod is None:
+        from . import _interop
+        if x is not None and not _interop.is_device_array(x):
+            raise _interop.not_a_device_array(x, name)
+        _interop.require_cupy()
         from . import _device_api as mod
         _device_api = mod
     return mod
@@ -67,7 +74,7 @@ def quantize(x, fmt, axis="rowwise", scale_layout="compact", scale_rule="rceil",
         ((4, 32), (4, 1))
     """
     if _is_device(x):                   # positional: no keyword dict on the device path's ~20 us
-        return _device().quantize(x, fmt, axis, scale_layout, scale_rule, amax, tile_2d, row_scaled, rht,
+        return _device(x).quantize(x, fmt, axis, scale_layout, scale_rule, amax, tile_2d, row_scaled, rht,
                                   rht_sign_mask, rounding, seed)
     if _is_host(x):
         return _ref.quantize(x, fmt, axis=axis, scale_layout=scale_layout, scale_rule=scale_rule, amax=amax,
@@ -115,7 +122,7 @@ def swizzle_scales(compact):
     if _is_host(compact):
         return _ref.swizzle_scales(compact)
     if _is_device(compact):
-        return _device().swizzle_scales(compact)
+        return _device(compact, "compact").swizzle_scales(compact)
     raise _bad_input(compact, "compact")
 
 
@@ -135,7 +142,7 @@ def unswizzle_scales(swizzled, shape):
     if _is_host(swizzled):
         return _ref.unswizzle_scales(swizzled, shape)
     if _is_device(swizzled):
-        return _device().unswizzle_scales(swizzled, shape)
+        return _device(swizzled, "swizzled").unswizzle_scales(swizzled, shape)
     raise _bad_input(swizzled, "swizzled")
 
 
@@ -145,8 +152,8 @@ def group_quantize(x, fmt, num_groups=None, first_dims=None, last_dims=None, **o
     Kinds: ``same`` — x (G*M, K), num_groups=G; ``varying_first`` — x (sum M_i, K), first_dims;
     ``varying_last`` — x 1-D, first_dims=M (or [M]*G), last_dims; ``varying_both`` — x 1-D, both.
     `options` are quantize's (axis, scale_layout, scale_rule, amax (G,), ...) plus ``dbias=True``
-    (kinds same / varying_first: float32 (G, K) column sums) and, on the GPU, ``max_elements`` when
-    dims are device arrays.
+    (kinds same / varying_first: float32 (G, K) column sums) and ``max_elements``, the output bound that
+    device-array dims need on the GPU (at most x.size; with host dims, checked against the members').
 
     Example:
         >>> import numpy as np, fp4kit
@@ -157,7 +164,7 @@ def group_quantize(x, fmt, num_groups=None, first_dims=None, last_dims=None, **o
     if _is_host(x):
         return _ref.group_quantize(x, fmt, num_groups=num_groups, first_dims=first_dims, last_dims=last_dims, **options)
     if _is_device(x):
-        return _device().group_quantize(x, fmt, num_groups=num_groups, first_dims=first_dims,
+        return _device(x).group_quantize(x, fmt, num_groups=num_groups, first_dims=first_dims,
                                         last_dims=last_dims, **options)
     raise _bad_input(x)
 
@@ -223,5 +230,5 @@ def rht_transform(x, sign_mask=0xD7E8):
     if _is_host(x):
         return _ref.rht_transform(x, sign_mask=sign_mask)
     if _is_device(x):
-        return _device().rht_transform(x, sign_mask=sign_mask)
+        return _device(x).rht_transform(x, sign_mask=sign_mask)
     raise _bad_input(x)

@@ -307,11 +307,14 @@ def run_gpu_checks(quick: bool, full: bool, formats: tuple[str, ...] | None) -> 
 # commands
 
 def _parse_formats(values: list[str] | None) -> tuple[str, ...] | None:
-    if not values:
+    if values is None:
         return None
     names: list[str] = []
     for v in values:
         names += [s for s in v.replace(",", " ").split() if s]
+    if not names:
+        raise argparse.ArgumentTypeError(f"--formats: expected at least one name from {', '.join(FORMATS)} "
+                                         f"(or 'all'), got an empty list")
     if "all" in names:
         return None
     bad = [n for n in names if n not in FORMATS]
@@ -399,6 +402,18 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+class _FormatsAction(argparse.Action):
+    """--formats parsed and checked while the command line is parsed: an unknown name or an empty
+    list is a usage error (argparse's message and exit status 2), before anything runs."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        try:
+            names = _parse_formats(values)
+        except argparse.ArgumentTypeError as e:
+            raise argparse.ArgumentError(self, str(e).removeprefix("--formats: ")) from None
+        setattr(namespace, self.dest, ["all"] if names is None else list(names))
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m fp4kit", description="fp4kit: block-scaled low-precision formats, bit-exact on the GPU.")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
@@ -409,12 +424,13 @@ def build_parser() -> argparse.ArgumentParser:
     size = c.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_true", help="a small shape matrix (minutes on a GPU)")
     size.add_argument("--full", action="store_true", help="every option combination and the large shapes")
-    c.add_argument("--formats", nargs="+", metavar="FORMAT",
+    c.add_argument("--formats", nargs="+", metavar="FORMAT", action=_FormatsAction,
                    help=f"restrict to these formats ({', '.join(FORMATS)}); space or comma separated")
     c.add_argument("--brief", action="store_true", help="list only failing cases (plus the summary matrix)")
-    c.add_argument("--cpu-only", action="store_true", help="do not look for a GPU")
-    c.add_argument("--require-gpu", action="store_true",
-                   help="fail when the kernel checks cannot run (no GPU, or no kernel checks in this build)")
+    gpu = c.add_mutually_exclusive_group()     # contradictory together: a usage error (exit 2)
+    gpu.add_argument("--cpu-only", action="store_true", help="do not look for a GPU")
+    gpu.add_argument("--require-gpu", action="store_true",
+                     help="fail when the kernel checks cannot run (no GPU, or no kernel checks in this build)")
     c.set_defaults(func=cmd_check)
     i = sub.add_parser("info", help="versions, where fp4kit is imported from, and the GPU it sees")
     i.set_defaults(func=cmd_info)

@@ -15,6 +15,10 @@ classifies each differing byte:
 * ``padding not zero``         a non-zero byte in the padding of a swizzled scale buffer;
 * ``amax differs`` / ``other``.
 
+Structural differences come first, in ``errors``: another format, shape, scale layout, operand
+set or group dims. Bytes are compared only where they mean the same thing: results of different
+formats or shapes are not compared byte for byte, and scales in different layouts are not compared.
+
 The report is truthy when everything matches, counts per field and per kind, and shows the first
 few mismatches with their (row, block) and, when ``x`` is given, the input block.
 """
@@ -94,7 +98,13 @@ class CompareReport:
         return sum(f.differing for f in self.fields.values())
 
     def __str__(self) -> str:
-        lines = ["match: every byte equal" if self.ok else f"MISMATCH: {self.differing} differing bytes"]
+        if self.ok:
+            head = "match: every byte equal"
+        elif self.errors:
+            head = f"MISMATCH: {len(self.errors)} structural difference(s), {self.differing} differing bytes"
+        else:
+            head = f"MISMATCH: {self.differing} differing bytes"
+        lines = [head]
         lines += [f"  error: {e}" for e in self.errors]
         for name, f in self.fields.items():
             kinds = ", ".join(f"{k}: {n}" for k, n in f.kinds.most_common())
@@ -139,14 +149,22 @@ def _code_kind(g: int, e: int, elem, scaled_input=None) -> str:
 
 
 def _compare_operand(rep: CompareReport, name: str, got: Operand, exp: Operand, x2=None, transposed=False):
+    if got.format != exp.format:
+        rep.errors.append(f"{name}.format: got {got.format!r}, expected {exp.format!r} "
+                          f"(codes and scales of different formats are not compared)")
+        return
+    if (got.rows, got.cols) != (exp.rows, exp.cols):
+        rep.errors.append(f"{name}: got a {got.rows}x{got.cols} operand, expected {exp.rows}x{exp.cols} "
+                          f"(bytes not compared)")
+        return
     f = FORMATS[exp.format]
     elem = f.elem
     gd, ed = _as_u8(got.data), _as_u8(exp.data)
     fname = f"{name}.data"
-    rep.fields[fname] = FieldReport(total=int(ed.size))
     if gd.shape != ed.shape:
         rep.errors.append(f"{fname}: shape {gd.shape} != expected {ed.shape}")
     else:
+        rep.fields[fname] = FieldReport(total=int(ed.size))
         for idx in np.argwhere(gd != ed):
             r, c = (int(v) for v in idx)
             g, e = int(gd[r, c]), int(ed[r, c])
@@ -165,7 +183,11 @@ def _compare_operand(rep: CompareReport, name: str, got: Operand, exp: Operand, 
                 b0, b1 = blk[1] * f.block, min((blk[1] + 1) * f.block, exp.cols)
                 ib = x2[b0:b1, r] if transposed else x2[r, b0:b1]
             rep._add(Mismatch(fname, (r, c), g, e, kind, blk, ib))
-    _compare_scales(rep, f"{name}.scales", got, exp)
+    if got.scale_layout != exp.scale_layout:
+        rep.errors.append(f"{name}.scale_layout: got {got.scale_layout!r}, expected {exp.scale_layout!r} "
+                          f"(scales not compared)")
+    else:
+        _compare_scales(rep, f"{name}.scales", got, exp)
     if exp.amax is not None or got.amax is not None:
         fname = f"{name}.amax"
         ga, ea = to_numpy(got.amax), to_numpy(exp.amax)
@@ -181,10 +203,10 @@ def _compare_operand(rep: CompareReport, name: str, got: Operand, exp: Operand, 
 def _compare_scales(rep: CompareReport, fname: str, got: Operand, exp: Operand):
     from .reference.layouts import swizzled_offset
     gs, es = _as_u8(got.scales), _as_u8(exp.scales)
-    rep.fields[fname] = FieldReport(total=int(es.size))
     if gs.shape != es.shape:
         rep.errors.append(f"{fname}: shape {gs.shape} != expected {es.shape}")
         return
+    rep.fields[fname] = FieldReport(total=int(es.size))
     diff = np.argwhere(gs != es)
     if not len(diff):
         return
@@ -218,6 +240,23 @@ def _compare_scales(rep: CompareReport, fname: str, got: Operand, exp: Operand):
             rep._add(Mismatch(fname, (r, c), g, e, kind, (r, c)))
 
 
+def _same_structure(rep: CompareReport, got, exp) -> bool:
+    """Format and shape (grouped: format; kind, reported only) of two results, reported up front;
+    False when their bytes cannot be compared at all. (Operand sets and scale layouts are reported per operand.)"""
+    same = True
+    if got.format != exp.format:
+        rep.errors.append(f"format: got {got.format!r}, expected {exp.format!r} "
+                          f"(codes and scales of different formats are not compared)")
+        same = False
+    if isinstance(exp, GroupedQuantizedTensor):
+        if got.kind != exp.kind:           # the members' dims decide whether bytes compare
+            rep.errors.append(f"kind: got {got.kind!r}, expected {exp.kind!r}")
+    elif tuple(got.shape) != tuple(exp.shape):
+        rep.errors.append(f"shape: got {tuple(got.shape)}, expected {tuple(exp.shape)} (bytes not compared)")
+        same = False
+    return same
+
+
 def compare(got, expected, x=None, max_shown: int = 8) -> CompareReport:
     """Compare `got` with `expected` byte for byte; see the module docstring for the classes.
 
@@ -235,8 +274,15 @@ def compare(got, expected, x=None, max_shown: int = 8) -> CompareReport:
     """
     rep = CompareReport(max_shown=max_shown)
     if isinstance(expected, GroupedQuantizedTensor):
-        if not isinstance(got, GroupedQuantizedTensor) or len(got) != len(expected):
-            rep.errors.append("got is not a grouped result with the same number of members")
+        if not isinstance(got, GroupedQuantizedTensor):
+            rep.errors.append(f"got is a {type(got).__name__}, expected a grouped result")
+            return rep
+        if not _same_structure(rep, got, expected):
+            return rep
+        gdims, edims = got.host_dims(), expected.host_dims()
+        if gdims != edims:
+            rep.errors.append(f"dims: got first_dims={gdims[0]}, last_dims={gdims[1]}; expected "
+                              f"first_dims={edims[0]}, last_dims={edims[1]} (members not compared)")
             return rep
         for i in range(len(expected)):
             sub = compare(got[i], expected[i], max_shown=max_shown)
@@ -261,6 +307,8 @@ def compare(got, expected, x=None, max_shown: int = 8) -> CompareReport:
     if not isinstance(expected, QuantizedTensor) or not isinstance(got, QuantizedTensor):
         raise TypeError(f"compare: expected two QuantizedTensors, Operands or grouped results, got "
                         f"{type(got).__name__} and {type(expected).__name__}")
+    if not _same_structure(rep, got, expected):
+        return rep
     x2 = None
     if x is not None:
         xn = to_numpy(x)

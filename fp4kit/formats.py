@@ -104,13 +104,13 @@ ROUNDINGS = ("nearest", "stochastic")
 DTYPES = ("float32", "bfloat16", "float16")
 
 
-def get_format(fmt) -> Format:
-    """Resolve a format name (or Format) with a clear error."""
+def get_format(fmt, name: str = "fmt") -> Format:
+    """Resolve a format name (or Format) with a clear error naming the argument `name`."""
     if isinstance(fmt, Format):
         return fmt
     if not isinstance(fmt, str):
-        raise TypeError(f"fmt: expected a format name (one of {sorted(FORMATS)}), got {type(fmt).__name__}")
+        raise TypeError(f"{name}: expected a format name (one of {sorted(FORMATS)}), got {type(fmt).__name__}")
     try:
         return FORMATS[fmt]
     except KeyError:
-        raise ValueError(f"fmt: expected one of {sorted(FORMATS)}, got {fmt!r}") from None
+        raise ValueError(f"{name}: expected one of {sorted(FORMATS)}, got {fmt!r}") from None

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .formats import FORMATS, SCALE_LAYOUTS
+from .formats import FORMATS, SCALE_LAYOUTS, get_format
 
 __all__ = ["Operand", "QuantizeOptions", "QuantizedTensor", "GroupedQuantizedTensor", "swizzled_shape"]
 
@@ -72,7 +72,9 @@ class Operand:
     def __post_init__(self):
         if self.scale_layout not in SCALE_LAYOUTS:
             raise ValueError(f"scale_layout: expected one of {SCALE_LAYOUTS}, got {self.scale_layout!r}")
-        fmt = FORMATS[self.format]
+        fmt = get_format(self.format, "format")
+        if not isinstance(self.format, str):        # a Format object: keep its name, as everywhere
+            object.__setattr__(self, "format", fmt.name)
         want = (self.rows, fmt.packed_len(self.cols))
         if tuple(self.data.shape) != want:
             raise ValueError(f"data: expected shape {want}, got {tuple(self.data.shape)}")

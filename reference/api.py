@@ -6,11 +6,13 @@ blocks along K; the columnwise operand is the rowwise operand of x^T, (K, M).
 """
 from __future__ import annotations
 
+import operator
+
 import ml_dtypes
 import numpy as np
 
-from .._validate import check_choice, quantize_options
-from ..formats import DTYPES, FORMATS
+from .._validate import check_amax_values, check_choice, check_dtype, native_order, quantize_options
+from ..formats import FORMATS
 from ..tensor import Operand, QuantizedTensor
 from . import mx, nvfp4
 from .layouts import swizzle, unswizzle
@@ -22,6 +24,8 @@ __all__ = ["quantize", "dequantize", "swizzle_scales", "unswizzle_scales", "dtyp
 
 def dtype_name(dt) -> str | None:
     dt = np.dtype(dt)
+    if not dt.isnative:                 # '>f4' is float32 too (inputs are converted to native order)
+        dt = dt.newbyteorder("=")
     if dt == np.float32:
         return "float32"
     if dt == np.float16:
@@ -37,7 +41,7 @@ def _np_input(x, name="x") -> tuple[np.ndarray, str]:
     dn = dtype_name(x.dtype)
     if dn is None:
         raise TypeError(f"{name}: expected dtype float32, bfloat16 or float16, got {x.dtype}")
-    return x, dn
+    return native_order(x), dn
 
 
 def _np_amax(amax):
@@ -75,8 +79,8 @@ def quantize(x, fmt, axis="rowwise", scale_layout="compact", scale_rule="rceil",
                             rounding=rounding, seed=seed,
                             amax_shape=None if amax is None else amax.shape,
                             amax_dtype=None if amax is None else dtype_name(amax.dtype) or str(amax.dtype))
-    if amax is not None and (np.any(amax < 0) or np.any(np.isnan(amax))):
-        raise ValueError(f"amax: expected non-negative values, got {amax[:4]}")
+    if amax is not None:
+        amax = check_amax_values(amax)
     M = 1
     for s in x.shape[:-1]:
         M *= int(s)
@@ -119,7 +123,7 @@ def dequantize(q, dtype="float32", operand="rowwise") -> np.ndarray:
     """Reference dequantize: rowwise -> the input's shape; columnwise -> (K, M)."""
     if not isinstance(q, QuantizedTensor):
         raise TypeError(f"q: expected a QuantizedTensor, got {type(q).__name__}")
-    check_choice("dtype", dtype, DTYPES)
+    dtype = check_dtype("dtype", dtype)
     check_choice("operand", operand, ("rowwise", "columnwise"))
     op = q.operand(operand)
     y = dequantize_operand(op, dtype)
@@ -144,7 +148,9 @@ def swizzle_scales(compact) -> np.ndarray:
 def check_unswizzle_shape(s_shape, shape):
     if not (isinstance(shape, (tuple, list)) and len(shape) == 2):
         raise TypeError(f"shape: expected a (rows, cols) tuple, got {shape!r}")
-    r = int(shape[0]); c = int(shape[1])
+    if any(isinstance(v, (bool, np.bool_)) or not hasattr(type(v), "__index__") for v in shape):
+        raise TypeError(f"shape: expected a (rows, cols) tuple of integers, got {tuple(shape)!r}")
+    r, c = (operator.index(v) for v in shape)
     if r < 0 or c < 0:
         raise ValueError(f"shape: expected non-negative (rows, cols), got {tuple(shape)}")
     want = (-(-r // 128) * 128, -(-c // 4) * 4)

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validate import check_option_names, group_dims, group_member_checks, quantize_options
-from ..formats import DTYPES
+from .._validate import (check_amax_values, check_choice, check_dtype, check_max_elements, group_dims,
+                         group_member_checks, group_options)
 from ..tensor import GroupedQuantizedTensor
 from .._grouped_views import GroupedArray, grouped_layout
 from .api import _np_input, dequantize_operand, dtype_name, quantize
@@ -24,15 +24,19 @@ __all__ = ["group_quantize", "group_dequantize"]
 
 
 def group_quantize(x, fmt, num_groups=None, first_dims=None, last_dims=None, amax=None, dbias=False,
-                   **options) -> GroupedQuantizedTensor:
-    """Reference grouped quantize; ``options`` are those of ``quantize`` (axis, scale_layout, ...)."""
+                   max_elements=None, **options) -> GroupedQuantizedTensor:
+    """Reference grouped quantize; ``options`` are those of ``quantize`` (axis, scale_layout, ...).
+
+    ``max_elements`` is the GPU's output bound for device-side dims; it is accepted here with the
+    same checks (an integer, at most x.size, at least the members' elements)."""
     x, dn = _np_input(x)
-    check_option_names(options)
+    opts, dbias = group_options(dn, fmt, options, dbias)
+    f = opts.fmt
     kind, first, last = group_dims(x.shape, num_groups, first_dims, last_dims)
     G = len(first)
-    opts = quantize_options((0, 0), dn, fmt, **options)  # option checks; shapes are checked per member
-    f = opts.fmt
-    group_member_checks(f, opts, first, last)
+    group_member_checks(f, opts, kind, first, last, x.shape, first_dims)
+    if max_elements is not None:
+        check_max_elements(max_elements, x.size, sum(m * k for m, k in zip(first, last)))
     if dbias and kind not in ("same", "varying_first"):
         raise ValueError(f"dbias: only kinds 'same' and 'varying_first' have per-member column sums, got kind {kind!r}")
     lay = grouped_layout(f, opts, first, last)
@@ -75,6 +79,7 @@ def _split_amax(amax, f, opts, first, G):
     if amax.shape != (want,):
         what = "(sum M_i,) one per row" if opts.row_scaled else "(G,) one per member"
         raise ValueError(f"amax: expected shape {what} = ({want},), got {amax.shape}")
+    amax = check_amax_values(amax, np.repeat(np.arange(G), first) if opts.row_scaled else np.arange(G))
     if opts.row_scaled:
         cuts = np.cumsum((0,) + tuple(first))
         return [amax[cuts[i]:cuts[i + 1]] for i in range(G)]
@@ -85,10 +90,8 @@ def group_dequantize(g, dtype="float32", operand="rowwise") -> GroupedArray:
     """Dequantize every member; returns the flat buffer (members at ``g.offsets``) with g's metadata."""
     if not isinstance(g, GroupedQuantizedTensor):
         raise TypeError(f"g: expected a GroupedQuantizedTensor, got {type(g).__name__}")
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype: expected one of {list(DTYPES)}, got {dtype!r}")
-    if operand not in ("rowwise", "columnwise"):
-        raise ValueError(f"operand: expected 'rowwise' or 'columnwise', got {operand!r}")
+    dtype = check_dtype("dtype", dtype)
+    check_choice("operand", operand, ("rowwise", "columnwise"))
     outs = []
     for i in range(len(g)):
         op = g[i].operand(operand)

@@ -167,3 +167,48 @@ def test_device_dims_group_views_and_display():
                              offsets=None, group=bad)
     with pytest.raises(ValueError, match="group dims \\(device\\)"):
         yb[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# fp4kit.compare: structural differences first, bytes only where they mean the same thing
+
+def test_compare_reports_another_format_up_front():
+    x = X[:4]
+    rep = fp4kit.compare(fp4kit.quantize(x, "nvfp4"), fp4kit.quantize(x, "mxfp4_e2m1"))
+    assert not rep and rep.errors[0].startswith("format: got 'nvfp4', expected 'mxfp4_e2m1'")
+    assert rep.fields == {} and rep.mismatches == []          # no "rounding off by one code", no "0 / 8"
+    text = str(rep)
+    assert text.splitlines()[0] == "MISMATCH: 1 structural difference(s), 0 differing bytes"
+    assert "rounding" not in text and " / " not in text
+    op_rep = fp4kit.compare(fp4kit.quantize(x, "nvfp4").rowwise, fp4kit.quantize(x, "mxfp4_e2m1").rowwise)
+    assert not op_rep and op_rep.errors[0].startswith("operand.format: got 'nvfp4', expected 'mxfp4_e2m1'")
+    assert op_rep.mismatches == []
+
+
+def test_compare_reports_shape_and_layout_differences():
+    rep = fp4kit.compare(fp4kit.quantize(X[:2], "nvfp4"), fp4kit.quantize(X[:4], "nvfp4"))
+    assert not rep and rep.errors == ["shape: got (2, 64), expected (4, 64) (bytes not compared)"]
+    assert rep.fields == {}
+    got = fp4kit.quantize(X, "mxfp8_e4m3", scale_layout="swizzled")
+    rep = fp4kit.compare(got, fp4kit.quantize(X, "mxfp8_e4m3"))
+    assert not rep and rep.errors == ["rowwise.scale_layout: got 'swizzled', expected 'compact' (scales not compared)"]
+    assert "rowwise.scales" not in rep.fields and rep.fields["rowwise.data"].differing == 0
+    # a shape mismatch inside an operand: an error, never a field that reads "0 / n"
+    op = got.rowwise
+    bad = fp4kit.Operand.__new__(fp4kit.Operand)
+    bad.__dict__.update(vars(op), scales=op.scales[:, :2])
+    rep = fp4kit.compare(bad, op)
+    assert rep.errors == ["operand.scales: shape (128, 2) != expected (128, 4)"] and "operand.scales" not in rep.fields
+
+
+def test_compare_grouped_structure():
+    x = np.random.default_rng(8).standard_normal((96, 64)).astype(np.float32)
+    g = fp4kit.group_quantize(x, "nvfp4", first_dims=[32, 32, 32])
+    rep = fp4kit.compare(fp4kit.group_quantize(x, "mxfp4_e2m1", first_dims=[32, 32, 32]), g)
+    assert rep.errors == ["format: got 'mxfp4_e2m1', expected 'nvfp4' (codes and scales of different formats are not compared)"]
+    assert rep.fields == {}
+    rep = fp4kit.compare(fp4kit.group_quantize(x, "nvfp4", first_dims=[16, 48, 32]), g)
+    assert len(rep.errors) == 1 and rep.errors[0].startswith("dims: got first_dims=(16, 48, 32)") and rep.fields == {}
+    rep = fp4kit.compare(fp4kit.group_quantize(x, "nvfp4", num_groups=3), g)
+    assert rep.errors == ["kind: got 'same', expected 'varying_first'"] and rep.differing == 0    # same bytes
+    assert fp4kit.compare(fp4kit.quantize(x, "nvfp4"), g).errors == ["got is a QuantizedTensor, expected a grouped result"]

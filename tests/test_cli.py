@@ -110,8 +110,32 @@ def test_formats_filter_and_kwargs(monkeypatch, capsys, no_gpu):
 
 
 def test_unknown_format_is_rejected(capsys):
-    assert cli.main(["check", "--formats", "fp3"]) == 2
-    assert "fp3" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        cli.main(["check", "--formats", "fp3"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "usage: python -m fp4kit check" in err and "argument --formats:" in err and "got fp3" in err
+
+
+@pytest.mark.parametrize("value", ["", ",", " , "])
+def test_empty_format_list_is_a_usage_error(monkeypatch, capsys, no_gpu, value):
+    """--formats "" used to mean every format (and then blamed missing vectors); now argparse rejects it."""
+    _use_suites(monkeypatch, ("golden", _suite(monkeypatch, "never", lambda **k: pytest.fail("nothing may run"))))
+    with pytest.raises(SystemExit) as e:
+        cli.main(["check", "--formats", value])
+    assert e.value.code == 2
+    captured = capsys.readouterr()
+    assert "argument --formats: expected at least one name from" in captured.err and "got an empty list" in captured.err
+    assert captured.out == ""
+
+
+def test_require_gpu_with_cpu_only_is_a_usage_error(monkeypatch, capsys, no_gpu):
+    _use_suites(monkeypatch, ("golden", _suite(monkeypatch, "never", lambda **k: pytest.fail("nothing may run"))))
+    for argv in (["check", "--require-gpu", "--cpu-only"], ["check", "--cpu-only", "--quick", "--require-gpu"]):
+        with pytest.raises(SystemExit) as e:
+            cli.main(argv)
+        assert e.value.code == 2
+        assert "not allowed with argument" in capsys.readouterr().err
 
 
 def test_record_shapes():

@@ -473,7 +473,9 @@ def _fake_cupy(monkeypatch):
 
     cp = types.SimpleNamespace(uint8=np.uint8, empty=lambda s, dtype: new("empty", s, dtype),
                                zeros=lambda s, dtype: new("zeros", s, dtype),
-                               array=lambda a, dtype, copy, order: new(f"array({a.name},{copy},{order})", a.shape, dtype))
+                               ascontiguousarray=lambda a, dtype: a,
+                               bitwise_and=lambda a, m: new(f"bitwise_and({a.name},{a.dtype.name},{int(m):#x})",
+                                                            a.shape, a.dtype))
 
     def fn(module, kernel):
         def launch(grid, block, args):
@@ -512,7 +514,7 @@ def test_cupy_executor_issues_the_plan(monkeypatch, poison):
     p = plan_of((256, 512), "bfloat16", "nvfp4", axis="both", rht=True, amax_shape=(1,))
     bufs = _cuda.run_plan(p, x, amax, seed=0)
     assert [e for e in log if e[0] != "fill"][4:] == [
-        ("array(a,True,C)", (1,), "float32"),                    # rowwise: the caller's amax
+        ("bitwise_and(a,uint32,0x7fffffff)", (1,), "uint32"),   # rowwise: the caller's amax, -0 as +0
         ("zeros", (1,), "float32"),                              # columnwise: its own RHT amax
         ("launch", "amax_plain_rht_bf16", (16,), (256,),
          ("x", ("int64", 256), ("int64", 512), ("uint32", 0xD7E8), ("uint64", 0), "b6")),
@@ -579,9 +581,10 @@ _CTYPES = {"i64": ctypes.c_int64, "i32": ctypes.c_int32, "u32": ctypes.c_uint32}
 
 def _fake_torch(monkeypatch, plan):
     """Fake torch + launch; returns the list the launch appends (kernel, grid, block, stream, values) to."""
-    torch = types.SimpleNamespace(uint8=np.uint8, float32=np.float32,
+    torch = types.SimpleNamespace(uint8=np.uint8, float32=np.float32, int32=np.int32,
                                   empty=lambda *shape, dtype, device: _FakeTensor(np.empty(shape, dtype)),
-                                  zeros=lambda shape, dtype, device: _FakeTensor(np.zeros(shape, dtype)))
+                                  zeros=lambda shape, dtype, device: _FakeTensor(np.zeros(shape, dtype)),
+                                  bitwise_and=lambda a, m, out: np.bitwise_and(a.arr, m, out=out.arr))
     launches = {}
     calls = []
 
@@ -810,6 +813,8 @@ def _fake_torch_module(device=0):
     mod.nn = types.SimpleNamespace(Parameter=Parameter)
     for n, d in dtypes.items():
         setattr(mod, n, d)
+    mod.int32 = _FakeDtype("int32", np.int32)
+    mod.bitwise_and = lambda a, m, out: np.bitwise_and(a.arr, m, out=out.arr)
     mod.empty = lambda *shape, dtype, device: Tensor(np.empty(shape, dtype.np), dtype)
     mod.zeros = lambda shape, dtype, device: Tensor(np.zeros(shape, dtype.np), dtype)
     mod.cuda = types.SimpleNamespace(current_device=lambda: device)
@@ -822,8 +827,11 @@ def _install_fake_torch(monkeypatch, poison):
 
     from fp4kit import _device_api
 
+    from fp4kit import api
+
     torch = _fake_torch_module()
     monkeypatch.setitem(sys.modules, "torch", torch)
+    monkeypatch.setattr(api, "_device_api", _device_api)       # the backend loads only with CuPy: faked too
     monkeypatch.setattr(_device_api, "_torch_mod", None)
     monkeypatch.setattr(_device_api, "_cupy_runtime", types.SimpleNamespace(getDevice=lambda: 0))
     monkeypatch.setattr(_device_api, "_sm_count_of", lambda dev: SM)

@@ -66,10 +66,10 @@ QUANTIZE_ERRORS = [
     ("amax_float", (X, "nvfp4"), {"amax": 1.0}, TypeError, r"amax: expected a float32 NumPy array .* got float"),
     ("amax_list", (X, "nvfp4"), {"amax": [1.0]}, TypeError, r"amax: expected a float32 NumPy array .* got list"),
     ("amax_on_mx", (X, "mxfp8_e4m3"), {"amax": np.array([1.0], F32)}, ValueError, r"amax: only NVFP4 takes a global amax; format 'mxfp8_e4m3'"),
-    ("amax_negative", (X, "nvfp4"), {"amax": np.array([-1.0], F32)}, ValueError, r"amax: expected non-negative values"),
-    ("amax_nan", (X, "nvfp4"), {"amax": np.array([np.nan], F32)}, ValueError, r"amax: expected non-negative values"),
+    ("amax_negative", (X, "nvfp4"), {"amax": np.array([-1.0], F32)}, ValueError, r"amax\[0\]: expected a non-negative value, got -1.0"),
+    ("amax_nan", (X, "nvfp4"), {"amax": np.array([np.nan], F32)}, ValueError, r"amax\[0\]: expected a non-negative value, got nan"),
     ("amax_negative_row", (X, "nvfp4"), {"amax": np.where(np.arange(32) == 7, -1, 1).astype(F32), "row_scaled": True},
-     ValueError, r"amax: expected non-negative"),
+     ValueError, r"amax\[7\]: expected a non-negative value, got -1.0"),
 ]
 
 
@@ -93,8 +93,8 @@ def test_dequantize_errors():
     for dq in (fp4kit.dequantize, fp4kit.reference.dequantize):
         with pytest.raises(ValueError, match=r"dtype: expected one of \['float32', 'bfloat16', 'float16'\], got 'float64'"):
             dq(q, dtype="float64")
-        with pytest.raises(TypeError, match=r"dtype: expected one of"):
-            dq(q, dtype=np.float32)
+        with pytest.raises(TypeError, match=r"dtype: expected one of .* \(a name, NumPy dtype or type\), got int 5"):
+            dq(q, dtype=5)
         with pytest.raises(ValueError, match=r"operand: expected one of \['rowwise', 'columnwise'\], got 'both'"):
             dq(q, operand="both")
         with pytest.raises(ValueError, match=r"operand: this tensor was quantized with axis='rowwise' and has no columnwise operand"):
@@ -151,9 +151,9 @@ GROUP_ERRORS = [
     ("fp4_odd_k_member", (FLAT, "mxfp4_e2m1"), {"first_dims": 4, "last_dims": [33, 31]}, ValueError,
      r"last_dims\[0\]: mxfp4_e2m1 packs two codes per byte along K, so K_i must be even, got 33"),
     ("fp4_odd_m_member", (FLAT, "mxfp4_e2m1"), {"first_dims": [3, 5], "last_dims": [32, 32], "axis": "both"}, ValueError,
-     r"first_dims\[0\]: mxfp4_e2m1 columnwise packs along M, so M_i must be even, got 3"),
+     r"first_dims\[0\]: mxfp4_e2m1 columnwise packs two codes per byte along M, so every member's M must be even, got 3"),
     ("rht_member_rows", (np.zeros((48, 32), BF16), "nvfp4"), {"first_dims": [16, 24, 8], "rht": True, "axis": "both"}, ValueError,
-     r"first_dims\[1\]: rht=True needs every M_i a multiple of 16, got 24"),
+     r"first_dims\[1\]: rht=True needs every member's M a multiple of 16, got 24"),
     ("amax_members", (X, "nvfp4"), {"num_groups": 2, "amax": np.ones(3, F32)}, ValueError, r"amax: expected shape \(G,\) one per member = \(2,\), got \(3,\)"),
     ("amax_row_scaled", (X, "nvfp4"), {"num_groups": 2, "amax": np.ones(2, F32), "row_scaled": True}, ValueError,
      r"amax: expected shape \(sum M_i,\) one per row = \(32,\), got \(2,\)"),
@@ -162,6 +162,33 @@ GROUP_ERRORS = [
     ("bad_option", (X, "nvfp4"), {"num_groups": 2, "axis": "diagonal"}, ValueError, r"axis: expected one of"),
     ("unknown_option", (X, "nvfp4"), {"num_groups": 2, "bogus": 1}, TypeError, r"bogus"),
     ("x_dtype", (X.astype(np.float64), "nvfp4"), {"num_groups": 2}, TypeError, r"x: expected dtype float32, bfloat16 or float16, got float64"),
+    # the same options as the GPU path: max_elements (the bound) and dbias checked alike
+    ("max_elements_float", (X, "nvfp4"), {"num_groups": 2, "max_elements": 1024.0}, TypeError,
+     r"max_elements: expected an integer in \[0, 4611686018427387904\], got float 1024.0"),
+    ("max_elements_small", (X, "nvfp4"), {"num_groups": 2, "max_elements": 1000}, ValueError,
+     r"max_elements: the members hold more elements than the buffer bound: sum\(M_i\*K_i\)=1024 > max_elements=1000"),
+    ("max_elements_big", (X, "nvfp4"), {"num_groups": 2, "max_elements": 2048}, ValueError,
+     r"max_elements: the bound 2048 exceeds the input's 1024 elements"),
+    ("dbias_str", (X, "nvfp4"), {"num_groups": 2, "dbias": "no"}, TypeError, r"dbias: expected True or False, got str 'no'"),
+    ("dbias_int", (X, "nvfp4"), {"num_groups": 2, "dbias": 0}, TypeError, r"dbias: expected True or False, got int 0"),
+    # dims taken from x (num_groups, or K of 'varying_first') are named as x's shape, not as dims never passed
+    ("same_odd_k", (np.ones((96, 63), F32), "nvfp4"), {"num_groups": 3}, ValueError,
+     r"^x: nvfp4 packs two codes per byte along K, so K must be even, got shape \(96, 63\) \(K=63\)$"),
+    ("varying_first_odd_k", (np.ones((96, 63), F32), "mxfp4_e2m1"), {"first_dims": [32, 64]}, ValueError,
+     r"^x: mxfp4_e2m1 packs two codes per byte along K, so K must be even, got shape \(96, 63\) \(K=63\)$"),
+    ("same_odd_m", (np.ones((99, 64), F32), "nvfp4"), {"num_groups": 3, "axis": "columnwise"}, ValueError,
+     r"^x: nvfp4 columnwise packs two codes per byte along M, so every member's M must be even, "
+     r"got shape \(99, 64\) with num_groups=3 \(M=33 per member\)$"),
+    ("varying_last_odd_int_m", (np.zeros(3 * 64, F32), "nvfp4"), {"first_dims": 3, "last_dims": [32, 32], "axis": "both"},
+     ValueError, r"^first_dims: nvfp4 columnwise packs two codes per byte along M, so every member's M must be even, got 3$"),
+    ("rht_same_rows", (np.zeros((48, 32), BF16), "nvfp4"), {"num_groups": 2, "rht": True, "axis": "both"}, ValueError,
+     r"^x: rht=True needs every member's M a multiple of 16, got shape \(48, 32\) with num_groups=2 \(M=24 per member\)$"),
+    # every member's amax is checked before any work, and the bad one is named
+    ("amax_member_nan", (np.ones((96, 64), F32), "nvfp4"), {"num_groups": 3, "amax": np.array([1, np.nan, 1], F32)},
+     ValueError, r"^amax\[1\] \(member 1\): expected a non-negative value, got nan$"),
+    ("amax_member_row_negative", (np.ones((96, 64), F32), "nvfp4"),
+     {"first_dims": [16, 48, 32], "row_scaled": True, "amax": np.where(np.arange(96) == 70, -2, 1).astype(F32)},
+     ValueError, r"^amax\[70\] \(member 2\): expected a non-negative value, got -2.0$"),
 ]
 
 
@@ -196,3 +223,181 @@ def test_numpy_booleans_are_booleans():
     assert fp4kit.compare(got, want).ok
     with pytest.raises(TypeError, match=r"tile_2d: expected True or False, got int"):
         fp4kit.reference.quantize(x, "nvfp4", tile_2d=np.int8(1))
+
+
+def test_grouped_amaxes_are_checked_before_any_member(monkeypatch):
+    """A bad amax of member 1 is found before member 0 is quantized (and named amax[1])."""
+    import fp4kit.reference.grouped as grouped
+
+    def quantize_member(*a, **k):
+        raise AssertionError("a member was quantized before every amax was checked")
+    monkeypatch.setattr(grouped, "quantize", quantize_member)
+    with pytest.raises(ValueError, match=r"amax\[1\] \(member 1\)"):
+        fp4kit.group_quantize(np.ones((96, 64), F32), "nvfp4", num_groups=3, amax=np.array([1, np.nan, 1], F32))
+
+
+def test_group_quantize_takes_max_elements_and_numpy_booleans_on_the_cpu():
+    """The GPU's options are the CPU's: max_elements (the input's size) and dbias as a NumPy bool."""
+    x = np.random.default_rng(5).standard_normal((64, 32)).astype(F32)
+    want = fp4kit.reference.group_quantize(x, "nvfp4", num_groups=2, dbias=True)
+    for gq in (fp4kit.group_quantize, fp4kit.reference.group_quantize):
+        got = gq(x, "nvfp4", num_groups=2, dbias=np.True_, max_elements=np.int64(x.size))
+        assert fp4kit.compare(got, want).ok
+        np.testing.assert_array_equal(got.dbias, want.dbias)
+
+
+class _CAI:
+    """A device array by its __cuda_array_interface__ alone (never dereferenced here)."""
+    __cuda_array_interface__ = {"shape": (4, 32), "typestr": "<f4", "data": (0, False), "version": 3}
+
+
+@pytest.fixture
+def without_cupy(monkeypatch):
+    """CuPy cannot be imported, and fp4kit's GPU backend is not loaded yet."""
+    import sys
+
+    from fp4kit import api
+    monkeypatch.setitem(sys.modules, "cupy", None)
+    monkeypatch.setattr(api, "_device_api", None)
+
+
+def test_device_array_without_cupy_says_how_to_install_it(without_cupy):
+    install = r'needs CuPy.*pip install "fp4kit\[cuda13\]" or pip install "fp4kit\[cuda12\]"'
+    calls = [lambda: fp4kit.quantize(_CAI(), "nvfp4"), lambda: fp4kit.swizzle_scales(_CAI()),
+             lambda: fp4kit.group_quantize(_CAI(), "nvfp4", num_groups=2), lambda: fp4kit.rht_transform(_CAI()),
+             fp4kit.warmup, lambda: fp4kit._interop.as_cupy(_CAI())]
+    for call in calls:
+        with pytest.raises(fp4kit.BackendUnavailableError, match=install):
+            call()
+    assert issubclass(fp4kit.BackendUnavailableError, ImportError)
+
+
+def _fake_array(module: str, name: str, **attrs):
+    """An object whose type looks like `module`.`name` (torch / JAX are not needed for the messages)."""
+    cls = type(name, (), {"__dlpack__": lambda self, stream=None: None, **attrs})
+    cls.__module__ = module
+    return cls()
+
+
+CPU_TORCH = _fake_array("torch", "Tensor", is_cuda=False, device="cpu", dtype="torch.float32")
+CPU_JAX = _fake_array("jaxlib.xla_extension", "ArrayImpl", dtype="float32",
+                      devices=lambda self: {type("CpuDevice", (), {"platform": "cpu"})()})
+
+
+@pytest.mark.parametrize("x,match", [
+    (CPU_TORCH, r"x: expected a CUDA device array, got a PyTorch tensor on cpu \(Tensor\): pass a NumPy array "
+                r"\(x\.numpy\(\)\) to run the CPU reference, or move it to a CUDA device \(x\.cuda\(\)\)"),
+    (CPU_JAX, r"x: expected a CUDA device array, got a JAX array on cpu \(ArrayImpl\): pass a NumPy array "
+              r"\(np\.asarray\(x\)\) to run the CPU reference, or move it to a CUDA device \(jax\.device_put"),
+], ids=["torch", "jax"])
+def test_cpu_tensor_of_a_device_library_says_what_to_pass(without_cupy, x, match):
+    """With or without CuPy: before the backend loads (here) and inside it (device_input)."""
+    with pytest.raises(TypeError, match=match):
+        fp4kit.quantize(x, "nvfp4")
+    with pytest.raises(TypeError, match=match.replace("x:", "compact:", 1).replace(r"\(x\.", r"\(compact\.")
+                       .replace(r"asarray\(x\)", r"asarray\(compact\)")):
+        fp4kit.swizzle_scales(x)
+    from fp4kit import _device_api
+    with pytest.raises(TypeError, match=match):
+        _device_api.device_input(x)
+
+
+def test_member_indices_are_list_indices():
+    x = np.random.default_rng(2).standard_normal((96, 64)).astype(F32)
+    g = fp4kit.group_quantize(x, "nvfp4", first_dims=[16, 48, 32])
+    y = fp4kit.group_dequantize(g)
+    for i, same in ((np.int64(1), 1), (np.int32(-1), 2), (-3, 0), (np.uint8(2), 2), (True, 1)):
+        assert fp4kit.compare(g[i], g[same]).ok
+        np.testing.assert_array_equal(y[i], y[same])
+    for bad in (3, -4, np.int64(7)):
+        with pytest.raises(IndexError, match=rf"index: group has 3 members, got {int(bad)}"):
+            g[bad]
+        with pytest.raises(IndexError, match=rf"index: group has 3 members, got {int(bad)}"):
+            y[bad]
+    for bad in (1.0, "1", np.float32(1), None):
+        with pytest.raises(TypeError, match=rf"index: expected an int, got {type(bad).__name__}"):
+            g[bad]
+        with pytest.raises(TypeError, match=r"index: expected an int"):
+            y[bad]
+
+
+@pytest.mark.parametrize("grouped", [False, True], ids=["dequantize", "group_dequantize"])
+@pytest.mark.parametrize("api", [fp4kit, fp4kit.reference], ids=["fp4kit", "reference"])
+def test_dtype_names_dtypes_and_types_are_one_dtype(api, grouped):
+    """dequantize and group_dequantize take the same dtype= values and raise the same errors."""
+    x = np.random.default_rng(4).standard_normal((32, 64)).astype(F32)
+    if grouped:
+        arg, dq = fp4kit.group_quantize(x, "nvfp4", num_groups=2), lambda g, **k: api.group_dequantize(g, **k).data
+    else:
+        arg, dq = fp4kit.quantize(x, "nvfp4"), api.dequantize
+    for name, same in (("float16", (np.float16, np.dtype(np.float16), np.dtype(">f2"))),
+                       ("bfloat16", (BF16, np.dtype(BF16))), ("float32", (np.float32, np.dtype("float32"), "f4"))):
+        want = dq(arg, dtype=name)
+        for d in same:
+            got = dq(arg, dtype=d)
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+    for bad, shown in ((np.float64, "float64"), ("float64", "float64"), (np.int8, "int8"), ("fp16", "fp16")):
+        with pytest.raises(ValueError, match=rf"dtype: expected one of \['float32', 'bfloat16', 'float16'\], got '{shown}'"):
+            dq(arg, dtype=bad)
+    for bad in (None, 5, 1.5, True, object()):
+        with pytest.raises(TypeError, match=r"dtype: expected one of .*\(a name, NumPy dtype or type\), got"):
+            dq(arg, dtype=bad)
+
+
+@pytest.mark.parametrize("dtype", [">f4", ">f2"])
+def test_big_endian_input_is_its_native_dtype(dtype):
+    x = np.random.default_rng(6).standard_normal((32, 64)).astype(np.dtype(dtype).newbyteorder("="))
+    xb = x.astype(dtype)
+    assert not xb.dtype.isnative
+    for fmt, kw in (("nvfp4", {"amax": np.array([3.0], ">f4")}), ("mxfp8_e4m3", {})):
+        want = fp4kit.quantize(x, fmt, axis="both", **{k: v.astype(F32) for k, v in kw.items()})
+        assert fp4kit.compare(fp4kit.quantize(xb, fmt, axis="both", **kw), want).ok
+        assert fp4kit.compare(fp4kit.reference.quantize(xb, fmt, axis="both", **kw), want).ok
+    want = fp4kit.group_quantize(x, "nvfp4", num_groups=2, amax=np.array([1.0, 2.0], F32))
+    assert fp4kit.compare(fp4kit.group_quantize(xb, "nvfp4", num_groups=2, amax=np.array([1.0, 2.0], ">f4")), want).ok
+
+
+def test_negative_zero_amax_is_zero():
+    """SPEC: an amax is max |x| (+0 for an all-zero tensor): a caller's -0 is stored as +0, so zeros
+    dequantize to +0 exactly as with the computed amax."""
+    z = np.zeros((4, 32), F32)
+    want = fp4kit.quantize(z, "nvfp4", axis="both")
+    for quantize in QUANTIZE:
+        q = quantize(z, "nvfp4", axis="both", amax=np.array([-0.0], F32))
+        assert q.rowwise.amax.view(np.uint32).tolist() == [0]
+        assert fp4kit.compare(q, want).ok
+        assert not np.signbit(fp4kit.dequantize(q)).any()
+    g = fp4kit.group_quantize(np.zeros((64, 32), F32), "nvfp4", num_groups=2, amax=np.array([-0.0, 1.0], F32))
+    assert g.rowwise_amax.view(np.uint32).tolist() == [0, np.float32(1).view(np.uint32)]
+    assert not np.signbit(fp4kit.group_dequantize(g).data).any()
+
+
+def test_device_amax_copy_clears_only_the_sign_of_zero(monkeypatch):
+    """The GPU path's copy of a caller's device amax (_cuda.amax_copy), run here with NumPy for CuPy:
+    -0 becomes +0 with integer operations, so subnormal amaxes are kept (no flush to zero)."""
+    from fp4kit import _cuda
+    monkeypatch.setattr(_cuda, "_cp", lambda: np)
+    a = np.array([-0.0, 0.0, 1e-40, 3.5, np.inf], F32)
+    out = _cuda.amax_copy(a)
+    assert out.dtype == np.float32 and out is not a
+    assert out.view(np.uint32).tolist() == [0, 0] + a[2:].view(np.uint32).tolist()
+
+
+def test_unswizzle_shape_takes_integers_only():
+    s = np.zeros((128, 4), np.uint8)
+    for un in (fp4kit.unswizzle_scales, fp4kit.reference.unswizzle_scales):
+        for bad in ((3.7, 4), (3, 4.0), (True, 4), ("3", 4)):
+            with pytest.raises(TypeError, match=r"shape: expected a \(rows, cols\) tuple of integers, got"):
+                un(s, bad)
+        assert un(s, (np.int64(3), np.uint16(4))).shape == (3, 4)
+
+
+def test_operand_with_unknown_format():
+    d = np.zeros((1, 8), np.uint8)
+    with pytest.raises(ValueError, match=r"format: expected one of \[.*'nvfp4'.*\], got 'nvfp9'"):
+        fp4kit.Operand(d, np.zeros((1, 1), np.uint8), "compact", None, 1, 16, format="nvfp9")
+    with pytest.raises(TypeError, match=r"format: expected a format name"):
+        fp4kit.Operand(d, np.zeros((1, 1), np.uint8), "compact", None, 1, 16, format=4)
+    op = fp4kit.Operand(d, np.zeros((1, 1), np.uint8), "compact", None, 1, 16, format=fp4kit.FORMATS["nvfp4"])
+    assert op.format == "nvfp4"
