@@ -263,25 +263,37 @@ def stage_ragged_scales(fmt: str, blocks: int, both16: bool) -> bool:
 # staged). Measured slower for MXFP8 columnwise alone and for MXFP6 (see quantize.cu); MXFP4 gains
 # at large sizes (docs/performance.md item 83).
 QUAD_TILES = True
-QUAD_FORMATS = {"mxfp8_e4m3", "mxfp8_e5m2", "mxfp4_e2m1"}
-
-
-def quad_tiles(fmt: str, input_dtype: str, M: int, K: int, both: bool) -> bool:
-    return (QUAD_TILES and both and fmt in QUAD_FORMATS and input_dtype in ("bfloat16", "float16")
-            and M % 128 == 0 and K % 128 == 0)
-
 
 # quantize_f<F>_d<D>_quadm: the same squares for any M (K % 128 == 0), the last square row partial;
 # its scale blocks leave whole with the padding as zeros (swizzled, or compact through a staging
 # buffer of the padded swizzled shape), and columnwise code rows off a 16-byte boundary (M % 16 != 0)
 # leave through the whole-square writer of grouped.cu group_quantize4 (ColStage::write_square)
-# instead of the 64 x 64 kernel's 64-byte runs.
-QUADM_TILES = True   # the formats of QUAD_FORMATS (MXFP4: 8200 x 8192 kernel time 109.3 -> 100.8 us, item 83)
+# instead of the 64 x 64 kernel's 64-byte runs. MXFP4: 8200 x 8192 kernel time 109.3 -> 100.8 us
+# (item 83); MXFP6: 157.2 -> 139.7 (item 85).
+QUADM_TILES = True
+
+# The squares only from these M * K up (H100, kernel time, bfloat16 "both" compact, 64 x 64 kernel /
+# squares, docs/performance.md item 85). Below them the 64 x 64 kernel (8 CTAs of 256 threads per SM
+# against 2 of 1024) is as fast or faster: M % 128 == 0, MXFP4 4096^2 22.9 / 25.4 us, 4096 x 8192
+# 45.5 / 46.9, 8192^2 88.1 / 87.7; MXFP8 1024 x 4096 9.7 / 10.0, 4096 x 8192 56.0 / 54.6. M % 128 !=
+# 0: MXFP8 1032 x 4096 10.4 / 15.2, 2056 x 8192 34.0 / 38.6, 4104 x 8192 71.3 / 71.3, 8200 x 8192
+# 157.2 / 134.1; MXFP6 2056 x 8192 35.9 / 41.8, 4104 x 8192 72.0 / 74.3, 8200 x 8192 160.2 / 140.1,
+# 8256 x 8192 126.7 / 114.1; MXFP4 2056 x 8192 27.0 / 28.9, 4104 x 8192 55.4 / 54.6.
+QUAD_MIN_ELEMENTS = {"mxfp8_e4m3": 1 << 25, "mxfp8_e5m2": 1 << 25, "mxfp4_e2m1": 1 << 26}
+QUADM_MIN_ELEMENTS = {"mxfp8_e4m3": 1 << 25, "mxfp8_e5m2": 1 << 25, "mxfp4_e2m1": 1 << 25,
+                      "mxfp6_e2m3": 1 << 26, "mxfp6_e3m2": 1 << 26}
+QUAD_FORMATS = frozenset(QUAD_MIN_ELEMENTS)
+QUADM_FORMATS = frozenset(QUADM_MIN_ELEMENTS)
+
+
+def quad_tiles(fmt: str, input_dtype: str, M: int, K: int, both: bool) -> bool:
+    return (QUAD_TILES and both and fmt in QUAD_MIN_ELEMENTS and input_dtype in ("bfloat16", "float16")
+            and M % 128 == 0 and K % 128 == 0 and M * K >= QUAD_MIN_ELEMENTS[fmt])
 
 
 def quadm_tiles(fmt: str, input_dtype: str, M: int, K: int, both: bool) -> bool:
-    return (QUADM_TILES and both and fmt in QUAD_FORMATS and input_dtype in ("bfloat16", "float16")
-            and M % 128 != 0 and K % 128 == 0)
+    return (QUADM_TILES and both and fmt in QUADM_MIN_ELEMENTS and input_dtype in ("bfloat16", "float16")
+            and M % 128 != 0 and K % 128 == 0 and M * K >= QUADM_MIN_ELEMENTS[fmt])
 
 
 # The columnwise-only kernels (cuda_src/quantize_cols.cu) for the plain recipe from 16-bit input with

@@ -451,7 +451,7 @@ _PROGRESS = None       # fp4kit.cli.Progress over the expected rows: progress an
 # columnwise code row off a 16-byte boundary (FP8: 8200 bytes; FP4: 4100), the case of token counts
 # that are not padded. "both" in both scale layouts; NVFP4 with computed and supplied amax.
 RAGGED_SHAPES = [(8200, 8192)]
-RAGGED_FORMATS = ("mxfp8_e4m3", "mxfp4_e2m1", "nvfp4")
+RAGGED_FORMATS = ("mxfp8_e4m3", "mxfp6_e2m3", "mxfp4_e2m1", "nvfp4")
 
 
 def _quantize_rows(shapes, formats, axes) -> int:

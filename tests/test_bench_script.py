@@ -33,7 +33,8 @@ def test_expected_rows_matches_the_loops(bench):
     # quick: one shape, three formats (one NVFP4: two variants), rowwise + both (both: 2 layouts)
     n = bench.expected_rows([(8192, 8192)], ("mxfp8_e4m3", "mxfp4_e2m1", "nvfp4"), ("rowwise", "both"))
     quant = 3 + 3 + 6                                   # mxfp8, mxfp4: 1 + 2 rows; nvfp4: 2 x (1 + 2)
-    ragged = 2 + 2 + 4                                  # 8200 x 8192 "both", two layouts; nvfp4 x 2
+    # ragged: MXFP8, MXFP6, MXFP4 and NVFP4 (two variants)
+    ragged = 2 + 2 + 2 + 4                              # 8200 x 8192 "both", two layouts; nvfp4 x 2
     # + dequantize, swizzle, recipes, grouped (4 size sets x MXFP8 / NVFP4 rowwise / both + NVFP4
     # "both" with supplied amaxes + "both" of MXFP8 compact, MXFP4 and MXFP6 in both layouts)
     assert n == quant + ragged + 3 * 2 + 1 + 3 + 4 * 10

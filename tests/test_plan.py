@@ -78,7 +78,19 @@ def test_mxfp8_both_swizzled_float32_zeroes_padding():
     ]
 
 
-def test_mxfp8_compact_scales_staged_swizzled():
+@pytest.fixture
+def squares_any_size(monkeypatch):
+    """The 128 x 128 square kernels (_quad / _quadm) at every size: the planner takes them from
+    _plan.QUAD_MIN_ELEMENTS / QUADM_MIN_ELEMENTS elements up (test_square_kernels_from_a_size_up);
+    the tests of their plans use small shapes."""
+    monkeypatch.setattr(_plan, "QUAD_MIN_ELEMENTS", dict.fromkeys(_plan.QUAD_MIN_ELEMENTS, 0))
+    monkeypatch.setattr(_plan, "QUADM_MIN_ELEMENTS", dict.fromkeys(_plan.QUADM_MIN_ELEMENTS, 0))
+    _plan.clear_plans()
+    yield
+    _plan.clear_plans()
+
+
+def test_mxfp8_compact_scales_staged_swizzled(squares_any_size):
     # (256, 512): both scale matrices, (256, 16) and (512, 8), have rows % 128 == 0 and blocks % 4 == 0:
     # the kernel writes them swizzled into staging buffers (no padding), unswizzle_scales copies them out
     p = plan_of((256, 512), "bfloat16", "mxfp8_e4m3", axis="both")
@@ -1325,7 +1337,7 @@ def test_cols_kernel_for_the_columnwise_operand_alone():
     assert _plan.COLS_MX_FORMATS == {"mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2"}
 
 
-def test_quad_tile_kernel_only_where_measured_faster():
+def test_quad_tile_kernel_only_where_measured_faster(squares_any_size):
     """quantize_f<F>_d<D>_quad (128 x 128 squares, 1024 threads) for plain MXFP8 / MXFP4 "both" from
     16-bit input with M and K multiples of 128, either scale layout; the 64 x 64 kernel everywhere
     else (columnwise alone, MXFP6, float32 input, other shapes, the extended options)."""
@@ -1354,12 +1366,13 @@ def test_quad_tile_kernel_only_where_measured_faster():
         ("quantize_f0_d1_quad", 30, 1024)]   # the floor rule is a plain-kernel flag
 
 
-def test_quadm_tile_kernel_for_any_m():
+def test_quadm_tile_kernel_for_any_m(squares_any_size):
     """quantize_f<F>_d<D>_quadm: plain MXFP8 "both" from 16-bit input with K % 128 == 0 and M not a
     multiple of 128, ceil(M / 128) * K / 128 CTAs of 1024 threads. It writes the swizzled padding
     itself (no swizzle_zero_padding launch) and, with compact scales, writes both operands' blocks into
     staging buffers of the padded swizzled shape that one unswizzle_scales launch copies out (the
-    width argument is the padded one). Not for float32 input, MXFP6, one operand alone, K % 128 != 0."""
+    width argument is the padded one). MXFP6 and MXFP4 too; not for float32 input, one operand alone,
+    K % 128 != 0 or M % 128 == 0 (MXFP6 has no _quad)."""
     p = plan_of((8200, 256), "bfloat16", "mxfp8_e4m3", axis="both", scale_layout="swizzled")
     flags = 1 | 2 | 4 | 256              # ROWWISE | COLUMNWISE | SWIZZLED | VEC_IN
     assert p.launches() == [
@@ -1378,8 +1391,10 @@ def test_quadm_tile_kernel_for_any_m():
     for M in (1, 16, 100, 129, 1000, 8256):
         got = [s.kernel for s in plan_of((M, 384), "bfloat16", "mxfp8_e4m3", axis="both").launches()]
         assert got[0] == "quantize_f0_d1_quadm", (M, got)
+    for fmt, f in (("mxfp6_e2m3", 2), ("mxfp6_e3m2", 3), ("mxfp4_e2m1", 4)):   # MXFP6: _quadm only, not _quad
+        assert plan_of((8200, 256), "float16", fmt, axis="both").launches()[0].kernel == f"quantize_f{f}_d2_quadm"
+    assert plan_of((8192, 256), "bfloat16", "mxfp6_e2m3", axis="both").launches()[0].kernel == "quantize_f2_d1_plain"
     for shape, dtype, fmt, kw in (((8200, 256), "float32", "mxfp8_e4m3", {"axis": "both"}),
-                                  ((8200, 256), "bfloat16", "mxfp6_e2m3", {"axis": "both"}),
                                   ((8200, 256), "bfloat16", "mxfp8_e4m3", {"axis": "columnwise"}),
                                   ((8200, 192), "bfloat16", "mxfp8_e4m3", {"axis": "both"}),
                                   ((8192, 256), "bfloat16", "mxfp8_e4m3", {"axis": "both"})):
@@ -1387,7 +1402,36 @@ def test_quadm_tile_kernel_for_any_m():
         assert not any(k.endswith("_quadm") for k in got), (shape, dtype, fmt, kw, got)
 
 
-def test_ragged_compact_scales_staged_zero_filled():
+def test_square_kernels_from_a_size_up():
+    """The planner takes _quad / _quadm from M * K = _plan.QUAD_MIN_ELEMENTS / QUADM_MIN_ELEMENTS up
+    (H100 measurements in _plan: below them the 64 x 64 kernel is as fast or faster): MXFP8 from 2^25
+    elements, MXFP4 from 2^26 (M % 128 == 0) or 2^25 (M % 128 != 0), MXFP6 (_quadm only) from 2^26."""
+    def first(shape, fmt, dtype="bfloat16", **kw):
+        return plan_of(shape, dtype, fmt, axis="both", **kw).launches()[0].kernel
+
+    assert _plan.QUAD_MIN_ELEMENTS == {"mxfp8_e4m3": 1 << 25, "mxfp8_e5m2": 1 << 25, "mxfp4_e2m1": 1 << 26}
+    assert _plan.QUADM_MIN_ELEMENTS == {"mxfp8_e4m3": 1 << 25, "mxfp8_e5m2": 1 << 25, "mxfp4_e2m1": 1 << 25,
+                                        "mxfp6_e2m3": 1 << 26, "mxfp6_e3m2": 1 << 26}
+    for layout in ("compact", "swizzled"):
+        # M % 128 == 0
+        assert first((4096, 8192), "mxfp8_e4m3", scale_layout=layout) == "quantize_f0_d1_quad"
+        assert first((4096, 8064), "mxfp8_e4m3", scale_layout=layout) == "quantize_f0_d1_plain"   # < 2^25
+        assert first((2048, 8192), "mxfp8_e5m2", "float16", scale_layout=layout) == "quantize_f1_d2_plain"
+        assert first((8192, 8192), "mxfp4_e2m1", scale_layout=layout) == "quantize_f4_d1_quad"
+        assert first((4096, 8192), "mxfp4_e2m1", scale_layout=layout) == "quantize_f4_d1_plain"
+        assert first((1024, 4096), "mxfp4_e2m1", scale_layout=layout) == "quantize_f4_d1_plain"
+        # M % 128 != 0
+        assert first((4104, 8192), "mxfp8_e4m3", scale_layout=layout) == "quantize_f0_d1_quadm"
+        assert first((2056, 8192), "mxfp8_e4m3", scale_layout=layout) == "quantize_f0_d1_plain"
+        assert first((4104, 8192), "mxfp4_e2m1", scale_layout=layout) == "quantize_f4_d1_quadm"
+        assert first((2056, 8192), "mxfp4_e2m1", scale_layout=layout) == "quantize_f4_d1_plain"
+        assert first((8200, 8192), "mxfp6_e2m3", scale_layout=layout) == "quantize_f2_d1_quadm"
+        assert first((16392, 4096), "mxfp6_e3m2", "float16", scale_layout=layout) == "quantize_f3_d2_quadm"
+        assert first((8200, 4096), "mxfp6_e2m3", scale_layout=layout) == "quantize_f2_d1_plain"
+        assert first((8192, 8192), "mxfp6_e2m3", scale_layout=layout) == "quantize_f2_d1_plain"   # never _quad
+
+
+def test_ragged_compact_scales_staged_zero_filled(squares_any_size):
     """Plain NVFP4 / MXFP4 "both" from 16-bit input: an operand whose compact scale rows are not a
     multiple of the kernel's store width (4 / 2 bytes) is staged in a zero-filled buffer of the padded
     swizzled shape (its padding is what unswizzle_scales reads besides the kernel's bytes); not for

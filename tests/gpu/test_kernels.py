@@ -9,7 +9,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from fp4kit import FORMATS
+from fp4kit import FORMATS, _plan
 from fp4kit._validate import quantize_options
 from fp4kit.reference import api as ref_api
 from fp4kit.reference.layouts import swizzle as ref_swizzle
@@ -127,9 +127,23 @@ def test_quantize_shapes(gpu, fmt, dtype, layout):
 def check_square_kernel(gpu, fmt, dtype, shapes, suffix, seed):
     """The 128 x 128 square kernels (_quad / _quadm): each shape is planned with the kernel `suffix`
     and quantizes to the reference's bytes in both scale layouts; then a view one element into its
-    buffer (no 16-byte loads) of the last shape's size."""
-    from fp4kit import _cuda, _plan
+    buffer (no 16-byte loads) of the last shape's size. The planner takes the squares from
+    _plan.QUAD_MIN_ELEMENTS / QUADM_MIN_ELEMENTS elements up; here at every size (small shapes reach
+    every edge case quickly)."""
+    from fp4kit import _cuda
 
+    mp = pytest.MonkeyPatch()
+    mp.setattr(_plan, "QUAD_MIN_ELEMENTS", dict.fromkeys(_plan.QUAD_MIN_ELEMENTS, 0))
+    mp.setattr(_plan, "QUADM_MIN_ELEMENTS", dict.fromkeys(_plan.QUADM_MIN_ELEMENTS, 0))
+    _plan.clear_plans()
+    try:
+        _check_square_kernel(gpu, fmt, dtype, shapes, suffix, seed, _cuda)
+    finally:
+        mp.undo()
+        _plan.clear_plans()
+
+
+def _check_square_kernel(gpu, fmt, dtype, shapes, suffix, seed, _cuda):
     for i, (shape, kind) in enumerate(shapes):
         opts = quantize_options(shape, dtype, fmt, axis="both")
         kernels = [s.kernel for s in _plan.build_quantize_plan(*shape, dtype, opts, None, 16, 132).launches()]
@@ -152,7 +166,7 @@ def check_square_kernel(gpu, fmt, dtype, shapes, suffix, seed):
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
-@pytest.mark.parametrize("fmt", ["mxfp8_e4m3", "mxfp8_e5m2", "mxfp4_e2m1"])
+@pytest.mark.parametrize("fmt", sorted(_plan.QUAD_MIN_ELEMENTS))
 def test_quantize_quad_kernel(gpu, fmt, dtype):
     """MXFP8 "both" from 16-bit input with M and K multiples of 128 runs quantize_f<F>_d<D>_quad (4
     groups of 256 threads per 128 x 128 square, the scale blocks written whole from shared memory):
@@ -164,9 +178,9 @@ def test_quantize_quad_kernel(gpu, fmt, dtype):
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
-@pytest.mark.parametrize("fmt", ["mxfp8_e4m3", "mxfp8_e5m2", "mxfp4_e2m1"])
+@pytest.mark.parametrize("fmt", sorted(_plan.QUADM_MIN_ELEMENTS))
 def test_quantize_quadm_kernel(gpu, fmt, dtype):
-    """MXFP8 "both" from 16-bit input with K % 128 == 0 and M not a multiple of 128 runs
+    """MXFP8 / MXFP6 / MXFP4 "both" from 16-bit input with K % 128 == 0 and M not a multiple of 128 runs
     quantize_f<F>_d<D>_quadm (128 x 128 squares, the last square row partial): bytes equal the
     reference for both scale layouts (swizzled padding written as zeros by the kernel; compact through
     a staging buffer of the padded swizzled shape), with columnwise code rows at every even and odd
