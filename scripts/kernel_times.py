@@ -174,6 +174,15 @@ OPS = {
 }
 
 
+# the columnwise operand alone by size (quantize_cols against the tile kernel): col-<fmt>-<M>x<K>[-swz]
+for _M, _K in ((1024, 4096), (2048, 4096), (4096, 4096), (2048, 8192), (4096, 8192), (8192, 8192)):
+    OPS[f"col-mxfp8-{_M}x{_K}"] = _single("mxfp8_e4m3", M=_M, K=_K, axis="columnwise")
+    OPS[f"col-mxfp6-{_M}x{_K}"] = _single("mxfp6_e2m3", M=_M, K=_K, axis="columnwise")
+    OPS[f"col-nvfp4-{_M}x{_K}"] = _single("nvfp4", M=_M, K=_K, axis="columnwise", amax=4.0)
+    OPS[f"col-nvfp4-{_M}x{_K}-swz"] = _single("nvfp4", M=_M, K=_K, axis="columnwise", amax=4.0,
+                                             scale_layout="swizzled")
+
+
 def _big(fmt, dtype="bfloat16", **kw):   # one tensor of the grouped ops' shape (65536 x 7168)
     def make():
         x = torch.randn(GM, GK, device="cuda").to(getattr(torch, dtype))
