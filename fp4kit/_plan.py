@@ -230,14 +230,37 @@ STAGED_SCALE_FORMATS = {"mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2"}
 STAGED_BOTH_FORMATS = {"mxfp4_e2m1"}
 
 
-def stage_scales(fmt: str, rows: int, blocks: int, both_plain_k: int = 0, col_plain_mk: tuple[int, int] = (0, 0)) -> bool:
+# The planner's size bounds (STAGE_BOTH_MIN_ELEMENTS, QUAD_MIN_ELEMENTS, QUADM_MIN_ELEMENTS): with
+# SIZE_RULES off every bound is 0, so that tests reach each kernel path with small shapes.
+SIZE_RULES = True
+
+
+def min_elements(table: dict, fmt: str) -> int:
+    return table.get(fmt, 0) if SIZE_RULES else 0
+
+
+# "Both" operands from 16-bit input stage their compact MX scales only from these M * K up: below them
+# the kernel's direct compact stores (2-byte pieces of sectors that stay in L2) beat the staging
+# buffer's extra unswizzle launch (H100, bench device time, bfloat16, direct / staged, item 87):
+# MXFP8 1024 x 4096 10.2 / 13.2 us, 2048 x 7168 26.7 / 29.5, 4096^2 31.9 / 33.2, 4096 x 7168 54.8 /
+# 54.0, 8192^2 128.0 / 108.3; MXFP6 alike (11.0 / 14.1 .. 128.2 / 113.9); MXFP4 1024 x 4096 9.3 /
+# 12.7, 4096^2 25.0 / 25.8, 4096 x 7168 42.7 / 43.9, 8192^2 98.8 / 91.8.
+STAGE_BOTH_MIN_ELEMENTS = {"mxfp8_e4m3": 3 << 23, "mxfp8_e5m2": 3 << 23, "mxfp6_e2m3": 3 << 23,
+                           "mxfp6_e3m2": 3 << 23, "mxfp4_e2m1": 1 << 25}
+
+
+def stage_scales(fmt: str, rows: int, blocks: int, both_plain_k: int = 0, col_plain_mk: tuple[int, int] = (0, 0),
+                 both16_elements: int = 0) -> bool:
     """Whether an operand's compact scales (rows, blocks) go through a swizzled staging buffer:
     formats in STAGED_SCALE_FORMATS; with both_plain_k, the K of a plain quantize of both operands
     (0: not one), formats in STAGED_BOTH_FORMATS, and NVFP4 when it is at least STAGED_NVFP4_MIN_K;
     with col_plain_mk, the (M, K) of a plain quantize of the columnwise operand alone by the tile
     kernel, MXFP4 in large tensors (STAGED_MXFP4_COL_MIN_M, STAGED_MXFP4_COL_MIN_ELEMENTS); and only
     shapes whose swizzled layout has no padding (rows % 128 == 0, blocks % 4 == 0), where the kernel
-    writes every staged byte."""
+    writes every staged byte. both16_elements: M * K of "both" operands from 16-bit input, which stage
+    from STAGE_BOTH_MIN_ELEMENTS up (with SIZE_RULES)."""
+    if both16_elements and both16_elements < min_elements(STAGE_BOTH_MIN_ELEMENTS, fmt):
+        return False
     cm, ck = col_plain_mk
     staged = (fmt in STAGED_SCALE_FORMATS or (both_plain_k > 0 and fmt in STAGED_BOTH_FORMATS)
               or (fmt == "nvfp4" and both_plain_k >= STAGED_NVFP4_MIN_K)
@@ -288,12 +311,12 @@ QUADM_FORMATS = frozenset(QUADM_MIN_ELEMENTS)
 
 def quad_tiles(fmt: str, input_dtype: str, M: int, K: int, both: bool) -> bool:
     return (QUAD_TILES and both and fmt in QUAD_MIN_ELEMENTS and input_dtype in ("bfloat16", "float16")
-            and M % 128 == 0 and K % 128 == 0 and M * K >= QUAD_MIN_ELEMENTS[fmt])
+            and M % 128 == 0 and K % 128 == 0 and M * K >= min_elements(QUAD_MIN_ELEMENTS, fmt))
 
 
 def quadm_tiles(fmt: str, input_dtype: str, M: int, K: int, both: bool) -> bool:
     return (QUADM_TILES and both and fmt in QUADM_MIN_ELEMENTS and input_dtype in ("bfloat16", "float16")
-            and M % 128 != 0 and K % 128 == 0 and M * K >= QUADM_MIN_ELEMENTS[fmt])
+            and M % 128 != 0 and K % 128 == 0 and M * K >= min_elements(QUADM_MIN_ELEMENTS, fmt))
 
 
 # The columnwise-only kernels (cuda_src/quantize_cols.cu) for the plain recipe from 16-bit input with
@@ -586,7 +609,7 @@ def build_quantize_plan(M: int, K: int, input_dtype: str, opts, amax_size: int |
                     continue
                 # the kernel writes every staged byte (no padding, or _quadm's whole blocks), or only
                 # the real positions (ragged rows: the padding that unswizzle reads is zero-filled)
-                init = (EMPTY if quadm or stage_scales(opts.format, op[3], op[4], both_k, col_mk)
+                init = (EMPTY if quadm or stage_scales(opts.format, op[3], op[4], both_k, col_mk, M * K if both16 else 0)
                         else ZEROS if stage_ragged_scales(opts.format, op[4], both16) else None)
                 if init is not None:
                     staged[key] = b.buffer(swizzled_shape(op[3], op[4]), "uint8", init)

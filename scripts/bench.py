@@ -493,6 +493,8 @@ def main(argv=None):
     ap.add_argument("--csv", default=os.path.join(os.environ.get("OUT", "."), "bench.csv"))
     ap.add_argument("--md", default=os.path.join(os.environ.get("OUT", "."), "bench.md"))
     ap.add_argument("--no-startup", action="store_true")
+    ap.add_argument("--shapes", default="", metavar="MxK,...",
+                    help="the quantize / dequantize / swizzle shapes instead of the defaults (e.g. 4096x4096,2048x7168)")
     ap.add_argument("--only", default="", metavar="SECTIONS",
                     help="comma-separated subset of " + ",".join(SECTIONS) + " (default: all)")
     args = ap.parse_args(argv)
@@ -501,6 +503,12 @@ def main(argv=None):
     if bad:
         ap.error(f"--only: unknown section(s) {', '.join(bad)}; choose from {', '.join(SECTIONS)}")
     run = set(only or SECTIONS)
+    try:
+        custom = [tuple(int(d) for d in sh.lower().split("x")) for sh in args.shapes.split(",") if sh]
+    except ValueError:
+        custom = None
+    if custom is None or any(len(sh) != 2 or min(sh) < 1 for sh in custom):
+        ap.error(f"--shapes: expected MxK[,MxK...] with positive M and K, got {args.shapes!r}")
     torch = _torch()
     import fp4kit
     fp4kit.warmup()
@@ -513,6 +521,8 @@ def main(argv=None):
         shapes, reps = [(8192, 8192), (16384, 16384)], 50
         formats = tuple(fp4kit.FORMATS)
         axes = ("rowwise", "columnwise", "both")
+    if custom:
+        shapes = custom
     rows = []
     print(f"# fp4kit benchmarks on {dev}\n\n{HEADER}", flush=True)
     global _PROGRESS

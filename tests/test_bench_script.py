@@ -46,3 +46,11 @@ def test_torchao_baseline_is_optional(bench):
         assert call is None and "torchao not importable" in label
     else:
         assert callable(call) or "torchao not importable" in label
+
+
+@pytest.mark.parametrize("shapes", ["4096", "4096x0", "ax8", "4096x4096x2"])
+def test_bad_shapes_are_a_usage_error(bench, shapes, capsys):
+    with pytest.raises(SystemExit) as e:
+        bench.main(["--shapes", shapes])
+    assert e.value.code == 2
+    assert "--shapes" in capsys.readouterr().err

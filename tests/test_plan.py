@@ -79,18 +79,17 @@ def test_mxfp8_both_swizzled_float32_zeroes_padding():
 
 
 @pytest.fixture
-def squares_any_size(monkeypatch):
-    """The 128 x 128 square kernels (_quad / _quadm) at every size: the planner takes them from
-    _plan.QUAD_MIN_ELEMENTS / QUADM_MIN_ELEMENTS elements up (test_square_kernels_from_a_size_up);
-    the tests of their plans use small shapes."""
-    monkeypatch.setattr(_plan, "QUAD_MIN_ELEMENTS", dict.fromkeys(_plan.QUAD_MIN_ELEMENTS, 0))
-    monkeypatch.setattr(_plan, "QUADM_MIN_ELEMENTS", dict.fromkeys(_plan.QUADM_MIN_ELEMENTS, 0))
+def size_rules_off(monkeypatch):
+    """The planner's size bounds off (_plan.SIZE_RULES): the 128 x 128 squares and the staged compact
+    scales of "both" at every size, so that small shapes show their plans
+    (test_square_kernels_from_a_size_up and test_staged_both_scales_from_a_size_up check the bounds)."""
+    monkeypatch.setattr(_plan, "SIZE_RULES", False)
     _plan.clear_plans()
     yield
     _plan.clear_plans()
 
 
-def test_mxfp8_compact_scales_staged_swizzled(squares_any_size):
+def test_mxfp8_compact_scales_staged_swizzled(size_rules_off):
     # (256, 512): both scale matrices, (256, 16) and (512, 8), have rows % 128 == 0 and blocks % 4 == 0:
     # the kernel writes them swizzled into staging buffers (no padding), unswizzle_scales copies them out
     p = plan_of((256, 512), "bfloat16", "mxfp8_e4m3", axis="both")
@@ -1337,7 +1336,7 @@ def test_cols_kernel_for_the_columnwise_operand_alone():
     assert _plan.COLS_MX_FORMATS == {"mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2"}
 
 
-def test_quad_tile_kernel_only_where_measured_faster(squares_any_size):
+def test_quad_tile_kernel_only_where_measured_faster(size_rules_off):
     """quantize_f<F>_d<D>_quad (128 x 128 squares, 1024 threads) for plain MXFP8 / MXFP4 "both" from
     16-bit input with M and K multiples of 128, either scale layout; the 64 x 64 kernel everywhere
     else (columnwise alone, MXFP6, float32 input, other shapes, the extended options)."""
@@ -1366,7 +1365,7 @@ def test_quad_tile_kernel_only_where_measured_faster(squares_any_size):
         ("quantize_f0_d1_quad", 30, 1024)]   # the floor rule is a plain-kernel flag
 
 
-def test_quadm_tile_kernel_for_any_m(squares_any_size):
+def test_quadm_tile_kernel_for_any_m(size_rules_off):
     """quantize_f<F>_d<D>_quadm: plain MXFP8 "both" from 16-bit input with K % 128 == 0 and M not a
     multiple of 128, ceil(M / 128) * K / 128 CTAs of 1024 threads. It writes the swizzled padding
     itself (no swizzle_zero_padding launch) and, with compact scales, writes both operands' blocks into
@@ -1431,7 +1430,32 @@ def test_square_kernels_from_a_size_up():
         assert first((8192, 8192), "mxfp6_e2m3", scale_layout=layout) == "quantize_f2_d1_plain"   # never _quad
 
 
-def test_ragged_compact_scales_staged_zero_filled(squares_any_size):
+def test_staged_both_scales_from_a_size_up():
+    """MX "both" from 16-bit input with compact scales: through the staging buffer and one
+    unswizzle_scales launch from M * K = _plan.STAGE_BOTH_MIN_ELEMENTS up (MXFP8 / MXFP6 3 x 2^23,
+    MXFP4 2^25), the kernel's direct compact stores below; float32 input and one operand alone keep
+    their rules."""
+    def unswizzles(shape, fmt, dtype="bfloat16", axis="both"):
+        return "unswizzle_scales" in [s.kernel for s in plan_of(shape, dtype, fmt, axis=axis).launches()]
+
+    assert _plan.STAGE_BOTH_MIN_ELEMENTS == {"mxfp8_e4m3": 3 << 23, "mxfp8_e5m2": 3 << 23, "mxfp6_e2m3": 3 << 23,
+                                             "mxfp6_e3m2": 3 << 23, "mxfp4_e2m1": 1 << 25}
+    for fmt in ("mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2"):
+        for dtype in ("bfloat16", "float16"):
+            assert not unswizzles((4096, 4096), fmt, dtype), (fmt, dtype)
+            assert not unswizzles((256, 512), fmt, dtype), (fmt, dtype)
+            assert unswizzles((4096, 7168), fmt, dtype), (fmt, dtype)
+            assert unswizzles((8192, 8192), fmt, dtype), (fmt, dtype)
+        assert unswizzles((256, 512), fmt, "float32")                      # float32 "both": staged
+        assert unswizzles((256, 512), fmt, "float32", axis="columnwise")   # the tile kernel's columnwise
+    assert not unswizzles((4096, 7168), "mxfp4_e2m1")
+    assert not unswizzles((2048, 8192), "mxfp4_e2m1", "float16")
+    assert unswizzles((4096, 8192), "mxfp4_e2m1")
+    assert unswizzles((8192, 8192), "mxfp4_e2m1")
+    assert unswizzles((256, 512), "mxfp4_e2m1", "float32")
+
+
+def test_ragged_compact_scales_staged_zero_filled(size_rules_off):
     """Plain NVFP4 / MXFP4 "both" from 16-bit input: an operand whose compact scale rows are not a
     multiple of the kernel's store width (4 / 2 bytes) is staged in a zero-filled buffer of the padded
     swizzled shape (its padding is what unswizzle_scales reads besides the kernel's bytes); not for

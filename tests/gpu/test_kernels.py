@@ -128,22 +128,11 @@ def check_square_kernel(gpu, fmt, dtype, shapes, suffix, seed):
     """The 128 x 128 square kernels (_quad / _quadm): each shape is planned with the kernel `suffix`
     and quantizes to the reference's bytes in both scale layouts; then a view one element into its
     buffer (no 16-byte loads) of the last shape's size. The planner takes the squares from
-    _plan.QUAD_MIN_ELEMENTS / QUADM_MIN_ELEMENTS elements up; here at every size (small shapes reach
-    every edge case quickly)."""
+    _plan.QUAD_MIN_ELEMENTS / QUADM_MIN_ELEMENTS elements up; the tests turn that bound off
+    (size_rules_off), since small shapes reach every edge case quickly."""
     from fp4kit import _cuda
 
-    mp = pytest.MonkeyPatch()
-    mp.setattr(_plan, "QUAD_MIN_ELEMENTS", dict.fromkeys(_plan.QUAD_MIN_ELEMENTS, 0))
-    mp.setattr(_plan, "QUADM_MIN_ELEMENTS", dict.fromkeys(_plan.QUADM_MIN_ELEMENTS, 0))
-    _plan.clear_plans()
-    try:
-        _check_square_kernel(gpu, fmt, dtype, shapes, suffix, seed, _cuda)
-    finally:
-        mp.undo()
-        _plan.clear_plans()
-
-
-def _check_square_kernel(gpu, fmt, dtype, shapes, suffix, seed, _cuda):
+    assert not _plan.SIZE_RULES, "run with the size_rules_off fixture"
     for i, (shape, kind) in enumerate(shapes):
         opts = quantize_options(shape, dtype, fmt, axis="both")
         kernels = [s.kernel for s in _plan.build_quantize_plan(*shape, dtype, opts, None, 16, 132).launches()]
@@ -167,7 +156,7 @@ def _check_square_kernel(gpu, fmt, dtype, shapes, suffix, seed, _cuda):
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 @pytest.mark.parametrize("fmt", sorted(_plan.QUAD_MIN_ELEMENTS))
-def test_quantize_quad_kernel(gpu, fmt, dtype):
+def test_quantize_quad_kernel(gpu, size_rules_off, fmt, dtype):
     """MXFP8 "both" from 16-bit input with M and K multiples of 128 runs quantize_f<F>_d<D>_quad (4
     groups of 256 threads per 128 x 128 square, the scale blocks written whole from shared memory):
     bytes equal the reference for both scale layouts, normal and special values, one square and
@@ -179,7 +168,7 @@ def test_quantize_quad_kernel(gpu, fmt, dtype):
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 @pytest.mark.parametrize("fmt", sorted(_plan.QUADM_MIN_ELEMENTS))
-def test_quantize_quadm_kernel(gpu, fmt, dtype):
+def test_quantize_quadm_kernel(gpu, size_rules_off, fmt, dtype):
     """MXFP8 / MXFP6 / MXFP4 "both" from 16-bit input with K % 128 == 0 and M not a multiple of 128 runs
     quantize_f<F>_d<D>_quadm (128 x 128 squares, the last square row partial): bytes equal the
     reference for both scale layouts (swizzled padding written as zeros by the kernel; compact through
@@ -274,7 +263,7 @@ def test_quantize_tile_scale_runs(gpu, fmt, layout):
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("fmt", ["mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2"])
-def test_quantize_compact_scales_through_staging(gpu, fmt, dtype):
+def test_quantize_compact_scales_through_staging(gpu, size_rules_off, fmt, dtype):
     """Compact MXFP8 / MXFP6 scales written swizzled to a staging buffer, then unswizzled
     (fp4kit._plan.stage_scales), by the rows kernel and the tile kernel: shapes where both, one or
     none of the operands take that path (partial last blocks, several 128-row bands)."""
@@ -292,7 +281,7 @@ def test_quantize_compact_scales_through_staging(gpu, fmt, dtype):
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
-def test_quantize_mxfp4_both_compact_scales_through_staging(gpu, dtype):
+def test_quantize_mxfp4_both_compact_scales_through_staging(gpu, size_rules_off, dtype):
     """MXFP4 "both" with the plain recipe and compact scales: staged swizzled and unswizzled
     (fp4kit._plan.stage_scales with both_plain_k) where the shape allows, for both, one or none of
     the operands (zero-filled for ragged compact rows from 16-bit input); the plan shows the
