@@ -10,7 +10,7 @@ import numpy as np
 
 from ._cuda import _DTYPE_IDS, _MAX_GRID, _NULL, _THREADS, _empty, _fn, _resident_per_sm, _sm_count
 from ._plan import (ENC_TAB, div_magic, QFLAG_ENC_TABS, QFLAG_SWIZZLED, STAGED_BOTH_FORMATS, STAGED_SCALE_FORMATS,
-                    needs_ext, quantize_flags, rows_blocks, rows_lw, rows_stack)
+                    min_elements, needs_ext, quantize_flags, rows_blocks, rows_lw, rows_stack)
 from .formats import FORMATS
 
 __all__ = ["group_quantize", "group_dequantize"]
@@ -92,7 +92,24 @@ def one_tile_per_cta(f, ext, rows_only, one_k, G, Kshared, rows_total) -> bool:
             and _tile_bands_bound(rows_total, G) * -(-Kshared // _QT) <= _MAX_GRID)
 
 
-def stage_one_tile(f, opts, input_dtype, Kshared) -> bool:
+# Grouped MX "both" with compact scales stages them (the one-tile kernel's staging, or MXFP8's squares,
+# then group_unswizzle_scales: three launches) only from these x.size (rows_total * K, the bound known
+# on the host) up; below, the one-tile kernel's direct compact stores (two launches). H100, bench device
+# time, G = 8 skewed members (sizes % 128), bfloat16, staged / direct (item 88): 1024 x 7168 MXFP8
+# 33.1 / 21.1 us, MXFP6 33.3 / 21.9, MXFP4 31.2 / 19.7; 4096 x 7168 69.1 / 63.0, 71.6 / 63.2, 61.5 /
+# 50.7; 8192 x 7168 108.3 / 119.9, 114.4 / 119.5, 96.9 / 94.4; 16384 x 4096 117.6 / 135.9, 124.6 /
+# 135.5, 105.3 / 105.5.
+GROUP_STAGE_MIN_ELEMENTS = {"mxfp8_e4m3": 5 << 23, "mxfp8_e5m2": 5 << 23, "mxfp6_e2m3": 5 << 23,
+                            "mxfp6_e3m2": 5 << 23, "mxfp4_e2m1": 1 << 26}
+
+
+def _staged_size(fmt: str, rows_total, Kshared) -> bool:
+    """Whether an op of rows_total x Kshared elements (the host's bound) is large enough to stage its
+    compact scales (GROUP_STAGE_MIN_ELEMENTS; None: no bound known, no rule)."""
+    return rows_total is None or rows_total * Kshared >= min_elements(GROUP_STAGE_MIN_ELEMENTS, fmt)
+
+
+def stage_one_tile(f, opts, input_dtype, Kshared, rows_total=None) -> bool:
     """Whether the one-tile kernel (group_quantize1) writes an MX "both" op's compact scales swizzled
     into staging buffers, which swizzle.cu group_unswizzle_scales then copies into the compact
     matrices (one more launch, as the single-tensor tile kernel: _plan.stage_scales' formats; one K,
@@ -103,7 +120,8 @@ def stage_one_tile(f, opts, input_dtype, Kshared) -> bool:
     encode, docs/performance.md item 81, where with the fp32 encode it had measured 714.8 -> 763.8)."""
     return (opts.scale_layout == "compact" and f.is_mx and f.block == 32 and bool(Kshared) and Kshared % 128 == 0
             and opts.want_rowwise and opts.want_columnwise
-            and (opts.format in STAGED_SCALE_FORMATS or opts.format in STAGED_BOTH_FORMATS))
+            and (opts.format in STAGED_SCALE_FORMATS or opts.format in STAGED_BOTH_FORMATS)
+            and _staged_size(opts.format, rows_total, Kshared))
 
 
 # grouped.cu group_quantize4 (128 x 128 squares, 1024 threads): plain MXFP8 "both" from 16-bit input
@@ -125,7 +143,8 @@ def quad_squares(f, ext, opts, input_dtype, rows_only, one_k, G, Kshared, rows_t
     return (QUAD and not ext and not rows_only and one_k and f.format_id in _QUAD_FORMATS
             and input_dtype in ("bfloat16", "float16") and opts.want_rowwise and opts.want_columnwise
             and bool(Kshared) and Kshared % 128 == 0
-            and _square_bands_bound(rows_total, G) * (Kshared // 128) <= _MAX_GRID)
+            and _square_bands_bound(rows_total, G) * (Kshared // 128) <= _MAX_GRID
+            and (opts.scale_layout == "swizzled" or _staged_size(f.name, rows_total, Kshared)))
 
 
 def _band_desc_offset(n_rows: int, n_tiles: int) -> int:
@@ -196,7 +215,7 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
     # MXFP8 "both", one K % 128: 128 x 128 squares (group_quantize4; compact scales staged)
     quad = quad_squares(f, ext, opts, input_dtype, rows_only, one_k, G, Kshared, rows_total)
     # compact scales of the one-tile kernel through swizzled staging buffers (stage_one_tile)
-    staged1 = one and not quad and stage_one_tile(f, opts, input_dtype, Kshared)
+    staged1 = one and not quad and stage_one_tile(f, opts, input_dtype, Kshared, rows_total)
     # plain NVFP4 with computed amaxes in the one-tile kernel: the statistics pass also builds every
     # member's multiplier table once its amax is final (grouped.cu stats_tables), and the tile
     # kernel copies it (QFLAG_ENC_TABS) instead of building it in every CTA

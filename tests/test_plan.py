@@ -1235,6 +1235,44 @@ def test_grouped_quantize_grid_sizes(monkeypatch):
     assert [_cuda_grouped._band_desc_offset(r, t) for r, t in ((1024, 1033), (1, 1), (2, 3))] == [2058, 2, 6]
 
 
+def test_grouped_staged_compact_scales_from_a_size_up():
+    """Grouped MX "both" with compact scales stages them (MXFP8's squares, or the one-tile kernel's
+    staging, then group_unswizzle_scales) only from rows_total * K = _cuda_grouped.
+    GROUP_STAGE_MIN_ELEMENTS up (MXFP8 / MXFP6 5 x 2^23, MXFP4 2^26); below, the one-tile kernel's
+    direct compact stores. Swizzled scales keep the squares at every size."""
+    import types as _types
+
+    from fp4kit import _cuda_grouped
+    from fp4kit.formats import FORMATS
+
+    def o(layout):
+        return _types.SimpleNamespace(want_rowwise=True, want_columnwise=True, scale_layout=layout,
+                                      format=None)
+
+    assert _cuda_grouped.GROUP_STAGE_MIN_ELEMENTS == {
+        "mxfp8_e4m3": 5 << 23, "mxfp8_e5m2": 5 << 23, "mxfp6_e2m3": 5 << 23, "mxfp6_e3m2": 5 << 23,
+        "mxfp4_e2m1": 1 << 26}
+    q = _cuda_grouped.quad_squares
+    e4 = FORMATS["mxfp8_e4m3"]
+    assert q(e4, False, o("compact"), "bfloat16", False, True, 8, 7168, 8192)         # 58.7 M elements
+    assert not q(e4, False, o("compact"), "bfloat16", False, True, 8, 7168, 4096)     # 29.4 M
+    assert q(e4, False, o("swizzled"), "bfloat16", False, True, 8, 7168, 1024)
+    for fmt, big, small in (("mxfp8_e4m3", 8192, 4096), ("mxfp6_e2m3", 8192, 4096), ("mxfp6_e3m2", 8192, 4096),
+                            ("mxfp4_e2m1", 9363, 9362)):   # MXFP4: 2^26 / 7168 = 9362.3 rows
+        opts = o("compact")
+        opts.format = fmt
+        f = FORMATS[fmt]
+        assert _cuda_grouped.stage_one_tile(f, opts, "bfloat16", 7168, big), fmt
+        assert not _cuda_grouped.stage_one_tile(f, opts, "bfloat16", 7168, small), fmt
+        assert _cuda_grouped.stage_one_tile(f, opts, "bfloat16", 7168), fmt      # no bound known: no rule
+    monkeypatch = pytest.MonkeyPatch()
+    monkeypatch.setattr(_plan, "SIZE_RULES", False)      # the tests' switch: squares at every size
+    try:
+        assert q(e4, False, o("compact"), "bfloat16", False, True, 8, 7168, 4096)
+    finally:
+        monkeypatch.undo()
+
+
 def test_grouped_quad_squares_where_it_applies():
     """group_quantize4 (128 x 128 squares) takes plain MXFP8 "both" from 16-bit input with one K that
     is a multiple of 128, in both scale layouts (compact ones through staging); everything else keeps

@@ -391,7 +391,7 @@ def launched(monkeypatch):
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 @pytest.mark.parametrize("fmt", ["mxfp8_e4m3", "mxfp8_e5m2"])
-def test_quad_squares_grouped(cp, fmt, dtype, launched):
+def test_quad_squares_grouped(cp, fmt, dtype, launched, size_rules_off):
     """MXFP8 "both" from 16-bit input with one K % 128 takes group_quantize4 (128 x 128 squares, 4
     tiles per CTA, whole swizzled scale blocks with their padding; members off a 16-byte boundary
     staged in the group's tile), compact scales through swizzled staging buffers and
@@ -461,7 +461,7 @@ def _replay_then_bad_dims(cp, x, xd, fmt, kw, capture=True):
 
 
 @pytest.mark.parametrize("layout", ["swizzled", "compact"])
-def test_quad_squares_graph_capture_and_bad_dims(cp, launched, layout):
+def test_quad_squares_graph_capture_and_bad_dims(cp, launched, size_rules_off, layout):
     """group_quantize4 (compact scales: and group_unswizzle_scales) under CUDA-graph capture with
     device dims changed between replays (squares move between members, members shrink to zero), and
     bad device dims: flagged, nothing written."""
@@ -476,7 +476,7 @@ def test_quad_squares_graph_capture_and_bad_dims(cp, launched, layout):
                                        ("mxfp6_e2m3", "float32"), ("mxfp4_e2m1", "bfloat16"),
                                        ("mxfp4_e2m1", "float16"), ("mxfp4_e2m1", "float32"),
                                        ("mxfp8_e4m3", "float32")])
-def test_one_tile_staged_compact_scales(cp, fmt, dtype, launched):
+def test_one_tile_staged_compact_scales(cp, fmt, dtype, launched, size_rules_off):
     """MX "both" with compact scales and one K % 128 in the one-tile kernel (group_quantize1): the
     scales go swizzled into staging buffers (group_meta's second copy of the offsets, the padding
     zeroed by the tile kernel) and group_unswizzle_scales writes the compact matrices. G = 1, 3, 64,
@@ -514,7 +514,7 @@ def test_one_tile_staged_compact_scales(cp, fmt, dtype, launched):
 
 @pytest.mark.parametrize("fmt,dtype", [("mxfp6_e3m2", "float16"), ("mxfp8_e4m3", "float32"),
                                        ("mxfp4_e2m1", "bfloat16")])
-def test_one_tile_staged_graph_capture_and_bad_dims(cp, launched, fmt, dtype):
+def test_one_tile_staged_graph_capture_and_bad_dims(cp, launched, size_rules_off, fmt, dtype):
     """The staged one-tile path under CUDA-graph capture with device dims changed between replays
     (CuPy inputs), and bad device dims: flagged, nothing written (staging and unswizzle included)."""
     import ml_dtypes
