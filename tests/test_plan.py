@@ -78,17 +78,6 @@ def test_mxfp8_both_swizzled_float32_zeroes_padding():
     ]
 
 
-@pytest.fixture
-def size_rules_off(monkeypatch):
-    """The planner's size bounds off (_plan.SIZE_RULES): the 128 x 128 squares and the staged compact
-    scales of "both" at every size, so that small shapes show their plans
-    (test_square_kernels_from_a_size_up and test_staged_both_scales_from_a_size_up check the bounds)."""
-    monkeypatch.setattr(_plan, "SIZE_RULES", False)
-    _plan.clear_plans()
-    yield
-    _plan.clear_plans()
-
-
 def test_mxfp8_compact_scales_staged_swizzled(size_rules_off):
     # (256, 512): both scale matrices, (256, 16) and (512, 8), have rows % 128 == 0 and blocks % 4 == 0:
     # the kernel writes them swizzled into staging buffers (no padding), unswizzle_scales copies them out

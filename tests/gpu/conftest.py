@@ -21,14 +21,3 @@ def gpu():
     finally:
         _cuda.set_poison(old)
 
-
-@pytest.fixture
-def size_rules_off(monkeypatch):
-    """The planner's size bounds off (fp4kit._plan.SIZE_RULES): the 128 x 128 squares and the staged
-    compact scales of "both" at every size, so that small shapes reach those kernel paths."""
-    from fp4kit import _plan
-
-    monkeypatch.setattr(_plan, "SIZE_RULES", False)
-    _plan.clear_plans()
-    yield
-    _plan.clear_plans()
