@@ -103,6 +103,11 @@ def quantized_repr(q) -> str:
     return "\n".join(lines)
 
 
+def operand_repr(op) -> str:
+    return (f"Operand: {op.format} {op.rows}x{op.cols}, codes {tuple(op.data.shape)}, {op.scale_layout} "
+            f"scales {tuple(op.scales.shape)}, {op.nbytes:,} bytes, amax {_amax_text(op.amax)}")
+
+
 def _format_line(f) -> str:
     second = f", second level {f.second_level}" if f.second_level else ""
     return (f"{f.element.upper()} elements (max {f.element_max:g}), blocks of {f.block}, "

@@ -83,7 +83,7 @@ def member_view(g, i: int) -> QuantizedTensor:
                            input_dtype=g.input_dtype)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class GroupedArray:
     """A flat buffer of G members (member i at element offsets[i]) with its group metadata.
 

@@ -298,17 +298,38 @@ def check_max_elements(max_elements, size: int, total: int | None = None) -> int
 
 
 def check_qmatmul(a, b, a_operand, b_operand):
-    """Both quantized, operands present, same K along the block axis."""
-    from .tensor import QuantizedTensor
+    """Both quantized, one scale family, operands present, same K along the block axis.
+
+    Block-scaled GEMMs take MX operands together (E8M0 scales per 32 elements; the element types
+    may differ, e.g. MXFP8 x MXFP4) or NVFP4 with NVFP4 (E4M3 scales per 16 plus the global
+    amax); an NVFP4 operand with an MX one is no GEMM the hardware defines."""
+    from .tensor import GroupedQuantizedTensor, QuantizedTensor
     for name, q in (("a", a), ("b", b)):
         if not isinstance(q, QuantizedTensor):
-            raise TypeError(f"{name}: expected a QuantizedTensor, got {type(q).__name__}")
+            hint = f" (one member of a group: {name}[i])" if isinstance(q, GroupedQuantizedTensor) else ""
+            raise TypeError(f"{name}: expected a QuantizedTensor{hint}, got {type(q).__name__}")
     check_choice("a_operand", a_operand, ("rowwise", "columnwise"))
     check_choice("b_operand", b_operand, ("rowwise", "columnwise"))
+    fa, fb = get_format(a.format), get_format(b.format)
+    if fa.is_nvfp4 != fb.is_nvfp4:
+        raise ValueError(f"b: block-scaled GEMMs pair NVFP4 only with NVFP4 and MX formats only with MX "
+                         f"formats; expected {'nvfp4' if fa.is_nvfp4 else 'an MX format'} like a's "
+                         f"{fa.name!r} ({fa.scale.upper()} scales per {fa.block}), got {fb.name!r} "
+                         f"({fb.scale.upper()} scales per {fb.block})")
+    for name, q, which in (("a", a, a_operand), ("b", b, b_operand)):
+        if getattr(q, which) is None:
+            raise ValueError(f"{name}_operand: {name} was quantized with axis={q.options.axis!r} and has no "
+                             f"{which} operand; expected {name}_operand={q.options.axis!r} or a tensor "
+                             f"quantized with axis='{which}' or 'both'")
     oa, ob = a.operand(a_operand), b.operand(b_operand)
     if oa.cols != ob.cols:
-        raise ValueError(f"b: the operands must share the block axis K; a's {a_operand} operand is "
-                         f"{oa.rows}x{oa.cols}, b's {b_operand} operand is {ob.rows}x{ob.cols}")
+        hint = ""
+        if ob.rows == oa.cols:
+            hint = (" (its rows run along K: b's operand must be (N, K), e.g. a weight W (N, K) "
+                    "quantized rowwise, or a (K, N) tensor's columnwise operand)")
+        raise ValueError(f"b: the operands must share the block axis K; expected b's {b_operand} operand "
+                         f"with {oa.cols} columns like a's {a_operand} operand ({oa.rows}x{oa.cols}), got "
+                         f"{ob.rows}x{ob.cols}{hint}")
     wa, wb = _placement(oa.data, "a"), _placement(ob.data, "b")
     if wa != wb:
         raise ValueError(f"b: the two operands must live in the same place (NumPy on the host, or device "

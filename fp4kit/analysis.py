@@ -258,7 +258,10 @@ def error_report(x, q) -> ErrorReport:
     """
     if not isinstance(q, QuantizedTensor):
         raise TypeError(f"q: expected a QuantizedTensor (the result of fp4kit.quantize), got {type(q).__name__}")
-    shape = tuple(int(s) for s in getattr(x, "shape", ()))
+    if not hasattr(x, "shape"):
+        raise TypeError(f"x: expected the array that q was quantized from (NumPy or device array), "
+                        f"got {type(x).__name__}")
+    shape = tuple(int(s) for s in x.shape)
     if shape != tuple(q.shape):
         raise ValueError(f"x: expected the shape {tuple(q.shape)} that q was quantized from, got {shape}")
     ops = tuple(_operand_error(x, q, n) for n in ("rowwise", "columnwise") if getattr(q, n) is not None)

@@ -149,11 +149,21 @@ def unswizzle_scales(swizzled, shape):
 def group_quantize(x, fmt, num_groups=None, first_dims=None, last_dims=None, **options) -> GroupedQuantizedTensor:
     """Quantize G member tensors stored back to back (SPEC section 7).
 
-    Kinds: ``same`` — x (G*M, K), num_groups=G; ``varying_first`` — x (sum M_i, K), first_dims;
-    ``varying_last`` — x 1-D, first_dims=M (or [M]*G), last_dims; ``varying_both`` — x 1-D, both.
-    `options` are quantize's (axis, scale_layout, scale_rule, amax (G,), ...) plus ``dbias=True``
-    (kinds same / varying_first: float32 (G, K) column sums) and ``max_elements``, the output bound that
-    device-array dims need on the GPU (at most x.size; with host dims, checked against the members').
+    Args:
+        x: the members' elements back to back (float32, bfloat16 or float16; NumPy runs the
+            reference, a device array the CUDA kernels), shaped by the kind below.
+        fmt: one of ``fp4kit.FORMATS``.
+        num_groups, first_dims, last_dims: the kind. ``same`` — x (G*M, K), num_groups=G;
+            ``varying_first`` — x (sum M_i, K), first_dims; ``varying_last`` — x 1-D,
+            first_dims=M (or [M]*G), last_dims; ``varying_both`` — x 1-D, both. Dims are host
+            sequences of ints, or device int64 arrays (then give ``max_elements``).
+        options: quantize's (axis, scale_layout, scale_rule, amax — float32 (G,), or (sum M_i,)
+            row-scaled — ...) plus ``dbias=True`` (kinds same / varying_first: float32 (G, K) column
+            sums) and ``max_elements``, the output bound that device-array dims need on the GPU
+            (at most x.size; with host dims, checked against the members').
+
+    Returns:
+        GroupedQuantizedTensor: ``len(g)`` members, ``g[i]`` member i as a QuantizedTensor of views.
 
     Example:
         >>> import numpy as np, fp4kit
@@ -172,6 +182,15 @@ def group_quantize(x, fmt, num_groups=None, first_dims=None, last_dims=None, **o
 def group_dequantize(g, dtype="float32", operand="rowwise"):
     """Dequantize every member of a grouped result; returns a GroupedArray (flat buffer + metadata).
 
+    Args:
+        g: a GroupedQuantizedTensor from ``group_quantize`` (NumPy arrays run the reference, device
+            arrays the CUDA kernels).
+        dtype: "float32", "bfloat16" or "float16".
+        operand: "rowwise" or "columnwise" (must be present in `g`).
+
+    Returns a GroupedArray in the library of `g`'s arrays: ``y[i]`` is member i, (M_i, K_i) for the
+    rowwise operand and (K_i, M_i) for the columnwise one; ``y.data`` is the flat buffer.
+
     Example:
         >>> import numpy as np, fp4kit
         >>> g = fp4kit.group_quantize(np.ones((64, 32), np.float32), "nvfp4", num_groups=2)
@@ -189,11 +208,22 @@ def group_dequantize(g, dtype="float32", operand="rowwise"):
 def qmatmul(a, b, a_operand="rowwise", b_operand="rowwise"):
     """What a block-scaled GEMM gives for two quantized operands: float32 (M, N) = A_hat @ B_hat^T.
 
-    `a`'s operand is (M, K) and `b`'s is (N, K), both blocked along K (for a weight W (N, K),
-    quantize W rowwise). Elements times block scales are accumulated in float64, then NVFP4's
-    global decode scales fp32(amax * fp32(1/2688)) are applied (per row for row-scaled operands).
-    NumPy operands use the reference; device operands run on the GPU (float64, another summation
-    order: equal to the reference within float64 rounding).
+    Each element is decode(code) x decode(block scale), exactly, in float64; the products are
+    accumulated in float64 along K; NVFP4 then applies both operands' global decode scales
+    alpha = fp32(amax * fp32(1/2688)) (per row of a and per row of b, i.e. per output column,
+    when row-scaled); the float64 result is rounded once to float32.
+
+    Args:
+        a: QuantizedTensor whose `a_operand` is (M, K), blocked along K (an input x (..., K)
+            quantized rowwise; M = prod of its leading dims).
+        b: QuantizedTensor whose `b_operand` is (N, K), blocked along K: a weight W (N, K)
+            quantized rowwise, or the columnwise operand of a (K, N) tensor.
+        a_operand, b_operand: "rowwise" (default) or "columnwise"; the operand must be present.
+
+    Both operands are NVFP4, or both MX (the MX element types may differ, e.g. MXFP8 x MXFP4, as
+    block-scaled tensor cores allow); their K must match; both live on the host (NumPy: the
+    reference runs) or on one GPU (float64 GEMM in another summation order: equal to the reference
+    within float64 rounding). Anything else is a TypeError / ValueError before any work.
 
     Example:
         >>> import numpy as np, fp4kit

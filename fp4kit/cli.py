@@ -5,7 +5,8 @@
 ``(format, op, case, passed, detail)`` records) and prints a table. With a usable GPU (CuPy can see
 a device of compute capability 9.0 or later) it then hands over to ``fp4kit._gpucheck.run``, which
 compares every kernel with the reference. Without one it says so and names the kernel checks that
-were skipped. The exit status is 0 only when every check that ran passed and at least one ran.
+were skipped. The exit status is 0 only when every check that ran passed and at least one ran;
+1 is a failure (also when the reader of stdout goes away, as in ``| head``), 2 a usage error.
 
 No array library beyond NumPy is imported until a GPU is looked for.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import inspect
+import os
 import sys
 import time
 import traceback
@@ -416,7 +418,10 @@ class _FormatsAction(argparse.Action):
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m fp4kit", description="fp4kit: block-scaled low-precision formats, bit-exact on the GPU.")
+    from . import __version__
+    p.add_argument("--version", action="version", version=f"fp4kit {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    p.set_defaults(commands=sub.choices)     # main() reports a command's stray arguments with its usage
     c = sub.add_parser("check", help="check the reference (and, with a GPU, every kernel) against the contract",
                        description="Run the reference against its golden cases and conformance vectors; "
                                    "with a GPU, compare every kernel with the reference. Exit status 0 "
@@ -439,8 +444,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:   # argparse would report them with the top-level usage: use the command's own
+        (args.commands.get(args.command) or parser).error(f"unrecognized arguments: {' '.join(extra)}")
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except BrokenPipeError:
+        # the reader went away (python -m fp4kit check | head): exit 1 without a traceback, and
+        # point stdout at /dev/null so that the interpreter's last flush cannot fail again
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (AttributeError, OSError, ValueError):
+            pass
+        return 1

@@ -81,6 +81,14 @@ class FieldReport:
 
 @dataclass
 class CompareReport:
+    """What ``fp4kit.compare`` found: truthy when every byte matches.
+
+    ``errors``: structural differences (format, shape, layout, operand set, group dims);
+    ``fields``: per compared field (``rowwise.data`` ...) its byte count, differing bytes and their
+    kinds; ``mismatches``: the first ``max_shown`` differing bytes; ``differing``: their total.
+    Prints as a summary.
+    """
+
     fields: dict = field(default_factory=dict)
     mismatches: list = field(default_factory=list)
     errors: list = field(default_factory=list)   # structural problems (missing operand, shapes)

@@ -50,7 +50,7 @@ class QuantizeOptions:
         return self.axis in ("columnwise", "both")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Operand:
     """One quantized operand: codes, scale codes, their layout, and the NVFP4 amax.
 
@@ -58,7 +58,10 @@ class Operand:
     (K, M) for the columnwise one. Blocks run along `cols`. `data` is uint8 `(rows, cols)`, or
     `(rows, cols // 2)` for FP4; `scales` is uint8 `(rows, ceil(cols / block))` when compact and
     `swizzled_shape(...)` of that when swizzled; `amax` is float32 `(1,)`, `(rows,)` when row-scaled,
-    or None for MX formats.
+    or None for MX formats. `nbytes` counts data, scales and amax.
+
+    Like the other result types, it holds arrays, so ``==`` is identity (and the object is
+    hashable by identity); compare contents byte for byte with ``fp4kit.compare``.
     """
 
     data: Any
@@ -94,13 +97,24 @@ class Operand:
 
     @property
     def nbytes(self) -> int:
+        """Bytes of data, scales and amax."""
         n = int(self.data.nbytes) + int(self.scales.nbytes)
         return n + (int(self.amax.nbytes) if self.amax is not None else 0)
 
+    def __repr__(self) -> str:  # shapes and the amax, never the arrays' contents
+        from ._display import operand_repr
+        return operand_repr(self)
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, eq=False)
 class QuantizedTensor:
-    """The result of `quantize`: the rowwise and/or columnwise operand of one tensor."""
+    """The result of `quantize`: the rowwise and/or columnwise operand of one tensor.
+
+    Fields: `format` (name), `shape` (the input's shape), `rowwise` / `columnwise` (Operand, or
+    None when not requested), `options` (the validated QuantizeOptions), `input_dtype`. `M`, `K`:
+    the input flattened to 2-D; `nbytes`: bytes of both operands; `operand(name)`: one operand,
+    ValueError when absent. ``==`` is identity: compare contents with ``fp4kit.compare``.
+    """
 
     format: str
     shape: tuple
@@ -178,7 +192,7 @@ def _options_with_seed(opts: QuantizeOptions, seed: int) -> QuantizeOptions:
     return o
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class GroupedQuantizedTensor:
     """The result of `group_quantize`: G members stored back to back (SPEC section 7).
 
@@ -214,6 +228,13 @@ class GroupedQuantizedTensor:
         if "G" in self.extra:
             return int(self.extra["G"])
         return len(self.first_dims)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the codes, scales and amax of every member (as QuantizedTensor.nbytes; dbias
+        is not counted)."""
+        from ._display import _grouped_bytes
+        return _grouped_bytes(self)
 
     def check(self) -> None:
         """GPU results with device-side dims: wait for the device and raise ValueError if the

@@ -12,6 +12,10 @@ returns float32 ``(M, N) = A_hat @ B_hat^T`` where:
   operands (per row of ``a`` and per row of ``b`` when row-scaled), in float64;
 * the float64 result is rounded once to float32.
 
+The two operands are both NVFP4 or both MX (MX element types may differ, e.g. MXFP8 x MXFP4, as
+block-scaled tensor cores allow); NVFP4 with MX is rejected, like a K mismatch or a missing operand
+(``fp4kit._validate.check_qmatmul``).
+
 The GPU path accumulates in float64 in another order, so it matches this within float64 rounding
 (well below one float32 ulp) rather than bit for bit.
 """

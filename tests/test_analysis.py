@@ -91,6 +91,31 @@ def test_bad_arguments():
         fp4kit.error_report(X, X)
     with pytest.raises(KeyError):
         fp4kit.error_report(X, q)["columnwise"]
+    with pytest.raises(TypeError, match="x: expected the array that q was quantized from .* got list"):
+        fp4kit.error_report(X.tolist(), q)
+
+
+def test_result_types_compare_by_identity_and_hash():
+    """They hold arrays: == must not raise NumPy's "truth value ... is ambiguous", and they can be
+    set members / dict keys (frozen dataclasses with array fields used to fail at both)."""
+    q, q2 = fp4kit.quantize(X, "nvfp4", axis="both"), fp4kit.quantize(X, "nvfp4", axis="both")
+    g = fp4kit.group_quantize(np.ones((64, 32), np.float32), "mxfp8_e4m3", num_groups=2)
+    g2 = fp4kit.group_quantize(np.ones((64, 32), np.float32), "mxfp8_e4m3", num_groups=2)
+    y, y2 = fp4kit.group_dequantize(g), fp4kit.group_dequantize(g2)
+    for a, b in ((q, q2), (q.rowwise, q2.rowwise), (g, g2), (y, y2)):
+        assert a == a and not (a == b) and a != b
+        assert len({a, b, a}) == 2
+    assert fp4kit.compare(q, q2)          # contents: byte for byte
+    assert q.options == q2.options        # plain values still compare by value
+
+
+def test_operand_repr_and_grouped_nbytes():
+    q = fp4kit.quantize(np.ones((4, 64), np.float32), "nvfp4", axis="both", scale_layout="swizzled")
+    assert repr(q.rowwise) == ("Operand: nvfp4 4x64, codes (4, 32), swizzled scales (128, 4), 644 bytes, amax 1")
+    assert "array(" not in repr(q.columnwise) and "64x4" in repr(q.columnwise)
+    g = fp4kit.group_quantize(np.ones((96, 64), np.float32), "nvfp4", first_dims=[32, 0, 64], axis="both")
+    assert g.nbytes == sum(g[i].nbytes for i in range(len(g))) == 6936
+    assert f"{g.nbytes:,} bytes" in repr(g)
 
 
 class _DeviceLike:

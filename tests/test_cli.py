@@ -213,3 +213,42 @@ def test_real_check_command(tmp_path):
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, f"fp4kit check failed:\n{r.stdout[-6000:]}\n{r.stderr[-3000:]}"
     assert "0 failed" in r.stdout and "fp4kit check: OK" in r.stdout
+
+
+class _ClosedPipe(io.StringIO):
+    """stdout whose reader went away (`python -m fp4kit check | head -1`)."""
+
+    def write(self, s):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def fileno(self):
+        return 99
+
+
+def test_closed_stdout_exits_1_without_traceback(monkeypatch, capsys, no_gpu):
+    _use_suites(monkeypatch, ("golden", _suite(monkeypatch, "g", passing)))
+    redirected = []
+    monkeypatch.setattr(cli.os, "open", lambda path, flags: 42)
+    monkeypatch.setattr(cli.os, "dup2", lambda fd, fd2: redirected.append((fd, fd2)))
+    monkeypatch.setattr(sys, "stdout", _ClosedPipe())
+    assert cli.main(["check", "--cpu-only"]) == 1
+    assert redirected == [(42, 99)]          # stdout now /dev/null: the final flush cannot fail
+
+
+@pytest.mark.parametrize("argv,usage", [(["check", "--bogus"], "python -m fp4kit check"),
+                                        (["info", "extra"], "python -m fp4kit info"),
+                                        (["--bogus"], "python -m fp4kit [-h]")])
+def test_stray_arguments_are_reported_with_the_commands_usage(capsys, argv, usage):
+    with pytest.raises(SystemExit) as e:
+        cli.main(argv)
+    err = capsys.readouterr().err
+    assert e.value.code == 2
+    assert f"usage: {usage}" in err and "error: unrecognized arguments:" in err
+    assert f"{usage.split(' [')[0]}: error: unrecognized arguments: {argv[-1]}" in err
+
+
+def test_version(capsys):
+    import fp4kit
+    with pytest.raises(SystemExit) as e:
+        cli.main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out.strip() == f"fp4kit {fp4kit.__version__}"
