@@ -321,6 +321,14 @@ def check_qmatmul(a, b, a_operand, b_operand):
             raise ValueError(f"{name}_operand: {name} was quantized with axis={q.options.axis!r} and has no "
                              f"{which} operand; expected {name}_operand={q.options.axis!r} or a tensor "
                              f"quantized with axis='{which}' or 'both'")
+    # a columnwise operand quantized with rht=True holds H_16 applied along its K (its own sign mask):
+    # the product only means something when both K axes are in the same basis
+    ra, rb = (_rht_basis(q, which) for q, which in ((a, a_operand), (b, b_operand)))
+    if ra != rb:
+        raise ValueError(f"b_operand: both operands' K axes must be in one basis; expected b's {b_operand} "
+                         f"operand {_basis_name(ra)} like a's {a_operand} operand, got {_basis_name(rb)} "
+                         f"(quantize both with rht=True and one rht_sign_mask and take their columnwise "
+                         f"operands, or use operands without the transform)")
     oa, ob = a.operand(a_operand), b.operand(b_operand)
     if oa.cols != ob.cols:
         hint = ""
@@ -335,6 +343,17 @@ def check_qmatmul(a, b, a_operand, b_operand):
         raise ValueError(f"b: the two operands must live in the same place (NumPy on the host, or device "
                          f"arrays on one GPU); a's is {_placement_name(wa)}, b's is {_placement_name(wb)}")
     return oa, ob
+
+
+def _rht_basis(q, which: str):
+    """The sign mask of the random Hadamard transform along the K axis of q's `which` operand (NVFP4
+    rht=True applies it to the columnwise operand only), or None when that operand has none."""
+    opts = q.options
+    return int(opts.rht_sign_mask) if which == "columnwise" and getattr(opts, "rht", False) else None
+
+
+def _basis_name(mask) -> str:
+    return "without the Hadamard transform" if mask is None else f"Hadamard-transformed with rht_sign_mask={mask:#06x}"
 
 
 def _placement(data, name: str):

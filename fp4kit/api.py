@@ -221,7 +221,8 @@ def qmatmul(a, b, a_operand="rowwise", b_operand="rowwise"):
         a_operand, b_operand: "rowwise" (default) or "columnwise"; the operand must be present.
 
     Both operands are NVFP4, or both MX (the MX element types may differ, e.g. MXFP8 x MXFP4, as
-    block-scaled tensor cores allow); their K must match; both live on the host (NumPy: the
+    block-scaled tensor cores allow); their K must match, in one basis (a columnwise operand
+    quantized with rht=True pairs only with another of the same rht_sign_mask); both live on the host (NumPy: the
     reference runs) or on one GPU (float64 GEMM in another summation order: equal to the reference
     within float64 rounding). Anything else is a TypeError / ValueError before any work.
 

@@ -2,6 +2,7 @@
 NVFP4 global scales per tensor or per row) and the argument checks (SPEC.md section 8)."""
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -121,7 +122,36 @@ QMATMUL_ERRORS = [
      r"b_operand: b was quantized with axis='columnwise' and has no rowwise operand"),
     ("operand_choice", lambda: (_q(), _q()), {"b_operand": "both"}, ValueError,
      r"b_operand: expected one of \['rowwise', 'columnwise'\], got 'both'"),
+    ("rht_with_plain", lambda: (_qrht(), _qrht(rht=False)), {"a_operand": "columnwise", "b_operand": "columnwise"},
+     ValueError, r"b_operand: both operands' K axes must be in one basis; expected b's columnwise operand "
+                 r"Hadamard-transformed with rht_sign_mask=0xd7e8 like a's columnwise operand, got without"),
+    ("rht_masks_differ", lambda: (_qrht(), _qrht(rht_sign_mask=0x1234)),
+     {"a_operand": "columnwise", "b_operand": "columnwise"}, ValueError,
+     r"expected b's columnwise operand Hadamard-transformed with rht_sign_mask=0xd7e8 .*got Hadamard-transformed "
+     r"with rht_sign_mask=0x1234"),
+    ("rht_columnwise_with_rowwise", lambda: (_qrht(), _qrht(shape=(16, 32), rht=False)), {"a_operand": "columnwise"},
+     ValueError, r"expected b's rowwise operand Hadamard-transformed .*got without the Hadamard transform"),
 ]
+
+
+def _qrht(shape=(32, 8), rht=True, **kw):
+    """NVFP4 "both" of a bfloat16 (T, N) tensor; with rht, its columnwise operand (N, T) is transformed."""
+    x = np.random.default_rng(3).standard_normal(shape).astype(ml_dtypes.bfloat16)
+    return fp4kit.quantize(x, "nvfp4", axis="both", rht=rht, **kw)
+
+
+def test_qmatmul_of_two_hadamard_transformed_operands():
+    """The wgrad product dY^T X from both columnwise operands, each quantized with rht=True and one sign
+    mask: H is orthonormal, so the product approximates dY^T X like the untransformed one does."""
+    rng = np.random.default_rng(5)
+    dy = rng.standard_normal((64, 16)).astype(ml_dtypes.bfloat16)
+    x = rng.standard_normal((64, 24)).astype(ml_dtypes.bfloat16)
+    want = dy.astype(np.float64).T @ x.astype(np.float64)
+    for rht in (False, True):
+        got = fp4kit.qmatmul(fp4kit.quantize(dy, "nvfp4", axis="both", rht=rht),
+                             fp4kit.quantize(x, "nvfp4", axis="both", rht=rht), "columnwise", "columnwise")
+        assert got.shape == (16, 24) and got.dtype == np.float32
+        assert np.linalg.norm(got - want) < 0.25 * np.linalg.norm(want), rht
 
 
 @pytest.mark.parametrize("qmatmul", QMATMUL)
