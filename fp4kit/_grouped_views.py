@@ -103,6 +103,12 @@ class GroupedArray:
     def __len__(self) -> int:
         return len(self.first_dims)
 
+    def __repr__(self) -> str:   # the metadata, never the buffer's contents (nor a device sync)
+        where = "device" if self.offsets is None else "host"
+        dt = getattr(self.data, "dtype", "?")
+        return (f"GroupedArray: {len(self)} members ({self.kind}, {self.operand}, dims on the {where}), "
+                f"{type(self.data).__name__} of {int(getattr(self.data, 'size', 0)):,} {dt} elements")
+
     def host_dims(self) -> tuple[tuple, tuple]:
         """(first_dims, last_dims) as host tuples (synchronises when they live on the device)."""
         if self.offsets is None and self.group is not None:

@@ -237,3 +237,12 @@ def test_compare_grouped_structure():
     rep = fp4kit.compare(fp4kit.group_quantize(x, "nvfp4", num_groups=3), g)
     assert rep.errors == ["kind: got 'same', expected 'varying_first'"] and rep.differing == 0    # same bytes
     assert fp4kit.compare(fp4kit.quantize(x, "nvfp4"), g).errors == ["got is a QuantizedTensor, expected a grouped result"]
+
+
+def test_grouped_array_repr_is_metadata_only():
+    """GroupedArray's repr names its members, kind, operand, where the dims live and the buffer's size,
+    never the buffer's values (a large group printed whole otherwise)."""
+    g = fp4kit.group_quantize(np.ones((96, 64), np.float32), "mxfp8_e4m3", num_groups=3)
+    y = fp4kit.group_dequantize(g)
+    assert repr(y) == "GroupedArray: 3 members (same, rowwise, dims on the host), ndarray of 6,144 float32 elements"
+    assert "1." not in repr(y)
