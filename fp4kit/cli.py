@@ -416,8 +416,8 @@ class _FormatsAction(argparse.Action):
         setattr(namespace, self.dest, ["all"] if names is None else list(names))
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m fp4kit", description="fp4kit: block-scaled low-precision formats, bit-exact on the GPU.")
+def build_parser(prog: str = "python -m fp4kit") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description="fp4kit: block-scaled low-precision formats, bit-exact on the GPU.")
     from . import __version__
     p.add_argument("--version", action="version", version=f"fp4kit {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
@@ -442,8 +442,10 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+def main(argv: list[str] | None = None, prog: str = "python -m fp4kit") -> int:
+    """Run the command line ``argv`` (default: sys.argv[1:]); ``prog`` names the program in usage
+    and error messages (the ``fp4kit`` console script passes "fp4kit")."""
+    parser = build_parser(prog)
     args, extra = parser.parse_known_args(argv)
     if extra:   # argparse would report them with the top-level usage: use the command's own
         (args.commands.get(args.command) or parser).error(f"unrecognized arguments: {' '.join(extra)}")

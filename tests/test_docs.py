@@ -34,3 +34,33 @@ def test_page_examples_print_what_they_show(page):
             assert buf.getvalue() == nxt.group(2), \
                 f"docs/{page}: example printed\n{buf.getvalue()}\ninstead of\n{nxt.group(2)}\nfor\n{m.group(2)}"
     assert ran, f"docs/{page} has no example"
+
+
+REPO = DOCS.parent
+FILE_NAME = re.compile(r"\b[\w.-]+\.(?:py|cu|cuh|sh|ipynb|npz|md)\b")
+LINK = re.compile(r"\]\(([^)\s#]+)(?:#[^)\s]*)?\)")
+
+
+def _repo_file_names() -> set[str]:
+    skip = {".git", ".prof", "__pycache__", ".pytest_cache", ".hypothesis", "build", "dist", ".venv"}
+    names = set()
+    for p in REPO.rglob("*"):
+        rel = p.relative_to(REPO).parts
+        if not any(part in skip or part.endswith(".egg-info") for part in rel) and p.is_file():
+            names.add(p.name)
+    return names
+
+
+@pytest.mark.parametrize("page", sorted(p.name for p in DOCS.glob("*.md")) + ["../README.md"])
+def test_page_names_files_that_exist(page):
+    """Relative links resolve, and every file name a page mentions (design.md's module map,
+    `scripts/bench.py`, `tests/gpu/test_loader.py`, ...) is a file of the repository."""
+    path = DOCS / page
+    text = path.read_text()
+    broken = [m.group(1) for m in LINK.finditer(text)
+              if "://" not in m.group(1) and not (path.parent / m.group(1)).exists()]
+    assert not broken, f"docs/{page}: broken relative links {broken}"
+    names = _repo_file_names()
+    # SPEC.md: the specification the pages cite by section; it is not part of this repository
+    unknown = sorted({m.group(0) for m in FILE_NAME.finditer(text)} - names - {"SPEC.md"})
+    assert not unknown, f"docs/{page} names files that do not exist: {unknown}"

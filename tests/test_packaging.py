@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -52,14 +54,18 @@ def shipped_files() -> dict[str, str]:
     return out
 
 
+def _copy_sources(dst: Path) -> Path:
+    for f in source_files():
+        (dst / f).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / f, dst / f)
+    return dst
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> zipfile.ZipFile:
     pytest.importorskip("setuptools", reason="building the wheel needs setuptools (pip install '.[test]')")
     tmp = tmp_path_factory.mktemp("wheel")
-    src = tmp / "src"
-    for f in source_files():
-        (src / f).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(REPO / f, src / f)
+    src = _copy_sources(tmp / "src")
     cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
            "--disable-pip-version-check", "-q", "-w", str(tmp / "dist"), str(src)]
     env = {k: v for k, v in os.environ.items() if k != "DIST_EXTRA_CONFIG"}  # build in src/build
@@ -93,12 +99,55 @@ def test_wheel_has_nothing_else(wheel):
 def test_wheel_metadata_and_console_script(wheel):
     meta = next(n for n in wheel.namelist() if n.endswith(".dist-info/METADATA"))
     text = wheel.read(meta).decode()
+    # one version: pyproject.toml's (the wheel's) is fp4kit.__version__ (--version, check's header)
+    init = (REPO / "fp4kit" / "__init__.py").read_text()
+    version = re.search(r'^__version__ = "([^"]+)"', init, re.M).group(1)
+    assert f"\nVersion: {version}\n" in text, f"the wheel's version is not fp4kit.__version__ {version!r}"
     for req in ("numpy", "ml_dtypes"):
         assert f"Requires-Dist: {req}" in text, f"{req} is not a dependency"
     for extra in ("cuda12", "cuda13", "test", "plot"):
         assert f"Provides-Extra: {extra}" in text, f"extra {extra!r} missing"
     eps = next(n for n in wheel.namelist() if n.endswith(".dist-info/entry_points.txt"))
     assert "fp4kit = fp4kit.__main__:main" in wheel.read(eps).decode()
+
+
+def test_sdist_holds_the_package_sources_and_no_partial_test_suite(tmp_path):
+    """The sdist has every file the wheel is built from, and no tests/ (setuptools adds
+    tests/test*.py by default: without conftest.py, tests/gpu, docs/ and examples/ they cannot run)."""
+    pytest.importorskip("setuptools", reason="building the sdist needs setuptools (pip install '.[test]')")
+    src = _copy_sources(tmp_path / "src")
+    code = "import sys; from setuptools import build_meta; print(build_meta.build_sdist(sys.argv[1]))"
+    env = {k: v for k, v in os.environ.items() if k != "DIST_EXTRA_CONFIG"}
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "dist")], cwd=src, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, f"build_sdist failed:\n{r.stdout}\n{r.stderr}"
+    with tarfile.open(tmp_path / "dist" / r.stdout.split()[-1]) as tar:
+        names = {n.partition("/")[2] for n in tar.getnames()}
+    expected = [f for f in shipped_files()] + ["pyproject.toml", "README.md"]
+    missing = sorted(f for f in expected if f not in names)
+    assert not missing, f"{len(missing)} files missing from the sdist: {missing[:20]}"
+    stray = sorted(n for n in names if n.split("/")[0] in ("tests", "scripts", "docs", "examples", ".ci", ".prof"))
+    assert not stray, f"unexpected files in the sdist: {stray[:20]}"
+
+
+def _cli_usage(args: list[str], tmp_path: Path) -> str:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([_fp4kit_parent()] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    r = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, f"{args} failed:\n{r.stdout}\n{r.stderr}"
+    return r.stdout.splitlines()[0]
+
+
+def test_console_script_and_dash_m_name_themselves_in_usage(tmp_path):
+    """`fp4kit --help` (the console script, fp4kit.__main__:main) says `usage: fp4kit`;
+    `python -m fp4kit --help` says `usage: python -m fp4kit`."""
+    assert _cli_usage([sys.executable, "-m", "fp4kit", "--help"], tmp_path).startswith("usage: python -m fp4kit [-h]")
+    script = "import sys; sys.argv[0] = 'fp4kit'; from fp4kit.__main__ import main; sys.exit(main(['--help']))"
+    assert _cli_usage([sys.executable, "-c", script], tmp_path).startswith("usage: fp4kit [-h]")
+    # the installed script itself, when these tests run against an installed fp4kit (.ci/run)
+    exe = shutil.which("fp4kit", path=str(Path(sys.executable).parent))
+    if exe and Path(_fp4kit_parent()) != REPO:
+        assert _cli_usage([exe, "check", "--help"], tmp_path).startswith("usage: fp4kit check [-h]")
 
 
 def _fp4kit_parent() -> str:
