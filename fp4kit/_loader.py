@@ -177,10 +177,28 @@ def build_cubin(module: str, arch: str, use_cache: bool = True) -> Path | bytes:
         return cubin
 
 
+_driver_matched = False
+
+
+def _match_driver() -> None:
+    """Once: tell _nvrtc the CUDA driver's version, so that it prefers an NVRTC the driver can run."""
+    global _driver_matched
+    if _driver_matched:
+        return
+    try:
+        import cupy
+
+        _nvrtc.prefer_driver(int(cupy.cuda.runtime.driverGetVersion()))
+    except Exception:   # no driver to ask: keep the library search order as it is
+        pass
+    _driver_matched = True
+
+
 def get_module(module: str):
     """The loaded cupy.RawModule of cuda_src/<module>.cu for the current device."""
     import cupy
 
+    _match_driver()
     dev = cupy.cuda.Device().id
     arch = device_arch(dev)
     k = (dev, module, arch)
@@ -221,6 +239,7 @@ def warmup() -> list[str]:
 
     import cupy
 
+    _match_driver()
     names = module_names()
     arch = device_arch(cupy.cuda.Device().id)
     with ThreadPoolExecutor(max_workers=min(len(names), os.cpu_count() or 1)) as pool:

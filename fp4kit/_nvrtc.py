@@ -1,7 +1,9 @@
 """A small ctypes binding of NVRTC (the CUDA runtime compiler); no GPU and no CuPy needed.
 
 Library search order: the ``nvidia-cuda-nvrtc`` wheel (``nvidia/cu13/lib``, ``nvidia/cuda_nvrtc/lib``),
-``$CUDA_PATH``/``$CUDA_HOME`` and ``/usr/local/cuda`` (``lib64``, ``lib``), then the system loader.
+``$CUDA_PATH``/``$CUDA_HOME`` and ``/usr/local/cuda`` (``lib64``, ``lib``), then the system loader;
+after :func:`prefer_driver`, libraries of a newer CUDA major than the driver's come last (a cubin
+of CUDA 13's NVRTC needs a CUDA 13 driver: ``.[cuda12,test]`` installs both NVRTC 12 and 13).
 Errors raise :class:`NVRTCError` carrying the program log.
 """
 from __future__ import annotations
@@ -9,15 +11,37 @@ from __future__ import annotations
 import ctypes
 import glob
 import os
+import re
 import sys
 import threading
 from pathlib import Path
 
-__all__ = ["NVRTCError", "load_library", "version", "supported_archs", "compile_program", "library_path"]
+__all__ = ["NVRTCError", "load_library", "version", "supported_archs", "compile_program", "library_path",
+           "prefer_driver"]
 
 _lock = threading.Lock()
 _lib = None
 _lib_path: str | None = None
+_max_major: int | None = None   # the newest CUDA major the driver runs (prefer_driver), else None
+
+
+def _major_of(path: str | None) -> int | None:
+    """The CUDA major version in an NVRTC library's file name (libnvrtc.so.13[.x.y], nvrtc64_120_0.dll),
+    None when the name has none (libnvrtc.so)."""
+    m = re.search(r"libnvrtc\.so\.(\d+)", path or "") or re.search(r"nvrtc64_(\d+?)\d_\d", path or "")
+    return int(m.group(1)) if m else None
+
+
+def prefer_driver(driver_version: int) -> None:
+    """Prefer NVRTC libraries no newer than the CUDA driver (`driver_version` as cudaDriverGetVersion
+    gives it, e.g. 12080): the loader calls this before its first compile. A library already loaded
+    from a newer major is dropped, so that the next load_library() takes an older one if there is one."""
+    global _lib, _lib_path, _max_major
+    major = int(driver_version) // 1000
+    with _lock:
+        _max_major = major if major > 0 else None
+        if _lib is not None and _max_major is not None and (_major_of(_lib_path) or 0) > _max_major:
+            _lib = _lib_path = None
 
 
 class NVRTCError(RuntimeError):
@@ -68,6 +92,8 @@ def _candidate_paths() -> list[str]:
         if p not in seen:
             seen.add(p)
             out.append(p)
+    if _max_major is not None:   # newer majors than the driver's last, the order otherwise kept
+        out.sort(key=lambda p: (_major_of(p) or 0) > _max_major)
     return out
 
 
