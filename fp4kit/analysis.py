@@ -39,7 +39,7 @@ class OperandError:
     finite: int             # finite input elements (the population of every figure below)
     nan: int                # NaN input elements (excluded)
     inf: int                # +-inf input elements (excluded)
-    snr_db: float           # 10 log10(sum ref^2 / sum err^2); inf when exact
+    snr_db: float           # 10 log10(sum ref^2 / sum err^2); inf when exact, nan with no finite element
     mse: float
     max_abs_error: float
     max_rel_error: float    # over non-zero finite inputs (nan when there are none)
@@ -181,7 +181,9 @@ def compact_scales(op) -> np.ndarray:
 def scale_values(op) -> np.ndarray:
     """float64 (rows, cols): the factor that turns each element's decoded code back into its value.
 
-    MX: 2^(E-127); NVFP4: decode_e4m3(sf) * amax / 2688 (per row when row-scaled).
+    MX: 2^(E-127); NVFP4: SPEC section 4's fp32_RN(fp32_RN(decode_e4m3(sf) * amax) * fp32_RN(1/2688))
+    (per row when row-scaled), the factor dequantize applies, so fp32_RN(decode(code) * factor) is
+    the dequantized value.
     """
     f = FORMATS[op.format]
     from .reference.numerics import decode, e8m0_decode
@@ -189,8 +191,9 @@ def scale_values(op) -> np.ndarray:
     if f.is_mx:
         v = e8m0_decode(s).astype(np.float64)
     else:
-        a = np.asarray(to_numpy(op.amax), dtype=np.float64).reshape(-1, 1)
-        v = decode(s, "e4m3").astype(np.float64) * a / 2688.0
+        a = np.asarray(to_numpy(op.amax), dtype=np.float32).reshape(-1, 1)
+        with np.errstate(over="ignore", invalid="ignore"):
+            v = ((decode(s, "e4m3").astype(np.float32) * a) * np.float32(1.0 / 2688.0)).astype(np.float64)
     return np.repeat(v, f.block, axis=1)[:, :op.cols]
 
 
@@ -209,7 +212,9 @@ def _operand_error(x, q: QuantizedTensor, name: str) -> OperandError:
     nf = int(rf.size)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         sig, noise = float(np.sum(rf * rf)), float(np.sum(err * err))
-        if noise == 0:
+        if nf == 0:                 # no finite element to measure (an empty or all-NaN/Inf operand)
+            snr = float("nan")
+        elif noise == 0:
             snr = float("inf")
         elif sig == 0:
             snr = float("-inf")

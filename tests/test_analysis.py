@@ -246,3 +246,30 @@ def test_grouped_array_repr_is_metadata_only():
     y = fp4kit.group_dequantize(g)
     assert repr(y) == "GroupedArray: 3 members (same, rowwise, dims on the host), ndarray of 6,144 float32 elements"
     assert "1." not in repr(y)
+
+
+def test_error_report_of_an_empty_operand_has_no_snr():
+    """An operand with no finite element has no SNR to report: NaN, not the inf of an exact result."""
+    x = np.ones((0, 64), np.float32)
+    rep = fp4kit.error_report(x, fp4kit.quantize(x, "mxfp8_e4m3"))
+    assert np.isnan(rep["rowwise"].snr_db) and rep["rowwise"].finite == 0
+    exact = fp4kit.error_report(np.ones((2, 32), np.float32), fp4kit.quantize(np.ones((2, 32), np.float32), "mxfp8_e4m3"))
+    assert exact["rowwise"].snr_db == float("inf")
+
+
+
+@pytest.mark.parametrize("fmt,kw", [("nvfp4", {}), ("nvfp4", {"row_scaled": True}), ("mxfp4_e2m1", {}),
+                                    ("mxfp8_e4m3", {})])
+def test_scale_values_are_the_dequantize_factors(fmt, kw):
+    """fp32_RN(decode(code) * scale_values) is dequantize's float32 value, bit for bit (NVFP4: SPEC
+    section 4's fp32 steps, not a float64 amax / 2688)."""
+    from fp4kit.analysis import operand_codes, scale_values
+    from fp4kit.reference.numerics import decode
+
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal((32, 64)) * np.exp2(rng.integers(-20, 20, (32, 1)))).astype(np.float32)
+    q = fp4kit.quantize(x, fmt, **kw)
+    op = q.rowwise
+    elem = fp4kit.FORMATS[fmt].element
+    got = (decode(operand_codes(op), elem).astype(np.float32) * scale_values(op).astype(np.float32))
+    assert np.array_equal(got.view(np.uint32), fp4kit.dequantize(q).view(np.uint32))
