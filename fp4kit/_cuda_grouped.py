@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._cuda import _DTYPE_IDS, _MAX_GRID, _NULL, _THREADS, _empty, _fn, _resident_per_sm, _sm_count
+from ._cuda import (_DTYPE_IDS, _MAX_GRID, _NULL, _THREADS, _empty, _fn, _resident_per_sm, _sm_count,
+                    amax_copy)
 from ._plan import (ENC_TAB, div_magic, QFLAG_ENC_TABS, QFLAG_SWIZZLED, STAGED_BOTH_FORMATS, STAGED_SCALE_FORMATS,
                     min_elements, needs_ext, quantize_flags, rows_blocks, rows_lw, rows_stack)
 from .formats import FORMATS
@@ -271,7 +272,7 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
     elif f.is_nvfp4:
         if opts.want_rowwise:
             if amax is not None:
-                a_row = amax.astype(cp.float32, copy=True)
+                a_row = amax_copy(amax)
             else:
                 a_row = row_t = cp.zeros((caps["arow"],), np.float32)
                 mode |= 2 if opts.row_scaled else 1
@@ -283,7 +284,7 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
                 a_col = col_t = cp.zeros((caps["acol"],), np.float32)
                 mode |= 4
             elif amax is not None:
-                a_col = amax.astype(cp.float32, copy=True)
+                a_col = amax_copy(amax)
             else:
                 a_col = col_t = cp.zeros((caps["acol"],), np.float32)
                 mode |= 1 | 16

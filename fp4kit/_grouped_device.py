@@ -49,11 +49,6 @@ def _cp():
     return cupy
 
 
-def _cuda_single():
-    from . import _cuda
-    return _cuda
-
-
 def _dims_device(name, dims, dev):
     """A device int64 dims array (validated: 1-D int64 on `dev`)."""
     da = _interop.as_cupy(dims, name)
@@ -181,9 +176,8 @@ def group_quantize(x, fmt, num_groups=None, first_dims=None, last_dims=None, ama
                 (None if opts.row_scaled else np.arange(shape[0]))
             with _device_ctx(da.device):
                 amax_cp = cp.asarray(check_amax_values(amax, members))
-        else:              # device values: unchecked (no synchronisation); -0 as +0 on the device
-            with _device_ctx(da.device), _interop.current_stream(x):
-                amax_cp = _cuda_single().amax_copy(a.array)
+        else:              # device values: unchecked (no synchronisation); -0 as +0 where the launcher
+            amax_cp = a.array  # copies them into the result (_cuda_grouped, _cuda.amax_copy)
     # conversions back to the caller's library stay inside the stream context (graph-capture safe)
     with _device_ctx(da.device, da.library), _interop.current_stream(x):
         if not dev_dims:

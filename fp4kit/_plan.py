@@ -305,8 +305,6 @@ QUADM_TILES = True
 QUAD_MIN_ELEMENTS = {"mxfp8_e4m3": 1 << 25, "mxfp8_e5m2": 1 << 25, "mxfp4_e2m1": 1 << 26}
 QUADM_MIN_ELEMENTS = {"mxfp8_e4m3": 1 << 25, "mxfp8_e5m2": 1 << 25, "mxfp4_e2m1": 1 << 25,
                       "mxfp6_e2m3": 1 << 26, "mxfp6_e3m2": 1 << 26}
-QUAD_FORMATS = frozenset(QUAD_MIN_ELEMENTS)
-QUADM_FORMATS = frozenset(QUADM_MIN_ELEMENTS)
 
 
 def quad_tiles(fmt: str, input_dtype: str, M: int, K: int, both: bool) -> bool:
