@@ -255,14 +255,30 @@ FP4KIT_QUANTIZE_SR_KERNELS(5, 0)
 FP4KIT_QUANTIZE_SR_KERNELS(5, 1)
 FP4KIT_QUANTIZE_SR_KERNELS(5, 2)
 
-// The NVFP4 multiplier tables of one quantize call (QFLAG_ENC_TABS), one CTA of 256 threads:
-// tabs[0 .. NV_TAB] for amax_row[0] (threads 0-127), tabs[NV_TAB + 1 ..] for amax_col[0] (threads
-// 128-255); a null amax skips its table. The tile kernels then copy them instead of each CTA
-// computing them.
+// The small NVFP4 steps of one quantize call, in one launch ahead of its main kernel:
+// - the stored amaxes: dst_row[i] and dst_col[i] (a null one is skipped) get src[i] AND mask for
+//   i < n (grid-stride): a caller's amax with mask 0x7FFFFFFF (-0 stored as +0, SPEC: an amax is
+//   max |x|; an integer AND, so a subnormal amax is kept as it is), or the columnwise copy of the
+//   computed plain amax with mask 0xFFFFFFFF;
+// - with `tabs` (QFLAG_ENC_TABS), CTA 0's threads fill the multiplier tables tabs[0 .. NV_TAB] for
+//   tab_row[0] (threads 0-127) and tabs[NV_TAB + 1 ..] for tab_col[0] (threads 128-255); a null
+//   source skips its table, and a source equal to src is read AND mask, as it is stored. The tile
+//   kernels then copy the tables instead of each CTA computing them.
+// It replaced one launch per stored amax plus one for the tables (fp4kit._plan).
 extern "C" __global__ void __launch_bounds__(QT_THREADS)
-nvfp4_enc_tables(const float* amax_row, const float* amax_col, float* tabs) {
-    if (amax_row != nullptr) nvfp4_fill_table(tabs, amax_row[0], 0);
-    if (amax_col != nullptr) nvfp4_fill_table(tabs + NV_TAB + 1, amax_col[0], NV_TAB);
+nvfp4_amax_out(const float* src, i64 n, u32 mask, float* dst_row, float* dst_col, const float* tab_row,
+               const float* tab_col, float* tabs) {
+    const u32* s = reinterpret_cast<const u32*>(src);
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
+        const u32 v = s[i] & mask;
+        if (dst_row != nullptr) reinterpret_cast<u32*>(dst_row)[i] = v;
+        if (dst_col != nullptr) reinterpret_cast<u32*>(dst_col)[i] = v;
+    }
+    if (tabs == nullptr || blockIdx.x != 0) return;
+    if (tab_row != nullptr)
+        nvfp4_fill_table(tabs, u2f(f2u(tab_row[0]) & (tab_row == src ? mask : 0xFFFFFFFFu)), 0);
+    if (tab_col != nullptr)
+        nvfp4_fill_table(tabs + NV_TAB + 1, u2f(f2u(tab_col[0]) & (tab_col == src ? mask : 0xFFFFFFFFu)), NV_TAB);
 }
 
 FP4KIT_QUANTIZE_QUAD_KERNEL(0, 1, _quad, 2)

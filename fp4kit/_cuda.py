@@ -120,11 +120,12 @@ def amax_copy(amax):
 def run_plan(plan, x, amax=None, seed: int = 0) -> list:
     """Run a launch plan (fp4kit._plan) with CuPy on the current device and stream.
 
-    x: the C-contiguous CuPy input ("x" arguments); amax: the caller's CuPy amax (AMAX buffers);
+    x: the C-contiguous CuPy input ("x" arguments); amax: the caller's CuPy amax ("amax" arguments);
     seed: the "seed" argument. Returns the plan's buffers (CuPy arrays), indexed by buffer number.
     """
     cp = _cp()
     bufs: list = [None] * plan.n_buffers
+    amax_arg = None
     for step in plan.steps:
         kind = type(step)
         if kind is _plan.Buffer:
@@ -133,8 +134,6 @@ def run_plan(plan, x, amax=None, seed: int = 0) -> list:
                 a = _empty(step.shape, _NP_DTYPES[step.dtype])
             elif init == _plan.ZEROS:
                 a = cp.zeros(step.shape, dtype=_NP_DTYPES[step.dtype])
-            elif init == _plan.AMAX:
-                a = amax_copy(amax)
             elif init == _plan.COPY:
                 a = bufs[step.src].copy()
             else:                                   # VIEW
@@ -152,6 +151,10 @@ def run_plan(plan, x, amax=None, seed: int = 0) -> list:
                     args.append(_NULL)
                 elif k == "seed":
                     args.append(np.uint64(seed))
+                elif k == "amax":
+                    if amax_arg is None:
+                        amax_arg = _cp().ascontiguousarray(amax, dtype=np.float32)
+                    args.append(amax_arg)
                 else:
                     args.append(_NP_SCALARS[k](arg.value))
             grid = (step.grid,) if step.grid_y == step.grid_z == 1 else (step.grid, step.grid_y, step.grid_z)

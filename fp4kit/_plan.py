@@ -21,7 +21,7 @@ from .tensor import swizzled_shape
 
 __all__ = ["Buffer", "Launch", "ZeroFill", "Arg", "OperandSlots", "Plan", "build_quantize_plan", "build_amax_plan",
            "quantize_plan", "amax_plan", "align_class", "grid_stride_blocks", "quantize_flags", "needs_ext",
-           "clear_plans", "EMPTY", "ZEROS", "AMAX", "COPY", "VIEW"]
+           "clear_plans", "EMPTY", "ZEROS", "COPY", "VIEW"]
 
 DTYPE_IDS = {"float32": 0, "bfloat16": 1, "float16": 2}
 ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2}
@@ -47,7 +47,6 @@ THREADS = 256
 # Buffer.init values
 EMPTY = "empty"     # uninitialised (0xA5 in every byte when output poisoning is on)
 ZEROS = "zeros"     # zero-filled
-AMAX = "amax"       # a copy of the caller's amax, flattened to 1-D float32
 COPY = "copy"       # a copy of buffer `src`
 VIEW = "view"       # elements [start, start + shape[0]) of the 1-D buffer `src` (no new memory)
 
@@ -65,7 +64,8 @@ class Buffer(NamedTuple):
 
 class Arg(NamedTuple):
     """One kernel argument. `kind`: "x" (the input's pointer), "buf" (pointer to buffer `value`),
-    "null" (a pointer the kernel does not use: 0), "seed" (the call's seed as u64), or the C type of a
+    "null" (a pointer the kernel does not use: 0), "seed" (the call's seed as u64), "amax" (pointer to
+    the caller's amax, C-contiguous float32; only in plans built with an amax_size), or the C type of a
     scalar holding `value`: "i64" (long long), "i32" (int), "u32" (unsigned int), "u64" (unsigned
     long long). Pointers are 8 bytes."""
 
@@ -127,6 +127,7 @@ class Plan:
 _X = Arg("x")
 _NULL = Arg("null")
 _SEED = Arg("seed")
+_AMAX = Arg("amax")
 
 
 def _buf(slot: int) -> Arg:
@@ -546,6 +547,11 @@ def build_quantize_plan(M: int, K: int, input_dtype: str, opts, amax_size: int |
     # NVFP4 amax: rowwise uses the caller's or the computed plain amax; columnwise the same except
     # that rht / row_scaled give it its own, always computed.
     fused = small_fused(opts, M, K, amax_size is not None)
+    # the stored amaxes that are copies (a caller's amax, with -0 as +0; the columnwise copy of the
+    # computed plain amax): written by one nvfp4_amax_out launch ahead of the main kernel, which also
+    # fills the multiplier tables when the tile kernel takes them (see store_amaxes below).
+    # [source Arg, elements, AND mask, rowwise slot or None, columnwise slot or None]
+    store = None
     if fmt.is_nvfp4:
         given = amax_size is not None
 
@@ -561,7 +567,8 @@ def build_quantize_plan(M: int, K: int, input_dtype: str, opts, amax_size: int |
             ops["rowwise"][2] = plain
         elif "rowwise" in ops:
             if given:
-                ops["rowwise"][2] = b.buffer((amax_size,), "float32", AMAX)
+                ops["rowwise"][2] = b.buffer((amax_size,), "float32", EMPTY)
+                store = [_AMAX, amax_size, 0x7FFFFFFF, ops["rowwise"][2], None]
             elif opts.row_scaled:
                 ops["rowwise"][2], = computed("rows")
             else:
@@ -575,12 +582,31 @@ def build_quantize_plan(M: int, K: int, input_dtype: str, opts, amax_size: int |
             elif opts.rht:
                 a, = computed("rht")
             elif given:
-                a = b.buffer((amax_size,), "float32", AMAX)
-            elif plain is not None:
-                a = b.buffer((1,), "float32", COPY, src=plain)
+                a = b.buffer((amax_size,), "float32", EMPTY)
+                store = store or [_AMAX, amax_size, 0x7FFFFFFF, None, None]
+                store[4] = a
+            elif plain is not None and M * K:
+                a = b.buffer((1,), "float32", EMPTY)
+                store = [_buf(plain), 1, 0xFFFFFFFF, None, a]
+            elif plain is not None:     # an empty input: the plain amax is the zeroed buffer's 0
+                a = b.buffer((1,), "float32", ZEROS)
             else:
                 a, = computed("global")
             ops["columnwise"][2] = a
+
+    def store_amaxes(ra=None, ca=None, tabs=None):
+        """The nvfp4_amax_out launch: the pending stored amaxes, and with `tabs` the multiplier tables
+        of the amaxes in slots ra / ca (a slot this launch writes is read from its source)."""
+        nonlocal store
+        src, n, mask, rs, cs = store or (_NULL, 0, 0xFFFFFFFF, None, None)
+
+        def tab_src(slot):
+            return _NULL if slot is None else src if slot in (rs, cs) else _buf(slot)
+
+        if n or tabs is not None:
+            b.launch("quantize", "nvfp4_amax_out", grid_stride_blocks(n, 8, sm),
+                     (src, _i64(n), _u32(mask), _ptr(rs), _ptr(cs), tab_src(ra), tab_src(ca), _ptr(tabs)))
+        store = None
 
     r, c = ops.get("rowwise"), ops.get("columnwise")
     if M and K:
@@ -591,6 +617,10 @@ def build_quantize_plan(M: int, K: int, input_dtype: str, opts, amax_size: int |
         name = f"quantize_f{fmt.format_id}_d{DTYPE_IDS[input_dtype]}"
         rows_kernel = c is None and not (fmt.is_nvfp4 and opts.tile_2d)
         cols = None if ext else cols_kernel(opts.format, input_dtype, M, K, align, r is None, layout)
+        # the tile kernel with precomputed NVFP4 multiplier tables: they come with the stored amaxes
+        tile_tabs = not rows_kernel and cols is None and enc_tables(opts, -(-M // QT_M) * -(-K // QT_K))
+        if store is not None and not tile_tabs:
+            store_amaxes()
         # the tile kernel's compact scales through a swizzled staging buffer (see stage_scales):
         # operand -> staging slot (the rows kernel writes whole sectors of compact scales itself)
         staged = {}
@@ -635,11 +665,12 @@ def build_quantize_plan(M: int, K: int, input_dtype: str, opts, amax_size: int |
             tiles = -(-M // QT_M) * -(-K // QT_K)
             rd, ra = (r[0], r[2]) if r else (None, None)
             cd, ca = (c[0], c[2]) if c else (None, None)
-            if enc_tables(opts, tiles):
+            if tile_tabs:
                 # the NVFP4 multiplier tables once for the op instead of once per tile (quantize.cu
-                # nvfp4_enc_tables); the tile kernel then takes the tables where it took the amaxes
+                # nvfp4_amax_out, with the stored amaxes); the tile kernel then takes the tables where
+                # it took the amaxes
                 tabs = b.buffer((2 * ENC_TAB,), "float32", EMPTY)
-                b.launch("quantize", "nvfp4_enc_tables", 1, (_ptr(ra), _ptr(ca), _buf(tabs)))
+                store_amaxes(ra, ca, tabs)
                 ra = None if ra is None else b.buffer((ENC_TAB,), "float32", VIEW, src=tabs, start=0)
                 ca = None if ca is None else b.buffer((ENC_TAB,), "float32", VIEW, src=tabs, start=ENC_TAB)
                 flags |= QFLAG_ENC_TABS
@@ -676,6 +707,9 @@ def build_quantize_plan(M: int, K: int, input_dtype: str, opts, amax_size: int |
         for data, scales, _, rows, nb, (rp, cpd) in ops.values():
             if rp * cpd:
                 b.zero_fill(scales)
+
+    if store is not None:         # an empty input: the stored amaxes only
+        store_amaxes()
 
     def slots(op):
         return None if op is None else OperandSlots(op[0], op[1], op[2])

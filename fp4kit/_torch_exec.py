@@ -34,7 +34,7 @@ _SCALAR_MASK = {"i64": _U64, "u64": _U64, "i32": 0xFFFF_FFFF, "u32": 0xFFFF_FFFF
 
 # Where a dynamic argument's value comes from, in the per-call `vals` list: 0 the input's pointer,
 # 1 the seed, 2 + n the pointer of buffer n.
-_VAL_X, _VAL_SEED, _VAL_BUF0 = 0, 1, 2
+_VAL_X, _VAL_SEED, _VAL_AMAX, _VAL_BUF0 = 0, 1, 2, 3
 
 
 def _torch():
@@ -91,7 +91,7 @@ def _stream_ptr(device: int) -> int:
 
 # Operations of a prepared plan (_Prepared.program), one per plan step, each a 6-tuple
 # (op, slot or launch number, a, b, c, d) with the op's fields resolved once (see _Prepared).
-_OP_EMPTY, _OP_ZEROS, _OP_AMAX, _OP_COPY, _OP_VIEW, _OP_LAUNCH, _OP_ZERO_FILL = range(7)
+_OP_EMPTY, _OP_ZEROS, _OP_COPY, _OP_VIEW, _OP_LAUNCH, _OP_ZERO_FILL = range(6)
 _ITEMSIZE = {"uint8": 1, "float32": 4}
 
 
@@ -101,8 +101,7 @@ class _Prepared:
     bounds; per launch the CUDA function, grid, block, the static 8-byte argument values and the
     (slot, value source) pairs written per call); and, per thread, the packed argument arrays."""
 
-    __slots__ = ("launch", "memset", "launches", "program", "empty", "uint8", "float32", "int32", "bitwise_and",
-                 "tls")
+    __slots__ = ("launch", "memset", "launches", "program", "empty", "uint8", "float32", "tls")
 
     def __init__(self, plan):
         torch = _torch()
@@ -113,8 +112,6 @@ class _Prepared:
         self.empty = torch.empty
         self.uint8 = torch.uint8
         self.float32 = torch.float32
-        self.int32 = torch.int32
-        self.bitwise_and = torch.bitwise_and
         self.launches = []
         program = []
         for step in plan.steps:
@@ -132,8 +129,6 @@ class _Prepared:
                     # (shape, torch dtype, bytes to clear)
                     program.append((_OP_ZEROS, step.slot, step.shape, _TORCH_DTYPES[step.dtype],
                                     n * _ITEMSIZE[step.dtype], None))
-                elif init == _plan.AMAX:
-                    program.append((_OP_AMAX, step.slot, step.shape, None, None, None))
                 elif init == _plan.COPY:
                     program.append((_OP_COPY, step.slot, step.src, None, None, None))
                 else:                                   # VIEW: (source, start, stop)
@@ -146,6 +141,8 @@ class _Prepared:
                         dyn.append((i, _VAL_X))
                     elif a.kind == "seed":
                         dyn.append((i, _VAL_SEED))
+                    elif a.kind == "amax":
+                        dyn.append((i, _VAL_AMAX))
                     elif a.kind == "buf":
                         dyn.append((i, _VAL_BUF0 + a.value))
                     elif a.kind != "null":                      # "null" stays 0
@@ -186,8 +183,8 @@ def run(plan, x, amax, seed: int, device: int, x_ptr: int | None = None) -> list
     """Run `plan` with PyTorch on `device` (the current device of PyTorch and CuPy, where x is) and
     PyTorch's current stream there.
 
-    x: the C-contiguous input tensor ("x" arguments); amax: the caller's float32 CUDA tensor (AMAX
-    buffers) or None; seed: the "seed" argument; x_ptr: x.data_ptr() when the caller has it.
+    x: the C-contiguous input tensor ("x" arguments); amax: the caller's float32 CUDA tensor ("amax"
+    arguments) or None; seed: the "seed" argument; x_ptr: x.data_ptr() when the caller has it.
     Returns the plan's buffers as tensors, indexed by buffer number.
     """
     prep = plan.exec_cache.get("torch")
@@ -201,7 +198,9 @@ def run(plan, x, amax, seed: int, device: int, x_ptr: int | None = None) -> list
     poison = _cuda._poison
     empty = prep.empty
     bufs: list = [None] * plan.n_buffers
-    vals = [x.data_ptr() if x_ptr is None else x_ptr, seed] + bufs
+    if amax is not None and not amax.is_contiguous():
+        amax = amax.contiguous()                    # kept alive by this frame until the launches are queued
+    vals = [x.data_ptr() if x_ptr is None else x_ptr, seed, 0 if amax is None else amax.data_ptr()] + bufs
     for op, slot, a, b, c, d in prep.program:
         if op == _OP_LAUNCH:                            # slot: launch number; a, b, c, d: fn, (gx, gy, gz), block, dyn
             values = packs[slot]
@@ -220,11 +219,6 @@ def run(plan, x, amax, seed: int, device: int, x_ptr: int | None = None) -> list
             ptr = t.data_ptr()
             if c:
                 prep.memset(ptr, 0, c, stream)
-        elif op == _OP_AMAX:
-            t = empty(*a, dtype=prep.float32, device=where)
-            # the caller's amax with -0 as +0: the sign bit cleared (an integer op, as _cuda.amax_copy)
-            prep.bitwise_and(amax.detach().reshape(-1).view(prep.int32), 0x7FFFFFFF, out=t.view(prep.int32))
-            ptr = t.data_ptr()
         elif op == _OP_COPY:                            # a: source buffer
             t = bufs[a].clone()
             ptr = t.data_ptr()

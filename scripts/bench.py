@@ -495,6 +495,8 @@ def main(argv=None):
     ap.add_argument("--no-startup", action="store_true")
     ap.add_argument("--shapes", default="", metavar="MxK,...",
                     help="the quantize / dequantize / swizzle shapes instead of the defaults (e.g. 4096x4096,2048x7168)")
+    ap.add_argument("--formats", default="", metavar="FMT,...",
+                    help="the quantize / dequantize / ragged formats instead of the defaults (e.g. nvfp4)")
     ap.add_argument("--only", default="", metavar="SECTIONS",
                     help="comma-separated subset of " + ",".join(SECTIONS) + " (default: all)")
     args = ap.parse_args(argv)
@@ -509,8 +511,12 @@ def main(argv=None):
         custom = None
     if custom is None or any(len(sh) != 2 or min(sh) < 1 for sh in custom):
         ap.error(f"--shapes: expected MxK[,MxK...] with positive M and K, got {args.shapes!r}")
-    torch = _torch()
+    fmts = [f for f in args.formats.split(",") if f]
     import fp4kit
+    unknown = sorted(set(fmts) - set(fp4kit.FORMATS))
+    if unknown:
+        ap.error(f"--formats: unknown format(s) {', '.join(unknown)}; choose from {', '.join(fp4kit.FORMATS)}")
+    torch = _torch()
     fp4kit.warmup()
     dev = torch.cuda.get_device_name()
     if args.quick:
@@ -523,18 +529,22 @@ def main(argv=None):
         axes = ("rowwise", "columnwise", "both")
     if custom:
         shapes = custom
+    ragged_formats = RAGGED_FORMATS
+    if fmts:
+        formats = tuple(fmts)
+        ragged_formats = tuple(f for f in RAGGED_FORMATS if f in fmts)
     rows = []
     print(f"# fp4kit benchmarks on {dev}\n\n{HEADER}", flush=True)
     global _PROGRESS
     from fp4kit.cli import Progress
     n_rows = expected_rows(shapes, formats, axes) + (len(shapes) if torchao_mxfp8()[0] is not None else 0)
-    if only:
+    if only or fmts:
         n_rows = None
     with Progress(total=n_rows, label="bench") as _PROGRESS:
         if "quantize" in run:
             bench_quantize(rows, shapes, formats, axes, reps)
         if "ragged" in run:
-            bench_quantize(rows, RAGGED_SHAPES, RAGGED_FORMATS, ("both",), reps)
+            bench_quantize(rows, RAGGED_SHAPES, ragged_formats, ("both",), reps)
         if "torchao" in run:
             bench_torchao(rows, shapes, reps)
         if "dequantize" in run:

@@ -13,6 +13,9 @@ from fp4kit import _loader, _nvrtc  # noqa: E402
 
 
 def main(argv):
+    if any(a.startswith("-") for a in argv[1:]):
+        print(__doc__.strip())
+        return 0 if set(argv[1:]) <= {"-h", "--help"} else 2
     archs = argv[1:] or ["sm_90", "sm_100a"]
     print(f"NVRTC {'.'.join(map(str, _nvrtc.version()))} from {_nvrtc.library_path()}")
     print(f"options: {' '.join(_loader.options_for('<arch>'))}")

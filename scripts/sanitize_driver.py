@@ -89,8 +89,9 @@ for fmt, f in fp4kit.FORMATS.items():
         fp4kit.group_dequantize(gr)
         fp4kit.group_quantize(xg, fmt, first_dims=cp.asarray(np.array(first, np.int64)), axis="rowwise", **kw).check()
         n += 4
-# NVFP4 tile kernels with the multiplier tables of one nvfp4_enc_tables launch (QFLAG_ENC_TABS; by
-# default from fp4kit._plan.ENC_TABS_MIN_TILES tiles on, here for every shape)
+# NVFP4 tile kernels with the multiplier tables of the nvfp4_amax_out launch (QFLAG_ENC_TABS; by
+# default from fp4kit._plan.ENC_TABS_MIN_TILES tiles on, here for every shape); that launch also
+# stores the amaxes (a caller's, the columnwise copy of a computed one)
 from fp4kit import _plan  # noqa: E402
 
 _plan.ENC_TABS_MIN_TILES, _keep = 1, _plan.ENC_TABS_MIN_TILES
@@ -106,6 +107,11 @@ for (M, K) in [(34, 96), (130, 66), (256, 384)]:
         n += 1
 _plan.ENC_TABS_MIN_TILES = _keep
 _plan.clear_plans()
+# one caller's amax per row over several CTAs of nvfp4_amax_out (grid-stride), from a strided view
+x = rng.standard_normal((600, 64)).astype(np.float32)
+rows = cp.asarray(np.stack([np.abs(x).max(axis=1), np.ones(600)], axis=1).astype(np.float32))[:, 0]
+fp4kit.quantize(cp.asarray(x), "nvfp4", axis="both", row_scaled=True, amax=rows)
+n += 1
 # NVFP4 computed amax over many small members (amax chunks straddling member boundaries), bfloat16
 many = [int(v) * 2 for v in rng.integers(0, 20, 70)]     # even: FP4 columnwise packs M
 many[0] = many[-1] = 0

@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 
 from fp4kit import FORMATS, _cuda, _plan, _torch_exec
-from fp4kit._plan import AMAX, COPY, EMPTY, VIEW, ZEROS, Arg, Buffer, Launch, OperandSlots
+from fp4kit._plan import COPY, EMPTY, VIEW, ZEROS, Arg, Buffer, Launch, OperandSlots
 from fp4kit._validate import quantize_options
 
 SM = 132
-X, NULL, SEED = Arg("x"), Arg("null"), Arg("seed")
+X, NULL, SEED, AMAX = Arg("x"), Arg("null"), Arg("seed"), Arg("amax")
 
 
 def buf(n):
@@ -235,8 +235,9 @@ def test_nvfp4_rowwise_computed_amax_small_one_launch():
                       ((16, 64), {"tile_2d": True}), ((16, 64), {"rht": True, "axis": "both"})):
         assert not any(s.kernel.endswith("_rowsam") for s in plan_of(shape, "bfloat16", "nvfp4", **kw).launches()), \
             (shape, kw)
-    # a caller's amax: no amax work at all; empty input: a zeroed amax and no launch
-    assert [s.kernel for s in plan_of((16, 64), "bfloat16", "nvfp4", amax_shape=(1,)).launches()] == ["quantize_f5_d1_rows"]
+    # a caller's amax: no amax pass, only its stored copy; empty input: a zeroed amax and no launch
+    assert [s.kernel for s in plan_of((16, 64), "bfloat16", "nvfp4", amax_shape=(1,)).launches()] == \
+        ["nvfp4_amax_out", "quantize_f5_d1_rows"]
     p = plan_of((0, 64), "bfloat16", "nvfp4")
     assert p.launches() == [] and p.steps[2] == Buffer(2, (1,), "float32", ZEROS)
 
@@ -277,17 +278,39 @@ def test_nvfp4_both_rht_misaligned_input_two_amax_passes():
 
 def test_nvfp4_both_given_amax_and_plain_copy():
     p = plan_of((64, 128), "float16", "nvfp4", axis="both", amax_shape=(1,))
-    assert [s for s in p.steps if type(s) is Buffer][4:] == [Buffer(4, (1,), "float32", AMAX),
-                                                              Buffer(5, (1,), "float32", AMAX)]
-    assert p.launches() == [Launch("quantize", "quantize_f5_d2_plain", 2, 256,
-                                   (X, i64(64), i64(128), buf(0), buf(1), buf(2), buf(3), buf(4), buf(5),
-                                    i32(1 | 2 | 256), SEED, u32(0xD7E8)))]
-    # computed: the columnwise operand gets a copy of the rowwise (plain) amax
+    # a given amax: both stored copies (sign bit cleared) from one launch ahead of the tile kernel,
+    # which reads them
+    assert [s for s in p.steps if type(s) is Buffer][4:] == [Buffer(4, (1,), "float32", EMPTY),
+                                                              Buffer(5, (1,), "float32", EMPTY)]
+    assert p.launches() == [
+        Launch("quantize", "nvfp4_amax_out", 1, 256, (AMAX, i64(1), u32(0x7FFFFFFF), buf(4), buf(5), NULL, NULL, NULL)),
+        Launch("quantize", "quantize_f5_d2_plain", 2, 256,
+               (X, i64(64), i64(128), buf(0), buf(1), buf(2), buf(3), buf(4), buf(5),
+                i32(1 | 2 | 256), SEED, u32(0xD7E8)))]
+    assert p.outputs == (OperandSlots(0, 1, 4), OperandSlots(2, 3, 5))
+    # computed: the columnwise operand gets a copy of the rowwise (plain) amax, from the same launch
     p = plan_of((64, 128), "float16", "nvfp4", axis="both")
     assert [s for s in p.steps if type(s) is Buffer][4:] == [Buffer(4, (1,), "float32", ZEROS),
-                                                              Buffer(5, (1,), "float32", COPY, 4)]
-    assert [s.kernel for s in p.launches()] == ["amax_global_d2", "quantize_f5_d2_plain"]
+                                                              Buffer(5, (1,), "float32", EMPTY)]
+    assert [s.kernel for s in p.launches()] == ["amax_global_d2", "nvfp4_amax_out", "quantize_f5_d2_plain"]
+    assert p.launches()[1].args == (buf(4), i64(1), u32(0xFFFFFFFF), NULL, buf(5), NULL, NULL, NULL)
     assert p.outputs == (OperandSlots(0, 1, 4), OperandSlots(2, 3, 5))
+    # one operand, the rows and the cols kernels: the launch first; one amax per row: a grid of
+    # several CTAs (grid-stride); an empty input: the launch alone
+    for axis, main in (("rowwise", "quantize_f5_d1_rows"), ("columnwise", "quantize_cols_f5_d1_c")):
+        p = plan_of((64, 128), "bfloat16", "nvfp4", axis=axis, amax_shape=(1,))
+        k = [s.kernel for s in p.launches()]
+        assert k[0] == "nvfp4_amax_out" and k[1].startswith(main) and len(k) == 2, k
+        assert p.launches()[0].args[:3] == (AMAX, i64(1), u32(0x7FFFFFFF))
+    p = plan_of((3000, 128), "bfloat16", "nvfp4", axis="both", row_scaled=True, amax_shape=(3000,))
+    st = p.launches()[1]                  # after the columnwise operand's own (per-column) amax
+    assert (st.kernel, st.grid) == ("nvfp4_amax_out", 12)
+    assert st.args == (AMAX, i64(3000), u32(0x7FFFFFFF), buf(4), NULL, NULL, NULL, NULL)
+    for shape in ((0, 128), (64, 0)):
+        p = plan_of(shape, "bfloat16", "nvfp4", axis="both", amax_shape=(1,))
+        assert [s.kernel for s in p.launches()] == ["nvfp4_amax_out"]
+    p = plan_of((0, 128), "bfloat16", "nvfp4", axis="both", row_scaled=True, amax_shape=(0,))
+    assert "nvfp4_amax_out" not in [s.kernel for s in p.launches()]
 
 
 def test_tile_kernel_grid():
@@ -306,11 +329,13 @@ def test_nvfp4_tile_kernel_precomputed_tables():
     # fresh buffer whose two halves the tile kernel takes in place of the amaxes (QFLAG_ENC_TABS)
     p = plan_of((8192, 8192), "bfloat16", "nvfp4", axis="both")
     bufs = [s for s in p.steps if type(s) is Buffer]
-    assert bufs[4:] == [Buffer(4, (1,), "float32", ZEROS), Buffer(5, (1,), "float32", COPY, 4),
+    assert bufs[4:] == [Buffer(4, (1,), "float32", ZEROS), Buffer(5, (1,), "float32", EMPTY),
                         Buffer(6, (258,), "float32", EMPTY), Buffer(7, (129,), "float32", VIEW, 6, 0),
                         Buffer(8, (129,), "float32", VIEW, 6, 129)]
     assert p.launches()[1:] == [
-        Launch("quantize", "nvfp4_enc_tables", 1, 256, (buf(4), buf(5), buf(6))),
+        # the columnwise copy of the plain amax and both tables (from the copy's source)
+        Launch("quantize", "nvfp4_amax_out", 1, 256,
+               (buf(4), i64(1), u32(0xFFFFFFFF), NULL, buf(5), buf(4), buf(4), buf(6))),
         Launch("quantize", "quantize_f5_d1_plain", 128, 256,
                (X, i64(8192), i64(8192), buf(0), buf(1), buf(2), buf(3), buf(7), buf(8),
                 i32(1 | 2 | 256 | 2048), SEED, u32(0xD7E8)), 128),
@@ -318,16 +343,19 @@ def test_nvfp4_tile_kernel_precomputed_tables():
     assert p.outputs == (OperandSlots(0, 1, 4), OperandSlots(2, 3, 5))   # the amaxes stay the results
     # a given amax, one operand (tile_2d rowwise: the tile kernel), the RHT and SR kernels
     p = plan_of((8192, 4096), "float32", "nvfp4", tile_2d=True, amax_shape=(1,))
-    assert [s.kernel for s in p.launches()] == ["nvfp4_enc_tables", "quantize_f5_d0"]
-    assert p.launches()[0].args == (buf(2), NULL, buf(3))
+    assert [s.kernel for s in p.launches()] == ["nvfp4_amax_out", "quantize_f5_d0"]
+    assert p.launches()[0].args == (AMAX, i64(1), u32(0x7FFFFFFF), buf(2), NULL, AMAX, NULL, buf(3))
     assert p.launches()[1].args[7:9] == (buf(4), NULL)
     for kw in ({"rht": True}, {"rounding": "stochastic"}):
-        assert "nvfp4_enc_tables" in [s.kernel for s in plan_of((8192, 4096), "bfloat16", "nvfp4", axis="both",
+        assert "nvfp4_amax_out" in [s.kernel for s in plan_of((8192, 4096), "bfloat16", "nvfp4", axis="both",
                                                                 **kw).launches()]
     # below the threshold, row-scaled, the rows and the cols kernels: the tile kernel fills its own
+    # (below the threshold, "both" still has the launch for the columnwise copy of the amax)
     for shape, kw in (((8192, 4032), {"axis": "both"}), ((8192, 8192), {"axis": "both", "row_scaled": True}),
-                      ((8192, 8192), {}), ((8192, 8192), {"axis": "columnwise"})):
-        assert "nvfp4_enc_tables" not in [s.kernel for s in plan_of(shape, "bfloat16", "nvfp4", **kw).launches()]
+                      ((8192, 8192), {}), ((8192, 8192), {"axis": "columnwise"}),
+                      ((8192, 4032), {"axis": "both", "amax_shape": (1,)})):
+        assert not any(s.kernel == "nvfp4_amax_out" and s.args[-1] != NULL
+                       for s in plan_of(shape, "bfloat16", "nvfp4", **kw).launches()), (shape, kw)
     assert not any(_plan.enc_tables(quantize_options((8192, 8192), "bfloat16", f, axis="both"), 1 << 20)
                    for f in FORMATS if f != "nvfp4")
 
@@ -502,22 +530,27 @@ def test_cupy_executor_issues_the_plan(monkeypatch, poison):
         ("zeros", (1,), "float32"),
         # 8192 half-precision elements in vectors of 8: 1024 items -> 4 CTAs
         ("launch", "amax_global_d2", (4,), (256,), ("x", ("int64", 8192), ("int32", 1), "b5")),
-        ("copy", "b5"),
+        ("empty", (1,), "float32"), *([("fill", "b6", 0xA5)] if poison else []),
+        ("launch", "nvfp4_amax_out", (1,), (256,),
+         ("b5", ("int64", 1), ("uint32", 0xFFFFFFFF), ("uint64", 0), "b6", ("uint64", 0), ("uint64", 0),
+          ("uint64", 0))),
         ("launch", "quantize_f5_d2_plain", (2,), (256,),
-         ("x", ("int64", 64), ("int64", 128), "b1", "b2", "b3", "b4", "b5", "b5'", ("int32", 1 | 2 | 256),
+         ("x", ("int64", 64), ("int64", 128), "b1", "b2", "b3", "b4", "b5", "b6", ("int32", 1 | 2 | 256),
           ("uint64", 3), ("uint32", 0xD7E8))),
     ]
-    assert [b.name for b in bufs] == ["b1", "b2", "b3", "b4", "b5", "b5'"]
+    assert [b.name for b in bufs] == ["b1", "b2", "b3", "b4", "b5", "b6"]
 
     log = _fake_cupy(monkeypatch)                 # numbering starts again at b1
     amax = _FakeCupyArray(log, (1,), np.float32, "a")
     p = plan_of((256, 512), "bfloat16", "nvfp4", axis="both", rht=True, amax_shape=(1,))
     bufs = _cuda.run_plan(p, x, amax, seed=0)
     assert [e for e in log if e[0] != "fill"][4:] == [
-        ("bitwise_and(a,uint32,0x7fffffff)", (1,), "uint32"),   # rowwise: the caller's amax, -0 as +0
+        ("empty", (1,), "float32"),                              # rowwise: the caller's amax, -0 as +0
         ("zeros", (1,), "float32"),                              # columnwise: its own RHT amax
         ("launch", "amax_plain_rht_bf16", (16,), (256,),
          ("x", ("int64", 256), ("int64", 512), ("uint32", 0xD7E8), ("uint64", 0), "b6")),
+        ("launch", "nvfp4_amax_out", (1,), (256,),
+         ("a", ("int64", 1), ("uint32", 0x7FFFFFFF), "b5", ("uint64", 0), ("uint64", 0), ("uint64", 0), ("uint64", 0))),
         ("launch", "quantize_f5_d1_rht", (8, 4, 1), (256,),
          ("x", ("int64", 256), ("int64", 512), "b1", "b2", "b3", "b4", "b5", "b6", ("int32", 1 | 2 | 128 | 256),
           ("uint64", 0), ("uint32", 0xD7E8))),
@@ -544,6 +577,12 @@ class _FakeTensor:
 
     def numel(self):
         return self.arr.size
+
+    def is_contiguous(self):
+        return self.arr.flags.c_contiguous
+
+    def contiguous(self):
+        return self if self.is_contiguous() else type(self)(np.ascontiguousarray(self.arr))
 
     def element_size(self):
         return self.arr.itemsize
@@ -616,11 +655,11 @@ def _fake_torch(monkeypatch, plan):
     return calls
 
 
-def _expected_values(step, x, bufs, seed):
+def _expected_values(step, x, bufs, seed, amax=None):
     out = []
     for a in step.args:
         out.append({"x": lambda: x.data_ptr(), "buf": lambda: bufs[a.value].data_ptr(), "null": lambda: 0,
-                    "seed": lambda: seed}.get(a.kind, lambda: a.value)())
+                    "seed": lambda: seed, "amax": lambda: amax.data_ptr()}.get(a.kind, lambda: a.value)())
     return tuple(out)
 
 
@@ -650,7 +689,7 @@ def test_torch_executor_packs_every_argument(monkeypatch, case, poison):
         for s in p.steps:
             if type(s) is Launch:
                 want.append((s.kernel, s.grid, s.block, 0xABC1,
-                             _expected_values(s, x, bufs, seed + trial if seed < 2**64 - 1 else seed)))
+                             _expected_values(s, x, bufs, seed + trial if seed < 2**64 - 1 else seed, amax)))
             elif type(s) is Buffer and s.init == ZEROS:
                 want.append(("memset", bufs[s.slot].data_ptr(), 0, 4 * int(np.prod(s.shape)), 0xABC1))
         assert calls == want
@@ -662,8 +701,6 @@ def test_torch_executor_packs_every_argument(monkeypatch, case, poison):
                 assert (a.view(np.uint8) == 0xA5).all()
             elif s.init == ZEROS:
                 assert (a.view(np.uint32) == 0).all()
-            elif s.init == AMAX:
-                assert a.tolist() == [3.5] and a.ctypes.data != amax.data_ptr()
             elif s.init == COPY:
                 assert a.ctypes.data != bufs[s.src].data_ptr()
             elif s.init == VIEW:
@@ -686,7 +723,7 @@ def test_torch_executor_threads_do_not_share_argument_slots(monkeypatch):
         t.start()
     for t in threads:
         t.join()
-    assert len(calls) == 4 * 300 * 3                 # memset of the amax, amax kernel, quantize kernel
+    assert len(calls) == 4 * 300 * 4     # memset of the amax, amax kernel, its columnwise copy, quantize kernel
     # every quantize launch's seed (this thread's k) comes with this thread's input pointer
     by_seed = {}
     for kernel, *_, values in calls:
@@ -722,7 +759,7 @@ def _signatures():
 
 def _fits(ctype: str, kind: str) -> bool:
     if ctype.endswith("*"):
-        return kind in ("x", "buf", "null")
+        return kind in ("x", "buf", "null", "amax")
     return kind in _KINDS[ctype]
 
 
@@ -751,7 +788,7 @@ def test_planned_arguments_match_the_kernel_signatures():
                         assert all(_fits(c, k) for c, k in zip(match[0], kinds)), (s.kernel, list(zip(match[0], kinds)))
                         seen.add(s.kernel.split("_f")[0] if s.module.startswith("quantize") else s.kernel)
     assert {"quantize", "quantize_cols", "amax_global_d0", "amax_global_d1", "amax_rows_cols_d1", "amax_rht_bf16",
-            "amax_plain_rht_bf16", "swizzle_zero_padding", "unswizzle_scales", "nvfp4_enc_tables"} <= seen
+            "amax_plain_rht_bf16", "swizzle_zero_padding", "unswizzle_scales", "nvfp4_amax_out"} <= seen
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1337,7 +1374,7 @@ def test_cols_kernel_for_the_columnwise_operand_alone():
                     ((3088, 132), 4, "swizzled", ("_s", 2 * 49, 256))):
                 got = launches(shape, dtype, "nvfp4", align=align, axis="columnwise", scale_layout=layout, **kw)
                 assert got[-1] == ("quantize_cols", f"quantize_cols_f5_d{d}{want[0]}", want[1], want[2]), got
-                assert len(got) == (1 if kw else 2), got
+                assert len(got) == 2 and got[0][1] == ("nvfp4_amax_out" if kw else "amax_global_d" + str(d)), got
         for fmt, f in (("mxfp8_e4m3", 0), ("mxfp8_e5m2", 1), ("mxfp6_e2m3", 2), ("mxfp6_e3m2", 3)):
             got = launches((3088, 132), dtype, fmt, axis="columnwise")
             assert got == [("quantize_cols", f"quantize_cols_f{f}_d{d}_c2", 3 * 4, 512)], got

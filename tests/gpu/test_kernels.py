@@ -531,25 +531,26 @@ def test_nvfp4_given_amax(gpu):
 
 
 def test_nvfp4_precomputed_tables(gpu, monkeypatch):
-    """The NVFP4 tile kernels with multiplier tables computed by one nvfp4_enc_tables launch
+    """The NVFP4 tile kernels with multiplier tables computed by the one nvfp4_amax_out launch
     (QFLAG_ENC_TABS; by default from fp4kit._plan.ENC_TABS_MIN_TILES tiles on, lowered to 1 here):
     every tile-kernel variant that takes one amax per operand, computed and given amaxes (zero,
-    tiny, huge, inf), into a poisoned table buffer; the plan shows the launch exactly when the
-    option allows tables (not with row_scaled)."""
+    tiny, huge, inf), into a poisoned table buffer; the plan shows the tables exactly when the
+    option allows them (not with row_scaled)."""
     from fp4kit import _plan
 
-    def launches(shape, dtype, **kw):
+    def tables(shape, dtype, **kw):
         opts = quantize_options(shape, dtype, "nvfp4", **kw)
-        return [s.kernel for s in _plan.build_quantize_plan(*shape, dtype, opts, None, 16, 132).launches()]
+        steps = _plan.build_quantize_plan(*shape, dtype, opts, None, 16, 132).launches()
+        return any(s.kernel == "nvfp4_amax_out" and s.args[-1].kind == "buf" for s in steps)
 
     # the default threshold: 8192^2 'both' takes the tables, 64 x 4096 (64 tiles) fills them per CTA
-    assert "nvfp4_enc_tables" in launches((8192, 8192), "bfloat16", axis="both")
-    assert "nvfp4_enc_tables" not in launches((64, 4096), "bfloat16", axis="both")
+    assert tables((8192, 8192), "bfloat16", axis="both")
+    assert not tables((64, 4096), "bfloat16", axis="both")
     monkeypatch.setattr(_plan, "ENC_TABS_MIN_TILES", 1)
     _plan.clear_plans()
     try:
-        assert "nvfp4_enc_tables" in launches((64, 64), "bfloat16", axis="both")
-        assert "nvfp4_enc_tables" not in launches((64, 64), "bfloat16", axis="both", row_scaled=True)
+        assert tables((64, 64), "bfloat16", axis="both")
+        assert not tables((64, 64), "bfloat16", axis="both", row_scaled=True)
         for i, (shape, dtype) in enumerate([((128, 128), "bfloat16"), ((130, 62), "float32"), ((66, 94), "float16"),
                                             ((256, 192), "bfloat16")]):
             x = make_input(shape, dtype, "special" if i % 2 else "normal", seed=540 + i)
@@ -567,6 +568,61 @@ def test_nvfp4_precomputed_tables(gpu, monkeypatch):
             check_against_reference(gpu, x, "nvfp4", axis="both", rht=True, rht_sign_mask=mask)
         check_against_reference(gpu, x, "nvfp4", axis="both", rht=True, amax=np.array([3.0], np.float32),
                                 scale_layout="swizzled")
+    finally:
+        _plan.clear_plans()
+
+
+@pytest.mark.parametrize("tabs", [False, True], ids=["per_cta_tables", "precomputed_tables"])
+def test_nvfp4_stored_amaxes(gpu, monkeypatch, tabs):
+    """The amaxes a quantize call stores (a caller's, and the columnwise copy of the computed plain
+    amax) come from the nvfp4_amax_out launch, which also fills the multiplier tables when the tile
+    kernel takes them: into poisoned buffers, a caller's -0 stored as +0 (quantized as +0), one amax
+    per row over several CTAs of that launch, strided device amaxes, an empty input (the launch
+    alone), the rows, cols and tile kernels, on CuPy (the PyTorch fast path: test_torch_fast.py)."""
+    from fp4kit import _cuda
+
+    if tabs:
+        monkeypatch.setattr(_plan, "ENC_TABS_MIN_TILES", 1)
+    _plan.clear_plans()
+
+    def run(x, amax_dev, want_amax, **kw):
+        """GPU quantize with the device amax `amax_dev` against the reference with `want_amax`."""
+        want = ref_api.quantize(x, "nvfp4", amax=want_amax, **kw)
+        xg, dn = to_device(gpu, x)
+        opts = quantize_options(x.shape, dn, "nvfp4", amax_shape=amax_dev.shape, amax_dtype="float32", **kw)
+        row, col = _cuda.quantize(xg, opts, amax_dev, input_dtype=dn)
+        for name, got in (("rowwise", row), ("columnwise", col)):
+            w = getattr(want, name)
+            assert (got is None) == (w is None), name
+            if w is None:
+                continue
+            tag = f"{name} {x.shape} {kw}"
+            assert_bytes_equal(gpu.asnumpy(got["data"]), w.data, f"{tag}: data")
+            assert_bytes_equal(gpu.asnumpy(got["scales"]), w.scales, f"{tag}: scales")
+            assert_bytes_equal(gpu.asnumpy(got["amax"]).view(np.uint32),
+                               np.asarray(w.amax, np.float32).reshape(-1).view(np.uint32), f"{tag}: amax")
+
+    try:
+        for i, shape in enumerate([(128, 128), (66, 94), (130, 64), (0, 64), (64, 0)]):
+            x = make_input(shape, "bfloat16", "normal" if i % 2 else "special", seed=700 + i)
+            true = np.float32(np.nanmax(np.abs(x.astype(np.float32)))) if x.size else np.float32(1.5)
+            for a, stored in ((-0.0, 0.0), (true * 3, true * 3)):
+                want_amax = np.array([stored], np.float32)
+                for axis in ("rowwise", "columnwise", "both"):
+                    for layout in ("compact", "swizzled"):
+                        run(x, gpu.asarray(np.array([a], np.float32)), want_amax, axis=axis, scale_layout=layout)
+                # a strided device amax: element 0 of every second float
+                run(x, gpu.asarray(np.array([a, 7.0], np.float32))[::2], want_amax, axis="both")
+        # one amax per row: 600 rows spread over three CTAs of 256 threads, -0 rows among them, strided
+        x = make_input((600, 64), "bfloat16", "normal", seed=710)
+        rows = np.abs(x.astype(np.float32)).max(axis=1) * 1.25
+        dev = rows.copy()
+        dev[[0, 255, 256, 599]] = -0.0
+        rows[[0, 255, 256, 599]] = 0.0
+        wide = np.stack([dev, np.full_like(dev, 9.0)], axis=1)
+        for axis in ("rowwise", "both"):
+            run(x, gpu.asarray(dev), rows, axis=axis, row_scaled=True)
+            run(x, gpu.asarray(wide)[:, 0], rows, axis=axis, row_scaled=True, scale_layout="swizzled")
     finally:
         _plan.clear_plans()
 

@@ -183,6 +183,26 @@ def test_fast_path_nvfp4_variants(torch, spy, case, dtype):
     check(torch, spy, x, "nvfp4", amax=amax, **kw)
 
 
+@pytest.mark.parametrize("axis", ["rowwise", "columnwise", "both"])
+def test_fast_path_stored_amaxes(torch, spy, axis):
+    """A caller's amax on the fast path goes straight to the nvfp4_amax_out launch (no copy first):
+    -0 is stored as +0 and quantizes as +0; a strided amax (every second float, one per row) is read
+    through a contiguous copy, the caller's tensor is left as it was."""
+    x = _input(torch, (96, 160), "bfloat16", seed=8)
+    zero = torch.tensor([-0.0], device="cuda")
+    q = check(torch, spy, x, "nvfp4", amax=zero, axis=axis)
+    for op in (q.rowwise, q.columnwise):
+        if op is not None:
+            assert op.amax.view(torch.int32).tolist() == [0]
+    assert zero.view(torch.int32).tolist() == [-2**31]
+    rows = x.float().abs().amax(dim=1) * 1.25
+    rows[::7] = -0.0
+    wide = torch.stack([rows, torch.full_like(rows, 9.0)], dim=1)
+    if axis != "columnwise":
+        check(torch, spy, x, "nvfp4", amax=wide[:, 0], axis=axis, row_scaled=True)
+        assert wide[:, 0].view(torch.int32)[::7].eq(-2**31).all()
+
+
 def test_fast_path_stochastic_mxfp4_and_seeds(torch, spy):
     x = _input(torch, (64, 128), "bfloat16")
     a = check(torch, spy, x, "mxfp4_e2m1", axis="both", rounding="stochastic", seed=1)
