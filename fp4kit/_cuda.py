@@ -108,13 +108,22 @@ _NP_DTYPES = {"uint8": np.uint8, "float32": np.float32}
 _NP_SCALARS = {"i64": np.int64, "i32": np.int32, "u32": np.uint32, "u64": np.uint64}
 
 
-def amax_copy(amax):
-    """A 1-D float32 copy of a caller's device amax with -0 as +0 (SPEC: an amax is max |x|; a
-    NumPy amax was normalised on the host). The sign bit is cleared with one integer kernel (a
-    float operation would flush subnormal amaxes: CuPy compiles its kernels with -ftz=true)."""
+def amax_store(amax, rows: bool, cols: bool) -> tuple:
+    """A caller's device amax as stored for the rowwise and / or columnwise operand: (rowwise,
+    columnwise) flat float32 copies (None where not asked for) with -0 as +0 (SPEC: an amax is
+    max |x|; a NumPy amax was normalised on the host), from one nvfp4_amax_out launch (quantize.cu:
+    an integer AND of the sign bit, so a subnormal amax is kept; CuPy's float kernels flush them)."""
     cp = _cp()
-    bits = cp.ascontiguousarray(amax, dtype=np.float32).reshape(-1).view(np.uint32)
-    return cp.bitwise_and(bits, np.uint32(0x7FFFFFFF)).view(np.float32)
+    src = cp.ascontiguousarray(amax, dtype=np.float32).reshape(-1)
+    n = int(src.size)
+    row = _empty((n,), np.float32) if rows else None
+    col = _empty((n,), np.float32) if cols else None
+    if n and (rows or cols):
+        _fn("quantize", "nvfp4_amax_out")((_plan.grid_stride_blocks(n, 8, _sm_count_of(cp.cuda.runtime.getDevice())),),
+                                          (_THREADS,), (src, np.int64(n), np.uint32(0x7FFFFFFF),
+                                                        _NULL if row is None else row, _NULL if col is None else col,
+                                                        _NULL, _NULL, _NULL))
+    return row, col
 
 
 def run_plan(plan, x, amax=None, seed: int = 0) -> list:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._cuda import (_DTYPE_IDS, _MAX_GRID, _NULL, _THREADS, _empty, _fn, _resident_per_sm, _sm_count,
-                    amax_copy)
+                    amax_store)
 from ._plan import (ENC_TAB, div_magic, QFLAG_ENC_TABS, QFLAG_SWIZZLED, STAGED_BOTH_FORMATS, STAGED_SCALE_FORMATS,
                     min_elements, needs_ext, quantize_flags, rows_blocks, rows_lw, rows_stack)
 from .formats import FORMATS
@@ -270,12 +270,12 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
             mode |= 1 | 16
         done = zbuf[c0:].view(np.uint64)
     elif f.is_nvfp4:
-        if opts.want_rowwise:
-            if amax is not None:
-                a_row = amax_copy(amax)
-            else:
-                a_row = row_t = cp.zeros((caps["arow"],), np.float32)
-                mode |= 2 if opts.row_scaled else 1
+        if amax is not None:    # the stored copies of the caller's amaxes, from one launch
+            a_row, a_col = amax_store(amax, opts.want_rowwise,
+                                      opts.want_columnwise and not opts.row_scaled and not opts.rht)
+        if opts.want_rowwise and amax is None:
+            a_row = row_t = cp.zeros((caps["arow"],), np.float32)
+            mode |= 2 if opts.row_scaled else 1
         if opts.want_columnwise:
             if opts.row_scaled:                      # per column of x, always computed
                 a_col = col_t = cp.zeros((caps["acol"],), np.float32)
@@ -283,9 +283,7 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
             elif opts.rht:                           # over the transformed operand, always computed
                 a_col = col_t = cp.zeros((caps["acol"],), np.float32)
                 mode |= 4
-            elif amax is not None:
-                a_col = amax_copy(amax)
-            else:
+            elif amax is None:
                 a_col = col_t = cp.zeros((caps["acol"],), np.float32)
                 mode |= 1 | 16
     dbias_buf = None

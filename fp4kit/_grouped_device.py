@@ -177,7 +177,7 @@ def group_quantize(x, fmt, num_groups=None, first_dims=None, last_dims=None, ama
             with _device_ctx(da.device):
                 amax_cp = cp.asarray(check_amax_values(amax, members))
         else:              # device values: unchecked (no synchronisation); -0 as +0 where the launcher
-            amax_cp = a.array  # copies them into the result (_cuda_grouped, _cuda.amax_copy)
+            amax_cp = a.array  # copies them into the result (_cuda_grouped, _cuda.amax_store)
     # conversions back to the caller's library stay inside the stream context (graph-capture safe)
     with _device_ctx(da.device, da.library), _interop.current_stream(x):
         if not dev_dims:

@@ -118,7 +118,10 @@ def test_nvfp4_variants_grouped(cp, variant):
     ref_kw = dict(variant)
     if kw.get("amax") == "given":
         a = np.abs(np.random.default_rng(1).standard_normal(len(first))).astype(np.float32) * 8
-        kw["amax"], ref_kw["amax"] = cp.asarray(a), a
+        a[1] = 0.0
+        dev = a.copy()
+        dev[1] = -0.0         # a device amax of -0 is stored (and quantizes) as +0 (nvfp4_amax_out)
+        kw["amax"], ref_kw["amax"] = cp.asarray(dev), a
     import torch
     xt = torch.from_numpy(x.view(np.int16)).cuda().view(torch.bfloat16)
     exp = fp4kit.reference.group_quantize(x, "nvfp4", first_dims=first, axis="both", scale_layout="swizzled", **ref_kw)
@@ -676,7 +679,9 @@ def test_nvfp4_grouped_tables_supplied_amax(cp, launch_args):
                 kw = dict(axis=axis, scale_layout=layout)
                 exp = fp4kit.reference.group_quantize(x, "nvfp4", first_dims=first, amax=amax, **kw)
                 del launch_args[:]
-                _check(fp4kit.group_quantize(xd, "nvfp4", first_dims=first, amax=cp.asarray(amax), **kw), exp)
+                dev_amax = amax.copy()
+                dev_amax[amax == 0] = -0.0        # stored as +0, as the reference's (nvfp4_amax_out)
+                _check(fp4kit.group_quantize(xd, "nvfp4", first_dims=first, amax=cp.asarray(dev_amax), **kw), exp)
                 q = [a for n, a in launch_args if n.startswith("group_quantize1_f5")]
                 meta = [a for n, a in launch_args if n == "group_meta"]
                 assert q and int(q[0][11]) & QFLAG_ENC_TABS, [n for n, _ in launch_args]
