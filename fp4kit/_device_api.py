@@ -5,7 +5,8 @@ caller's current stream and device (fp4kit._cuda) -> wrap the results back in th
 
 quantize of a PyTorch CUDA tensor takes a fast path when it can (see _torch_fast_device): the
 same validation, the same launch plan (fp4kit._plan), run by fp4kit._torch_exec with PyTorch
-tensors and raw launches, without CuPy arrays or DLPack.
+tensors and raw launches, without CuPy arrays or DLPack. A CuPy array takes the same fast path
+(_cupy_fast_device; fp4kit._torch_exec.run_cupy: CuPy buffers, raw launches).
 """
 from __future__ import annotations
 
@@ -114,6 +115,32 @@ def _torch_fast_device(x, amax) -> int | None:
     return dev
 
 
+_cupy_ndarray = None
+
+
+def _cupy_fast_device(x, amax) -> int | None:
+    """x's device index when quantize can take the fast path with CuPy arrays, else None: x a
+    cupy.ndarray (not a subclass), C-contiguous, float32 / float16, on CuPy's current device; amax
+    None or a float32 cupy.ndarray on that device. Anything else takes the general path."""
+    global _cupy_ndarray, _cupy_runtime
+    nd = _cupy_ndarray
+    if nd is None:
+        if not type(x).__module__.startswith("cupy"):
+            return None
+        import cupy
+        from cupy.cuda import runtime
+        nd = _cupy_ndarray = cupy.ndarray
+        _cupy_runtime = _cupy_runtime or runtime
+    if type(x) is not nd or not x.flags.c_contiguous or _interop.dtype_name(x) not in _FAST_DTYPES:
+        return None
+    dev = x.device.id
+    if amax is not None and (type(amax) is not nd or amax.dtype != np.float32 or amax.device.id != dev):
+        return None
+    if dev != _cupy_runtime.getDevice():
+        return None
+    return dev
+
+
 def _torch_operand(slots, bufs: list, rows: int, cols: int, fmt, layout: str):
     if slots is None:
         return None
@@ -130,10 +157,11 @@ _MAX_FAST_CALLS = 4096
 _SEED_MAX = 2**64 - 1
 
 
-def _quantize_torch(x, dev: int, fmt, amax, options: tuple, seed) -> QuantizedTensor:
-    """quantize's fast path (x, amax: see _torch_fast_device): the general path's validation and
-    launch plan, run by fp4kit._torch_exec; results are torch tensors of the general path's shapes,
-    dtypes and bytes, queued on PyTorch's current stream.
+def _quantize_torch(x, dev: int, fmt, amax, options: tuple, seed, lib: str = "torch") -> QuantizedTensor:
+    """quantize's fast path (x, amax: see _torch_fast_device, or _cupy_fast_device with lib
+    "cupy"): the general path's validation and launch plan, run by fp4kit._torch_exec; results are
+    torch tensors (CuPy arrays) of the general path's shapes, dtypes and bytes, queued on PyTorch's
+    (CuPy's) current stream.
 
     options: quantize's keyword options but the seed, in _OPTION_NAMES order.
 
@@ -146,19 +174,20 @@ def _quantize_torch(x, dev: int, fmt, amax, options: tuple, seed) -> QuantizedTe
     option: a plain int seed in range reuses the entry; any other seed goes through the checks.
     Failed validation is never memoised, so invalid calls raise the same errors every time.
     """
-    x_ptr = x.data_ptr()
+    x_ptr = x.data_ptr() if lib == "torch" else x.data.ptr
     try:
-        key = (dev, x.shape, x.dtype, _plan.align_class(x_ptr),
+        key = (lib, dev, x.shape, x.dtype, _plan.align_class(x_ptr),
                None if amax is None else amax.shape, fmt, type(fmt), options, tuple(map(type, options)))
         hit = _plan.FAST_CALLS.get(key)
     except TypeError:                   # an unhashable format or option: the checks will name it
         key = hit = None
     if hit is None or type(seed) is not int or not 0 <= seed <= _SEED_MAX:
-        return _quantize_torch_checked(x, dev, fmt, amax, options, seed, x_ptr, key)
+        return _quantize_torch_checked(x, dev, fmt, amax, options, seed, x_ptr, key, lib)
     opts, plan, shape, dn, fname, layout, row, col = hit
     if seed != opts.seed:
         opts = _options_with_seed(opts, seed)
-    bufs = _torch_exec.run(plan, x, amax, seed, dev, x_ptr)
+    bufs = (_torch_exec.run(plan, x, amax, seed, dev, x_ptr) if lib == "torch"
+            else _torch_exec.run_cupy(plan, x, amax, seed, x_ptr))
     if row is not None:
         d, sc, a, r, c = row
         row = _operand_unchecked(bufs[d], bufs[sc], layout, None if a is None else bufs[a], r, c, fname)
@@ -168,7 +197,8 @@ def _quantize_torch(x, dev: int, fmt, amax, options: tuple, seed) -> QuantizedTe
     return _quantized_unchecked(fname, shape, row, col, opts, dn)
 
 
-def _quantize_torch_checked(x, dev: int, fmt, amax, options: tuple, seed, x_ptr: int, key) -> QuantizedTensor:
+def _quantize_torch_checked(x, dev: int, fmt, amax, options: tuple, seed, x_ptr: int, key,
+                            lib: str = "torch") -> QuantizedTensor:
     """_quantize_torch without its memo: every check, the public result constructors; memoises
     the call's signature `key` (None: not memoisable) once everything has passed."""
     dn = _interop.dtype_name(x)
@@ -177,8 +207,9 @@ def _quantize_torch_checked(x, dev: int, fmt, amax, options: tuple, seed, x_ptr:
                             amax_shape=None if amax is None else tuple(amax.shape),
                             amax_dtype=None if amax is None else "float32")
     M, K = flat_2d(shape)
-    plan = _plan.quantize_plan(dev, _sm_count_of, M, K, dn, opts, None if amax is None else amax.numel(), x_ptr)
-    bufs = _torch_exec.run(plan, x, amax, opts.seed, dev, x_ptr)
+    plan = _plan.quantize_plan(dev, _sm_count_of, M, K, dn, opts, None if amax is None else amax.numel() if lib == "torch" else int(amax.size), x_ptr)
+    bufs = (_torch_exec.run(plan, x, amax, opts.seed, dev, x_ptr) if lib == "torch"
+            else _torch_exec.run_cupy(plan, x, amax, opts.seed, x_ptr))
     f = opts.fmt
     row, col = plan.outputs
     q = QuantizedTensor(format=f.name, shape=shape,
@@ -201,6 +232,10 @@ def quantize(x, fmt, axis="rowwise", scale_layout="compact", scale_rule="rceil",
     if dev is not None:
         return _quantize_torch(x, dev, fmt, amax, (axis, scale_layout, scale_rule, tile_2d, row_scaled, rht,
                                                    rht_sign_mask, rounding), seed)
+    dev = _cupy_fast_device(x, amax)
+    if dev is not None:
+        return _quantize_torch(x, dev, fmt, amax, (axis, scale_layout, scale_rule, tile_2d, row_scaled, rht,
+                                                   rht_sign_mask, rounding), seed, "cupy")
     da = device_input(x)
     amax_cp, amax_shape, amax_dtype = _amax_input(amax, da.device)
     opts = quantize_options(da.shape, da.dtype, fmt, axis=axis, scale_layout=scale_layout, scale_rule=scale_rule,

@@ -4,7 +4,8 @@ with perf_counter over many calls. Used for docs/performance.md.
 
 Two paths for a PyTorch input: the fast path (fp4kit._torch_exec: torch allocations, raw
 cuLaunchKernel, no CuPy arrays, no DLPack) and the general path (CuPy views, CuPy launches, DLPack
-hand-back), forced here by disabling the fast path's eligibility check."""
+hand-back), forced here by disabling the fast path's eligibility check; the same two for a CuPy
+input (fast: fp4kit._torch_exec.run_cupy, cupy.empty and raw cuLaunchKernel)."""
 import os
 import sys
 import time
@@ -35,18 +36,20 @@ def t(fn, n=2000):
 def general(fn):
     """fn() with the fast path switched off (the general path, as before the fast path existed)."""
     def run():
-        keep = _device_api._torch_fast_device
-        _device_api._torch_fast_device = lambda x, amax: None
+        keep, keep_c = _device_api._torch_fast_device, _device_api._cupy_fast_device
+        _device_api._torch_fast_device = _device_api._cupy_fast_device = lambda x, amax: None
         try:
             return fn()
         finally:
-            _device_api._torch_fast_device = keep
+            _device_api._torch_fast_device, _device_api._cupy_fast_device = keep, keep_c
     return run
 
 
 M, K = 16, 4096
 x = torch.randn(M, K, device="cuda").to(torch.bfloat16)
 xc = cp.asarray(np.random.default_rng(0).standard_normal((M, K)).astype(np.float32))
+xh = xc.astype(cp.float16)
+amax_c = cp.asarray(np.float32([4.0]))
 da = _interop.as_cupy(x)
 out = cp.empty(1000, cp.uint8)
 KW = dict(axis="rowwise", scale_layout="compact", scale_rule="rceil", tile_2d=False, row_scaled=False, rht=False,
@@ -63,7 +66,7 @@ prep = plan_m.exec_cache["torch"]
 keep = _torch_exec.run(plan_m, x, None, 0, dev)
 fn_, grid_, block_, statics_, dyn_ = prep.launches[0]
 pack_ = _torch_exec._pack(statics_)
-vals_ = [x.data_ptr(), 0] + [b.data_ptr() for b in keep]
+vals_ = [x.data_ptr(), 0, 0][:_torch_exec._VAL_BUF0] + [b.data_ptr() for b in keep]
 for i_, j_ in dyn_:
     pack_[0][i_] = vals_[j_]
 params_ = pack_[2]
@@ -76,6 +79,13 @@ rows = [
     ("fp4kit.quantize torch bf16 mxfp8_e4m3 (general path)", general(lambda: fp4kit.quantize(x, "mxfp8_e4m3"))),
     ("fp4kit.quantize torch bf16 nvfp4 (general path)", general(lambda: fp4kit.quantize(x, "nvfp4"))),
     ("fp4kit.quantize cupy f32 mxfp8_e4m3", lambda: fp4kit.quantize(xc, "mxfp8_e4m3")),
+    ("fp4kit.quantize cupy f16 mxfp8_e4m3 (general path)", general(lambda: fp4kit.quantize(xh, "mxfp8_e4m3"))),
+    ("fp4kit.quantize cupy f16 nvfp4 (general path)", general(lambda: fp4kit.quantize(xh, "nvfp4"))),
+    ("fp4kit.quantize cupy f16 mxfp8_e4m3", lambda: fp4kit.quantize(xh, "mxfp8_e4m3")),
+    ("fp4kit.quantize cupy f16 nvfp4", lambda: fp4kit.quantize(xh, "nvfp4")),
+    ("fp4kit.quantize cupy f16 nvfp4, supplied amax", lambda: fp4kit.quantize(xh, "nvfp4", amax=amax_c)),
+    ("fp4kit.quantize cupy f16 mxfp8_e4m3 both swizzled", lambda: fp4kit.quantize(xh, "mxfp8_e4m3", axis="both",
+                                                                                  scale_layout="swizzled")),
     ("fast path:", None),
     ("  _device_api._torch_fast_device (eligibility)", lambda: _device_api._torch_fast_device(x, None)),
     ("  _validate.quantize_options (memoised)", lambda: _validate.quantize_options(
@@ -87,7 +97,7 @@ rows = [
      lambda: _torch_exec.run(plan_n, x, None, 0, dev)),
     ("  _torch_exec._stream_ptr", lambda: _torch_exec._stream_ptr(dev)),
     ("  cuLaunchKernel alone (driver.launchKernel, packed args)",
-     lambda: prep.launch(fn_, grid_, 1, 1, block_, 1, 1, 0, stream_, params_, 0)),
+     lambda: prep.launch(fn_, grid_[0], grid_[1], grid_[2], block_, 1, 1, 0, stream_, params_, 0)),
     ("  torch.empty", lambda: torch.empty((M, K), dtype=torch.uint8, device=x.device)),
     ("  torch.zeros(1) (not used: a fill kernel)", lambda: torch.zeros((1,), dtype=torch.float32, device=x.device)),
     ("  torch.empty(1) + cudaMemsetAsync (ZEROS buffers)", lambda: prep.memset(
@@ -108,7 +118,20 @@ rows = [
     ("  _cuda.quantize nvfp4 (allocs + launches)", lambda: _cuda.quantize(da.array, optsn, input_dtype="bfloat16")),
     ("  _interop.to_library(cupy -> torch)", lambda: _interop.to_library(out, "torch")),
     ("  cupy.empty", lambda: cp.empty(4096, cp.uint8)),
+    ("CuPy input:", None),
+    ("  _interop.as_cupy(cupy)", lambda: _interop.as_cupy(xh)),
+    ("  _interop.current_stream(cupy)", lambda: _interop.current_stream(xh)),
+    ("  _cuda.quantize mxfp8 f16 (allocs + launches)", lambda: _cuda.quantize(xh, opts16, input_dtype="float16")),
+    ("  cupy.cuda.Device(0) enter + exit", lambda: _enter_exit(cp.cuda.Device(dev))),
 ]
+opts16 = _validate.quantize_options(xh.shape, "float16", "mxfp8_e4m3")
+
+
+def _enter_exit(ctx):
+    with ctx:
+        pass
+
+
 print(f"device: {torch.cuda.get_device_name(dev)}; torch {torch.__version__}, cupy {cp.__version__}")
 print("| what | host us/call |\n|---|---|")
 for name, fn in rows:
@@ -116,9 +139,12 @@ for name, fn in rows:
 
 import cProfile  # noqa: E402
 import pstats  # noqa: E402
-pr = cProfile.Profile()
-pr.enable()
-for _ in range(2000):
-    fp4kit.quantize(x, "nvfp4")
-pr.disable()
-pstats.Stats(pr).sort_stats("tottime").print_stats(25)
+for what, call in (("torch nvfp4 (fast path)", lambda: fp4kit.quantize(x, "nvfp4")),
+                   ("cupy f16 mxfp8_e4m3", lambda: fp4kit.quantize(xh, "mxfp8_e4m3"))):
+    print(f"\ncProfile, 2000 calls: {what}")
+    pr = cProfile.Profile()
+    pr.enable()
+    for _ in range(2000):
+        call()
+    pr.disable()
+    pstats.Stats(pr).sort_stats("tottime").print_stats(25)
