@@ -408,22 +408,25 @@ def bench_recipes(rows, reps, shape=(8192, 8192)):
 
 
 def bench_small(reps=200):
-    """Host time per call once warm, M in 1, 16, 128 and K = 4096 (wall clock, synchronised at the end)."""
+    """Host time per call once warm, M in 1, 16, 128 and K = 4096 (wall clock, synchronised at the
+    end): a bfloat16 PyTorch tensor and a float16 CuPy array (both take the fast path)."""
+    import cupy
     import fp4kit
     torch = _torch()
     out = []
     for M in (1, 16, 128):
-        x = torch.randn(M, 4096, device="cuda").to(torch.bfloat16)
-        for fmt in ("mxfp8_e4m3", "nvfp4"):
-            for _ in range(20):
-                fp4kit.quantize(x, fmt)
-            torch.cuda.synchronize()
-            t = time.perf_counter()
-            for _ in range(reps):
-                fp4kit.quantize(x, fmt)
-            host = (time.perf_counter() - t) / reps * 1e6
-            torch.cuda.synchronize()
-            out.append((M, fmt, host))
+        xt = torch.randn(M, 4096, device="cuda").to(torch.bfloat16)
+        for lib, x in (("torch bfloat16", xt), ("cupy float16", cupy.asarray(xt.float().cpu().numpy(), cupy.float16))):
+            for fmt in ("mxfp8_e4m3", "nvfp4"):
+                for _ in range(20):
+                    fp4kit.quantize(x, fmt)
+                torch.cuda.synchronize()
+                t = time.perf_counter()
+                for _ in range(reps):
+                    fp4kit.quantize(x, fmt)
+                host = (time.perf_counter() - t) / reps * 1e6
+                torch.cuda.synchronize()
+                out.append((M, lib, fmt, host))
     return out
 
 
@@ -564,8 +567,8 @@ def main(argv=None):
         w.writeheader()
         w.writerows(rows)
     lines = [f"# fp4kit benchmarks on {dev}", "", HEADER] + [_fmt_row(r) for r in rows]
-    lines += ["", "| M x 4096 | format | host us/call |", "|---|---|---|"]
-    lines += [f"| {M} | {f} | {h:.1f} |" for M, f, h in small]
+    lines += ["", "| M x 4096 | input | format | host us/call |", "|---|---|---|---|"]
+    lines += [f"| {M} | {lib} | {f} | {h:.1f} |" for M, lib, f, h in small]
     if startup:
         lines += ["", f"cold start (compile everything, {startup[2]} cubins into an empty cache): {startup[0]:.1f} s; "
                   f"warm start (disk cache): {startup[1]:.2f} s"]
