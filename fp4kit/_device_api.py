@@ -265,11 +265,102 @@ def dequantize_operand(op: Operand, dtype: str, stream_src=None, shape=None):
         return _interop.to_library(y, data.library, dtype=dtype)
 
 
+def _runtime():
+    """cupy.cuda.runtime (imported once)."""
+    global _cupy_runtime
+    if _cupy_runtime is None:
+        from cupy.cuda import runtime
+        _cupy_runtime = runtime
+    return _cupy_runtime
+
+
+_DQ_OUT = {"float32": ("float32", np.float32), "float16": ("float16", np.float16),
+           "bfloat16": ("bfloat16", np.uint16)}
+
+
+def _dequantize_fast(op: Operand, dtype: str, shape):
+    """dequantize's fast path, or None: the operand's data and scales are C-contiguous uint8 arrays
+    of one library, PyTorch CUDA tensors or CuPy arrays, on the device current for that library and
+    CuPy (its amax None or a C-contiguous float32 array of the same kind there). The output comes
+    from that library's allocator and the kernel is launched directly on its current stream
+    (fp4kit._torch_exec.dequantize_launch): the general path's bytes, without DLPack or CuPy
+    wrappers. Anything else returns None and takes the general path."""
+    data, scales, amax = op.data, op.scales, op.amax
+    t = type(data)
+    if type(scales) is not t or (amax is not None and type(amax) is not t):
+        return None
+    if _torch_mod is None and t.__module__.startswith("torch"):
+        _torch_fast_device(data, None)      # imports torch and CuPy's runtime once (None here: uint8)
+    elif _cupy_ndarray is None and t.__module__.startswith("cupy"):
+        _cupy_fast_device(data, None)
+    if _torch_mod is not None and t is _torch_mod.Tensor:
+        torch = _torch_mod
+        if not (data.is_cuda and scales.is_cuda and data.dtype == torch.uint8 and scales.dtype == torch.uint8
+                and data.is_contiguous() and scales.is_contiguous()):
+            return None
+        dev = data.get_device()
+        if scales.get_device() != dev or dev != _torch_current_device() or dev != _runtime().getDevice():
+            return None
+        if amax is not None and not (amax.is_cuda and amax.dtype == torch.float32 and amax.is_contiguous()
+                                     and amax.get_device() == dev):
+            return None
+        lib = "torch"
+    elif _cupy_ndarray is not None and t is _cupy_ndarray:
+        if not (data.dtype == np.uint8 and scales.dtype == np.uint8 and data.flags.c_contiguous
+                and scales.flags.c_contiguous):
+            return None
+        dev = data.device.id
+        if scales.device.id != dev or dev != _cupy_runtime.getDevice():
+            return None
+        if amax is not None and not (amax.dtype == np.float32 and amax.flags.c_contiguous and amax.device.id == dev):
+            return None
+        lib = "cupy"
+    else:
+        return None
+    fmt = FORMATS[op.format]
+    if fmt.is_nvfp4 and amax is None:
+        return None
+    c = _cuda()
+    rows, cols = op.rows, op.cols
+    name, np_dt = _DQ_OUT[dtype]
+    if lib == "torch":
+        out = _torch_mod.empty((rows, cols), dtype=getattr(_torch_mod, name), device=data.device)
+        ptrs = (data.data_ptr(), scales.data_ptr(), 0 if amax is None else amax.data_ptr(), out.data_ptr())
+        if c._poison and out.numel():
+            out.view(_torch_mod.uint8).fill_(0xA5)
+    else:
+        import cupy
+        out = cupy.empty((rows, cols), dtype=np_dt)
+        ptrs = (data.data.ptr, scales.data.ptr, 0 if amax is None else amax.data.ptr, out.data.ptr)
+        if c._poison and out.size:
+            out.view(np.uint8).fill(0xA5)
+    if rows and cols:
+        if lib == "torch":
+            stream = _torch_exec._stream_ptr(dev)
+        else:
+            stream = cupy.cuda.get_current_stream().ptr
+        total = rows * -(-cols // 16)
+        _torch_exec.dequantize_launch(
+            dev, f"dequantize_f{fmt.format_id}_o{c._DTYPE_IDS[dtype]}",
+            min(-(-total // (c._THREADS * c._DQ_SEGS)), c._MAX_GRID), ptrs[0], ptrs[1], ptrs[2], rows, cols,
+            int(op.scale_layout == "swizzled"), int(fmt.is_nvfp4 and (amax.numel() if lib == "torch" else amax.size) > 1),
+            ptrs[3], stream)
+    if shape is not None:
+        out = out.reshape(shape)
+    if lib == "cupy" and dtype == "bfloat16":
+        out = _interop.to_library(out, "cupy", dtype="bfloat16")
+    return out
+
+
 def dequantize(q: QuantizedTensor, dtype="float32", operand="rowwise"):
     dtype = check_dtype("dtype", dtype)
     check_choice("operand", operand, ("rowwise", "columnwise"))
     op = q.operand(operand)
-    return dequantize_operand(op, dtype, shape=q.shape if operand == "rowwise" else None)
+    shape = q.shape if operand == "rowwise" else None
+    y = _dequantize_fast(op, dtype, shape)
+    if y is not None:
+        return y
+    return dequantize_operand(op, dtype, shape=shape)
 
 
 def _u8_matrix(a, name):

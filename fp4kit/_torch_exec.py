@@ -31,7 +31,7 @@ import threading
 
 from . import _cuda, _plan
 
-__all__ = ["run", "run_cupy"]
+__all__ = ["run", "run_cupy", "dequantize_launch"]
 
 _U64 = (1 << 64) - 1
 _SCALAR_MASK = {"i64": _U64, "u64": _U64, "i32": 0xFFFF_FFFF, "u32": 0xFFFF_FFFF}
@@ -293,3 +293,28 @@ def run_cupy(plan, x, amax, seed: int, x_ptr: int) -> list:
         bufs[slot] = t
         vals[_VAL_BUF0 + slot] = t.data.ptr
     return bufs
+
+
+# ---------------------------------------------------------------------------------------------
+# dequantize of one operand whose arrays are PyTorch tensors or CuPy arrays (the fast path of
+# fp4kit.dequantize): one kernel, its eight arguments written into this thread's packed slots.
+
+_DQ_FUNCS: dict = {}        # (device, kernel name) -> CUfunction
+_DQ_TLS = threading.local()
+
+
+def dequantize_launch(dev: int, kernel: str, grid: int, data_ptr: int, scales_ptr: int, amax_ptr: int,
+                      rows: int, cols: int, swizzled: int, row_scaled: int, out_ptr: int, stream: int) -> None:
+    """Launch dequantize.cu `kernel` (data, scales, amax, i64 rows, i64 cols, int swizzled, int
+    row_scaled, out) with `grid` CTAs of _cuda._THREADS threads on `stream` of device `dev` (current)."""
+    fn = _DQ_FUNCS.get((dev, kernel))
+    if fn is None:
+        fn = _DQ_FUNCS[(dev, kernel)] = _function_handle("dequantize", kernel)
+    pack = getattr(_DQ_TLS, "pack", None)
+    if pack is None:
+        _ensure_context()
+        pack = _DQ_TLS.pack = (_pack((0,) * 8), _driver_launch())
+    (values, _, params), launch = pack
+    values[0], values[1], values[2], values[3] = data_ptr, scales_ptr, amax_ptr, rows
+    values[4], values[5], values[6], values[7] = cols, swizzled, row_scaled, out_ptr
+    launch(fn, grid, 1, 1, _cuda._THREADS, 1, 1, 0, stream, params, 0)

@@ -36,12 +36,13 @@ def t(fn, n=2000):
 def general(fn):
     """fn() with the fast path switched off (the general path, as before the fast path existed)."""
     def run():
-        keep, keep_c = _device_api._torch_fast_device, _device_api._cupy_fast_device
+        keep = _device_api._torch_fast_device, _device_api._cupy_fast_device, _device_api._dequantize_fast
         _device_api._torch_fast_device = _device_api._cupy_fast_device = lambda x, amax: None
+        _device_api._dequantize_fast = lambda op, dtype, shape: None
         try:
             return fn()
         finally:
-            _device_api._torch_fast_device, _device_api._cupy_fast_device = keep, keep_c
+            _device_api._torch_fast_device, _device_api._cupy_fast_device, _device_api._dequantize_fast = keep
     return run
 
 
@@ -72,6 +73,7 @@ for i_, j_ in dyn_:
 params_ = pack_[2]
 stream_ = _torch_exec._stream_ptr(dev)
 q_m = fp4kit.quantize(x, "mxfp8_e4m3")
+q_c = fp4kit.quantize(xh, "mxfp8_e4m3")
 OPTS8 = tuple(v for k, v in KW.items() if k != "seed")
 rows = [
     ("fp4kit.quantize torch bf16 mxfp8_e4m3 (fast path)", lambda: fp4kit.quantize(x, "mxfp8_e4m3")),
@@ -86,6 +88,10 @@ rows = [
     ("fp4kit.quantize cupy f16 nvfp4, supplied amax", lambda: fp4kit.quantize(xh, "nvfp4", amax=amax_c)),
     ("fp4kit.quantize cupy f16 mxfp8_e4m3 both swizzled", lambda: fp4kit.quantize(xh, "mxfp8_e4m3", axis="both",
                                                                                   scale_layout="swizzled")),
+    ("fp4kit.dequantize torch mxfp8_e4m3 -> bfloat16 (fast path)", lambda: fp4kit.dequantize(q_m, "bfloat16")),
+    ("fp4kit.dequantize torch mxfp8_e4m3 -> bfloat16 (general path)", general(lambda: fp4kit.dequantize(q_m, "bfloat16"))),
+    ("fp4kit.dequantize cupy mxfp8_e4m3 -> float16 (fast path)", lambda: fp4kit.dequantize(q_c, "float16")),
+    ("fp4kit.dequantize cupy mxfp8_e4m3 -> float16 (general path)", general(lambda: fp4kit.dequantize(q_c, "float16"))),
     ("fast path:", None),
     ("  _device_api._torch_fast_device (eligibility)", lambda: _device_api._torch_fast_device(x, None)),
     ("  _validate.quantize_options (memoised)", lambda: _validate.quantize_options(

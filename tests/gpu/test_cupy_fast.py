@@ -310,3 +310,58 @@ def test_fast_path_from_threads(cp, spy):
                 assert_bytes_equal(_u8(getattr(getattr(results[k], name), field)),
                                    _u8(getattr(getattr(want[k], name), field)), f"thread {k} {name}.{field}")
     assert spy["fast"] == 200
+
+
+@pytest.mark.parametrize("fmt", FMTS)
+def test_dequantize_fast_path(cp, monkeypatch, fmt):
+    """dequantize of CuPy results: the kernel launched directly into a cupy.empty output
+    (poisoned), every layout, operand and output dtype (bfloat16 as the general path returns it),
+    against the general path and the reference; a strided operand takes the general path."""
+    from fp4kit import _device_api, _torch_exec
+
+    n = [0]
+    launch = _torch_exec.dequantize_launch
+
+    def spy(*a, **k):
+        n[0] += 1
+        return launch(*a, **k)
+
+    monkeypatch.setattr(_torch_exec, "dequantize_launch", spy)
+
+    def dq(q, ref, dtype, operand, fast=True):
+        before = n[0]
+        y = fp4kit.dequantize(q, dtype, operand)
+        assert (n[0] > before) == (fast and q.operand(operand).rows * q.operand(operand).cols > 0)
+        with monkeypatch.context() as mp:
+            mp.setattr(_device_api, "_dequantize_fast", lambda op, dt, shape: None)
+            g = fp4kit.dequantize(q, dtype, operand)
+        want = fp4kit.reference.dequantize(ref, dtype, operand)
+        tag = f"{fmt} {q.shape} {operand} -> {dtype}"
+        assert type(y) is type(g) and y.dtype == g.dtype and y.shape == g.shape == want.shape, tag
+        assert_bytes_equal(_u8(y), np.ascontiguousarray(want).reshape(-1).view(np.uint8), tag)
+        assert_bytes_equal(_u8(y), _u8(g), f"{tag} vs the general path")
+
+    for shape in [(64, 192), (130, 200), (4, 6, 64), (0, 64)]:
+        x = _input(cp, shape, np.float16, seed=shape[-1])
+        for layout in ("compact", "swizzled"):
+            q = fp4kit.quantize(x, fmt, axis="both", scale_layout=layout)
+            ref = fp4kit.reference.quantize(x.get(), fmt, axis="both", scale_layout=layout)
+            for operand in ("rowwise", "columnwise"):
+                for dtype in ("float32", "float16", "bfloat16"):
+                    dq(q, ref, dtype, operand)
+    x = _input(cp, (96, 160), np.float32, seed=5)
+    if fmt == "nvfp4":
+        q = fp4kit.quantize(x, fmt, axis="both", row_scaled=True)
+        ref = fp4kit.reference.quantize(x.get(), fmt, axis="both", row_scaled=True)
+        for operand in ("rowwise", "columnwise"):
+            dq(q, ref, "float16", operand)
+    q = fp4kit.quantize(x, fmt)
+    ref = fp4kit.reference.quantize(x.get(), fmt)
+    d = q.rowwise.data
+    wide = cp.zeros((d.shape[0], d.shape[1] + 16), cp.uint8)
+    wide[:, :d.shape[1]] = d
+    op = fp4kit.Operand(data=wide[:, :d.shape[1]], scales=q.rowwise.scales, scale_layout="compact",
+                        amax=q.rowwise.amax, rows=q.rowwise.rows, cols=q.rowwise.cols, format=fmt)
+    q2 = fp4kit.QuantizedTensor(format=fmt, shape=q.shape, rowwise=op, columnwise=None, options=q.options,
+                                input_dtype=q.input_dtype)
+    dq(q2, ref, "float32", "rowwise", fast=False)

@@ -349,3 +349,82 @@ def test_fast_path_from_threads(torch, spy):
                 assert torch.equal(getattr(getattr(results[k], name), field), getattr(getattr(want[k], name), field)), \
                     (k, name, field)
     assert spy["fast"] == 200
+
+
+@pytest.fixture
+def dq_spy(monkeypatch):
+    """Counts dequantize fast-path launches (fp4kit._torch_exec.dequantize_launch)."""
+    from fp4kit import _torch_exec
+
+    n = [0]
+    launch = _torch_exec.dequantize_launch
+
+    def spy(*a, **k):
+        n[0] += 1
+        return launch(*a, **k)
+
+    monkeypatch.setattr(_torch_exec, "dequantize_launch", spy)
+    return n
+
+
+def _dq_general():
+    from fp4kit import _device_api
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(_device_api, "_dequantize_fast", lambda op, dtype, shape: None)
+    return mp
+
+
+def _dq_check(torch, dq_spy, q, ref, dtype, operand, fast=True):
+    import fp4kit
+
+    before = dq_spy[0]
+    y = fp4kit.dequantize(q, dtype, operand)
+    assert (dq_spy[0] > before) == (fast and q.operand(operand).rows * q.operand(operand).cols > 0), "fast path"
+    mp = _dq_general()
+    try:
+        g = fp4kit.dequantize(q, dtype, operand)
+    finally:
+        mp.undo()
+    torch.cuda.synchronize()
+    want = fp4kit.reference.dequantize(ref, dtype, operand)
+    tag = f"{q.format} {q.shape} {operand} -> {dtype}"
+    assert type(y) is torch.Tensor and y.dtype == g.dtype and tuple(y.shape) == tuple(g.shape) == want.shape, tag
+    assert str(y.dtype) == f"torch.{dtype}", tag
+    bits = lambda t: _u8(t.view(torch.int16) if t.dtype == torch.bfloat16 else t)  # noqa: E731
+    assert_bytes_equal(bits(y), np.ascontiguousarray(want).reshape(-1).view(np.uint8), tag)
+    assert_bytes_equal(bits(y), bits(g), f"{tag} vs the general path")
+
+
+@pytest.mark.parametrize("fmt", FMTS)
+def test_dequantize_fast_path(torch, dq_spy, fmt):
+    """dequantize of torch results: the kernel launched directly into a torch.empty output
+    (poisoned), for every format, layout, operand and output dtype; 3-D and empty inputs; NVFP4
+    with a global and a per-row amax; operands the fast path does not take still work."""
+    import fp4kit
+
+    for shape in [(64, 192), (130, 200), (4, 6, 64), (0, 64)]:
+        x = _input(torch, shape, "bfloat16", seed=shape[-1])
+        for layout in ("compact", "swizzled"):
+            q = fp4kit.quantize(x, fmt, axis="both", scale_layout=layout)
+            ref = fp4kit.reference.quantize(_np(x), fmt, axis="both", scale_layout=layout)
+            for operand in ("rowwise", "columnwise"):
+                for dtype in ("float32", "float16", "bfloat16"):
+                    _dq_check(torch, dq_spy, q, ref, dtype, operand)
+    x = _input(torch, (96, 160), "float32", seed=5)
+    if fmt == "nvfp4":
+        q = fp4kit.quantize(x, fmt, axis="both", row_scaled=True)
+        ref = fp4kit.reference.quantize(_np(x), fmt, axis="both", row_scaled=True)
+        for operand in ("rowwise", "columnwise"):
+            _dq_check(torch, dq_spy, q, ref, "bfloat16", operand)
+    # a non-contiguous view as the operand's data (same bytes): the general path
+    q = fp4kit.quantize(x, fmt)
+    ref = fp4kit.reference.quantize(_np(x), fmt)
+    d = q.rowwise.data
+    wide = torch.zeros((d.shape[0], d.shape[1] + 16), dtype=torch.uint8, device="cuda")
+    wide[:, :d.shape[1]] = d
+    op = fp4kit.Operand(data=wide[:, :d.shape[1]], scales=q.rowwise.scales, scale_layout="compact",
+                        amax=q.rowwise.amax, rows=q.rowwise.rows, cols=q.rowwise.cols, format=fmt)
+    q2 = fp4kit.QuantizedTensor(format=fmt, shape=q.shape, rowwise=op, columnwise=None, options=q.options,
+                                input_dtype=q.input_dtype)
+    _dq_check(torch, dq_spy, q2, ref, "float32", "rowwise", fast=False)
