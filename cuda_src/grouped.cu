@@ -164,6 +164,9 @@ __host__ __device__ __forceinline__ i64 band_desc_offset(i64 n_band_rows, i64 n_
 // {member's element offset, member's rows M, band within the member, member}; M = 0 past the last
 // band and after an error (scalars only, so the launch can be captured in a CUDA graph without host-to-device copies).
 // 512: the one-tile kernel's staged compact scales (meta holds 2 META_COUNT (G + 1) int64; see below).
+// 1024 (kind varying_first with device dims, K1 > 0): every member's last dim is K1, and group_meta
+// writes it into `last` (an uninitialised (G,) buffer the later kernels and the result read) instead
+// of reading it: the launcher's fill launch of that buffer is folded in here.
 // With one K (K1 > 0) and a `band` buffer, it also memoises the quantize kernels' member lookups:
 // band[i] (i < n_band_rows) is the member of global row 64 i, band[n_band_rows + j] the member of
 // the j-th 64-row band of the tile list (tiles j * tiles_k ..) | the band's index within that member
@@ -213,7 +216,14 @@ group_meta(i64 G, const i64* first, const i64* last, int block, int bits, i64 ma
         const int n = (int)(G - base < META_THREADS ? G - base : META_THREADS);
         __syncthreads();   // warp 0 is done with the previous chunk
         if (tid < n) {
-            const i64 M = first[base + tid], K = last[base + tid];
+            const i64 M = first[base + tid];
+            i64 K;
+            if (bits & 1024) {
+                K = K1;
+                const_cast<i64*>(last)[base + tid] = K1;
+            } else {
+                K = last[base + tid];
+            }
             int c = 0;
             if (M < 0 || K < 0) c = MCHK_NEGATIVE;
             else if (M != 0 && K > max_elements / M) c = MCHK_TOO_BIG;   // alone past the bound

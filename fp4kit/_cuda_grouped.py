@@ -154,7 +154,7 @@ def _band_desc_offset(n_rows: int, n_tiles: int) -> int:
 
 
 def _meta(G, fd, ld, f, opts, n_el, caps, rows_total, Kshared=None, descriptors=False, squares=False, tables=False,
-          tab_amax=None, tabs=None, staged=False):
+          tab_amax=None, tabs=None, staged=False, fill_last=False):
     """Launch group_meta. Returns (meta, err, band, n_band_rows, n_band_tiles): with one K (Kshared > 0
     and the caller's row count known) `band` memoises the member lookups of the quantize kernels
     (grouped.cu group_meta), with `descriptors` also holds the tile bands' descriptors (from
@@ -166,7 +166,8 @@ def _meta(G, fd, ld, f, opts, n_el, caps, rows_total, Kshared=None, descriptors=
     supplied amaxes `tab_amax` (float32, G). `staged` (with `squares`, one K % 128, block 32): the
     one-tile kernel's staged compact scales (grouped.cu group_meta bit 512): the member lookups and the
     square bands' descriptors (after the tile bands' ones), and a second copy of the arrays for the
-    tile kernel, returned as `meta_k` (else meta_k is meta). Returns (meta, err, band, n_band_rows,
+    tile kernel, returned as `meta_k` (else meta_k is meta). `fill_last` (one K, Kshared): `ld` is
+    uninitialised and group_meta writes Kshared into it (grouped.cu group_meta bit 1024). Returns (meta, err, band, n_band_rows,
     n_band_tiles, meta_k, sq_desc): sq_desc the square bands' descriptors in `band` (or None)."""
     cp = _cp()
     W = G + 1
@@ -191,7 +192,7 @@ def _meta(G, fd, ld, f, opts, n_el, caps, rows_total, Kshared=None, descriptors=
         band = cp.empty(n, dtype=cp.int64)
     bits = (int(f.packed) | int(opts.scale_layout == "swizzled") << 1 | int(opts.row_scaled) << 2 | int(opts.rht) << 3
             | int(opts.want_rowwise) << 4 | int(opts.want_columnwise) << 5 | int(descriptors) << 6 | int(squares) << 7
-            | int(tables and descriptors) << 8 | int(staged) << 9)
+            | int(tables and descriptors) << 8 | int(staged) << 9 | int(bool(fill_last)) << 10)
     _fn("grouped", "group_meta")((1 + (-(-G // 2) if tabs is not None else 0),), (_META_THREADS,), (
         np.int64(G), fd, ld, np.int32(f.block), np.int32(bits), np.int64(n_el), np.int64(-1 if rows_total is None else rows_total),
         np.int64(caps["srow"]), np.int64(caps["scol"]), np.int64(caps["arow"]), np.int64(caps["acol"]), meta, err,
@@ -200,8 +201,10 @@ def _meta(G, fd, ld, f, opts, n_el, caps, rows_total, Kshared=None, descriptors=
     return meta, err, band, n_rows, n_tiles, meta_k, band[sq_at:] if squares else None
 
 
-def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=False, Kshared=None, rows_total=None):
-    """x: flat CuPy input; fd/ld: int64 device dims (G,); n_el: element bound; caps: buffer bounds."""
+def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=False, Kshared=None, rows_total=None,
+                   fill_last=False):
+    """x: flat CuPy input; fd/ld: int64 device dims (G,); n_el: element bound; caps: buffer bounds;
+    fill_last: ld is uninitialised, every member's last dim is Kshared (the metadata launch writes it)."""
     cp = _cp()
     f = FORMATS[opts.format]
     ext = needs_ext(opts)
@@ -230,7 +233,8 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
     tabs = _empty((G * ENC_TAB,), np.float32) if tabs_on or tabs_sup else None
     meta, err, band, n_band_rows, n_band_tiles, meta_k, sq_desc = _meta(
         G, fd, ld, f, opts, n_el, caps, rows_total, Kshared, descriptors=one and f.packed, squares=quad or staged1,
-        tables=tabs_on or tabs_sup, tab_amax=sup_amax, tabs=tabs if tabs_sup else None, staged=staged1)
+        tables=tabs_on or tabs_sup, tab_amax=sup_amax, tabs=tabs if tabs_sup else None, staged=staged1,
+        fill_last=fill_last)
     out = {"meta": meta, "err": err, "fd": fd, "ld": ld}
     nbytes = f.packed_len(n_el) if f.packed else n_el
     # the quantize kernel writes every byte of every member's scales, the swizzled padding too

@@ -104,6 +104,7 @@ def group_quantize(x, fmt, num_groups=None, first_dims=None, last_dims=None, ama
     opts, dbias = group_options(da.dtype, fmt, options, dbias)
     f = opts.fmt
     dev_dims = _is_dev(first_dims) or _is_dev(last_dims)
+    fill_last = False       # device dims of varying_first: the metadata launch writes last_dims (all K)
     N = int(np.prod(da.shape)) if da.shape else 0
     if not dev_dims:
         kind, first, last = group_dims(da.shape, num_groups, first_dims, last_dims)
@@ -130,7 +131,7 @@ def group_quantize(x, fmt, num_groups=None, first_dims=None, last_dims=None, ama
                 fd = _dims_device("first_dims", first_dims, da.device)
                 G = int(fd.shape[0])
                 Kshared, Mshared = da.shape[1], None
-                ld = cp.full((G,), Kshared, dtype=cp.int64)
+                ld, fill_last = None, True      # (G,) of K: written by the metadata launch
             else:
                 if len(da.shape) != 1:
                     raise ValueError(f"x: kinds 'varying_last'/'varying_both' expect a 1-D buffer, got shape {da.shape}")
@@ -180,11 +181,15 @@ def group_quantize(x, fmt, num_groups=None, first_dims=None, last_dims=None, ama
             amax_cp = a.array  # copies them into the result (_cuda_grouped, _cuda.amax_store)
     # conversions back to the caller's library stay inside the stream context (graph-capture safe)
     with _device_ctx(da.device, da.library), _interop.current_stream(x):
-        if not dev_dims:
-            fd = cp.asarray(np.asarray(host_first, dtype=np.int64))
-            ld = cp.asarray(np.asarray(host_last, dtype=np.int64))
+        if not dev_dims:            # one host-to-device copy of both
+            dims = cp.asarray(np.concatenate([np.asarray(host_first, dtype=np.int64).reshape(-1),
+                                              np.asarray(host_last, dtype=np.int64).reshape(-1)]))
+            fd, ld = dims[:G], dims[G:]
+        elif fill_last:
+            ld = _cuda._empty((G,), np.int64)
         res = _cuda.group_quantize(da.array.reshape(-1), da.dtype, opts, fd, ld, G, n_el, caps, amax_cp,
-                                   dbias=dbias, Kshared=Kshared, rows_total=(da.shape[0] if kind in ("same", "varying_first") else None))
+                                   dbias=dbias, Kshared=Kshared, rows_total=(da.shape[0] if kind in ("same", "varying_first") else None),
+                                   fill_last=fill_last)
         lib = da.library
         conv = lambda a: None if a is None else _interop.to_library(a, lib)  # noqa: E731
         if dev_dims:

@@ -138,8 +138,13 @@ def test_device_dims_equal_host_dims(cp):
                                 axis="both", scale_layout="swizzled")
     got.check()
     assert len(got) == len(first)
+    # last_dims: written by the metadata launch into an uninitialised (poisoned) buffer
+    assert cp.asnumpy(got.last_dims).tolist() == [64] * len(first)
     for i in range(len(first)):
         _check(got[i], exp[i])
+    # K = 0: every last dim 0
+    z = fp4kit.group_quantize(cp.zeros((300, 0), cp.float32), "mxfp8_e4m3", first_dims=cp.asarray(np.array([100, 200])))
+    assert cp.asnumpy(z.last_dims).tolist() == [0, 0]
     # group_dequantize's result indexes its members by the device dims too (read once, on demand)
     back, want = fp4kit.group_dequantize(got), fp4kit.reference.group_dequantize(exp)
     assert back.offsets is None and back.host_dims() == (tuple(first), (64,) * len(first))
