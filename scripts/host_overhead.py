@@ -146,11 +146,12 @@ for name, fn in rows:
 import cProfile  # noqa: E402
 import pstats  # noqa: E402
 for what, call in (("torch nvfp4 (fast path)", lambda: fp4kit.quantize(x, "nvfp4")),
-                   ("cupy f16 mxfp8_e4m3", lambda: fp4kit.quantize(xh, "mxfp8_e4m3"))):
+                   ("cupy f16 mxfp8_e4m3", lambda: fp4kit.quantize(xh, "mxfp8_e4m3")),
+                   ("torch dequantize mxfp8_e4m3 -> bfloat16", lambda: fp4kit.dequantize(q_m, "bfloat16"))):
     print(f"\ncProfile, 2000 calls: {what}")
     pr = cProfile.Profile()
     pr.enable()
     for _ in range(2000):
         call()
     pr.disable()
-    pstats.Stats(pr).sort_stats("tottime").print_stats(25)
+    pstats.Stats(pr).sort_stats("tottime").print_stats(14)
