@@ -192,6 +192,15 @@ def _pack(statics: tuple):
 _TORCH_DTYPES: dict = {}
 
 
+def _launch(prep, values, fn, grid, block, dyn, vals, stream) -> None:
+    """One launch of a prepared plan: this call's pointers and seed into the packed slots
+    `values` (the (slot, source) pairs `dyn`, sources from `vals`), then cuLaunchKernel."""
+    v = values[0]
+    for i, j in dyn:
+        v[i] = vals[j]
+    prep.launch(fn, grid[0], grid[1], grid[2], block, 1, 1, 0, stream, values[2], 0)
+
+
 def run(plan, x, amax, seed: int, device: int, x_ptr: int | None = None) -> list:
     """Run `plan` with PyTorch on `device` (the current device of PyTorch and CuPy, where x is) and
     PyTorch's current stream there.
@@ -216,11 +225,7 @@ def run(plan, x, amax, seed: int, device: int, x_ptr: int | None = None) -> list
     vals = [x.data_ptr() if x_ptr is None else x_ptr, seed, 0 if amax is None else amax.data_ptr()] + bufs
     for op, slot, a, b, c, d in prep.program:
         if op == _OP_LAUNCH:                            # slot: launch number; a, b, c, d: fn, (gx, gy, gz), block, dyn
-            values = packs[slot]
-            v = values[0]
-            for i, j in d:
-                v[i] = vals[j]
-            prep.launch(a, b[0], b[1], b[2], c, 1, 1, 0, stream, values[2], 0)
+            _launch(prep, packs[slot], a, b, c, d, vals, stream)
             continue
         if op == _OP_EMPTY:                             # a, b: shape, dtype; c: not empty; d: uint8
             t = empty(*a, dtype=b, device=where)        # sizes as arguments: ~2 us less than a tuple
@@ -269,11 +274,7 @@ def run_cupy(plan, x, amax, seed: int, x_ptr: int) -> list:
     vals = [x_ptr, seed, 0 if amax is None else amax.data.ptr] + bufs
     for op, slot, a, b, c, d in prep.program:
         if op == _OP_LAUNCH:
-            values = packs[slot]
-            v = values[0]
-            for i, j in d:
-                v[i] = vals[j]
-            prep.launch(a, b[0], b[1], b[2], c, 1, 1, 0, stream, values[2], 0)
+            _launch(prep, packs[slot], a, b, c, d, vals, stream)
             continue
         if op == _OP_EMPTY:
             t = empty(a, dtype=b)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import re
+import sys
 import threading
 import types
 
@@ -655,6 +656,30 @@ def _fake_torch(monkeypatch, plan):
     return calls
 
 
+class _FakeCupyArray2(_FakeTensor):
+    """numpy-backed stand-in for a cupy.ndarray as run_cupy uses it (data.ptr, flags, fill, copy)."""
+
+    @property
+    def data(self):
+        return types.SimpleNamespace(ptr=self.data_ptr())
+
+    @property
+    def flags(self):
+        return self.arr.flags
+
+    def fill(self, v):
+        self.arr.fill(v)
+
+    def copy(self):
+        return _FakeCupyArray2(self.arr.copy())
+
+    def view(self, dtype):
+        return _FakeCupyArray2(self.arr.view(dtype))
+
+    def __getitem__(self, sl):
+        return _FakeCupyArray2(self.arr[sl])
+
+
 def _expected_values(step, x, bufs, seed, amax=None):
     out = []
     for a in step.args:
@@ -673,18 +698,30 @@ def _expected_values(step, x, bufs, seed, amax=None):
     dict(shape=(16, 4096), dtype="float32", fmt="mxfp8_e5m2", axis="both", scale_layout="swizzled"),
     dict(shape=(64, 128), dtype="float16", fmt="nvfp4", axis="both"),
 ], ids=["rht", "amax", "row_scaled_sr", "mxfp8_swizzled", "amax_copy"])
-def test_torch_executor_packs_every_argument(monkeypatch, case, poison):
+@pytest.mark.parametrize("lib", ["torch", "cupy"])
+def test_executors_pack_every_argument(monkeypatch, case, poison, lib):
+    """_torch_exec.run (PyTorch tensors) and run_cupy (CuPy arrays), with fakes of both libraries and
+    of the driver: every launch's arguments, the memsets of ZEROS buffers, the poisoned EMPTY ones,
+    in plan order, on the current stream, twice (the second call reuses the packed slots)."""
     case = dict(case)
     shape, dtype, fmt = case.pop("shape"), case.pop("dtype"), case.pop("fmt")
     seed = case.get("seed", 0)
     p = plan_of(shape, dtype, fmt, **case)
     calls = _fake_torch(monkeypatch, p)
     monkeypatch.setattr(_cuda, "_poison", poison)
-    x = _FakeTensor(np.zeros(shape, np.float32 if dtype == "float32" else np.uint16))
-    amax = _FakeTensor(np.array([3.5], np.float32)) if case.get("amax_shape") else None
+    T = _FakeTensor
+    if lib == "cupy":
+        T = _FakeCupyArray2
+        monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(
+            empty=lambda shape, dtype: _FakeCupyArray2(np.empty(shape, dtype)),
+            cuda=types.SimpleNamespace(get_current_stream=lambda: types.SimpleNamespace(ptr=0xABC1))))
+    x = T(np.zeros(shape, np.float32 if dtype == "float32" else np.uint16))
+    amax = T(np.array([3.5], np.float32)) if case.get("amax_shape") else None
     for trial in range(2):                        # the second call reuses the packed arrays
         calls.clear()
-        bufs = _torch_exec.run(p, x, amax, seed + trial if seed < 2**64 - 1 else seed, 1)
+        s_ = seed + trial if seed < 2**64 - 1 else seed
+        bufs = _torch_exec.run(p, x, amax, s_, 1) if lib == "torch" else _torch_exec.run_cupy(p, x, amax, s_,
+                                                                                             x.data_ptr())
         want = []
         for s in p.steps:
             if type(s) is Launch:

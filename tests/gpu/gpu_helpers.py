@@ -63,3 +63,104 @@ def assert_float_bits_equal(got: np.ndarray, want: np.ndarray, what: str):
                          f"({float(got.reshape(-1)[i])!r}) expected 0x{int(wi.reshape(-1)[i]):X} "
                          f"({float(want.reshape(-1)[i])!r})")
         raise AssertionError("\n".join(lines))
+
+
+def path_spy(monkeypatch, module, name: str) -> dict:
+    """Counts calls of `module.name` (a fast-path executor: "fast") and of fp4kit._interop.as_cupy
+    (the general path's conversions: "as_cupy"), thread safe; both still run."""
+    import threading
+
+    from fp4kit import _interop
+
+    counts = {"fast": 0, "as_cupy": 0}
+    lock = threading.Lock()
+
+    def counting(key, real):
+        def call(*a, **k):
+            with lock:
+                counts[key] += 1
+            return real(*a, **k)
+        return call
+
+    monkeypatch.setattr(module, name, counting("fast", getattr(module, name)))
+    monkeypatch.setattr(_interop, "as_cupy", counting("as_cupy", _interop.as_cupy))
+    return counts
+
+
+def general_path(*names: str):
+    """A context manager within which fp4kit._device_api's eligibility checks `names` (e.g.
+    "_torch_fast_device", "_cupy_fast_device") say no: every call takes the general path."""
+    from fp4kit import _device_api
+
+    mp = pytest.MonkeyPatch()
+    for n in names:
+        mp.setattr(_device_api, n, lambda *a, **k: None)
+    return _Undo(mp)
+
+
+class _Undo:
+    def __init__(self, mp):
+        self.mp = mp
+
+    def __enter__(self):
+        return self.mp
+
+    def __exit__(self, *exc):
+        self.mp.undo()
+        return False
+
+
+def run_in_threads(fn, n: int) -> list:
+    """fn(k) in n threads at once (k = 0 .. n - 1); their results in order. An exception in any
+    thread fails the calling test."""
+    import threading
+
+    results, errors = [None] * n, []
+
+    def worker(k):
+        try:
+            results[k] = fn(k)
+        except Exception as e:  # reported in the calling thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    return results
+
+
+def compare_quantized(q, ref, what: str, general=None, *, u8, meta):
+    """A device QuantizedTensor `q` against the reference's `ref` byte for byte (data, scales, amax
+    of each operand) and, when given, against the general path's result `general`: the same bytes
+    and the same array metadata. u8(a): a device array's bytes as a flat uint8 NumPy array;
+    meta(a): what must match between the two paths' arrays (type, dtype, shape, device, layout)."""
+    for name in ("rowwise", "columnwise"):
+        got, want = getattr(q, name), getattr(ref, name)
+        assert (got is None) == (want is None), f"{what}: {name}"
+        if want is None:
+            continue
+        tag = f"{what} {name}"
+        assert_bytes_equal(u8(got.data), want.data.reshape(-1).view(np.uint8), f"{tag}: data")
+        assert_bytes_equal(u8(got.scales), np.ascontiguousarray(want.scales).reshape(-1).view(np.uint8),
+                           f"{tag}: scales")
+        assert tuple(got.data.shape) == want.data.shape and tuple(got.scales.shape) == want.scales.shape, tag
+        if want.amax is None:
+            assert got.amax is None, tag
+        else:
+            assert_bytes_equal(u8(got.amax), np.asarray(want.amax, np.float32).reshape(-1).view(np.uint8),
+                               f"{tag}: amax")
+        if general is not None:
+            gen = getattr(general, name)
+            for field in ("data", "scales", "amax"):
+                a, b = getattr(got, field), getattr(gen, field)
+                if b is None:
+                    assert a is None, (tag, field)
+                    continue
+                assert meta(a) == meta(b), (tag, field)
+                assert_bytes_equal(u8(a), u8(b), f"{tag}: {field} vs the general path")
+    assert q.shape == ref.shape and q.format == ref.format
+    if general is not None:
+        assert (q.shape, q.options, q.input_dtype) == (general.shape, general.options, general.input_dtype)

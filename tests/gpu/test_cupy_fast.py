@@ -5,14 +5,13 @@ poisoned (the `gpu` fixture), so an unwritten byte fails."""
 from __future__ import annotations
 
 import contextlib
-import threading
 
 import numpy as np
 import pytest
 
 import fp4kit
 
-from gpu_helpers import assert_bytes_equal
+from gpu_helpers import assert_bytes_equal, compare_quantized, general_path, path_spy, run_in_threads
 
 pytestmark = pytest.mark.gpu
 
@@ -27,35 +26,14 @@ def cp(gpu):
 @pytest.fixture
 def spy(monkeypatch):
     """Counts fast-path executions (run_cupy) and general-path conversions (as_cupy of x)."""
-    from fp4kit import _interop, _torch_exec
+    from fp4kit import _torch_exec
 
-    counts = {"fast": 0, "as_cupy": 0}
-    lock = threading.Lock()
-    run, as_cupy = _torch_exec.run_cupy, _interop.as_cupy
-
-    def run_spy(*a, **k):
-        with lock:
-            counts["fast"] += 1
-        return run(*a, **k)
-
-    def as_cupy_spy(*a, **k):
-        with lock:
-            counts["as_cupy"] += 1
-        return as_cupy(*a, **k)
-
-    monkeypatch.setattr(_torch_exec, "run_cupy", run_spy)
-    monkeypatch.setattr(_interop, "as_cupy", as_cupy_spy)
-    return counts
+    return path_spy(monkeypatch, _torch_exec, "run_cupy")
 
 
-@contextlib.contextmanager
 def _general():
     """Within: quantize takes the general path for every CuPy input."""
-    from fp4kit import _device_api
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(_device_api, "_cupy_fast_device", lambda x, amax: None)
-        yield
+    return general_path("_cupy_fast_device")
 
 
 def _input(cp, shape, dtype, seed=0, scale=3.0):
@@ -70,35 +48,11 @@ def _u8(a):
 def _compare(q, ref, what, g=None):
     import cupy
 
-    for name in ("rowwise", "columnwise"):
-        got, want = getattr(q, name), getattr(ref, name)
-        assert (got is None) == (want is None), f"{what}: {name}"
-        if want is None:
-            continue
-        tag = f"{what} {name}"
-        assert_bytes_equal(_u8(got.data), want.data.reshape(-1).view(np.uint8), f"{tag}: data")
-        assert_bytes_equal(_u8(got.scales), np.ascontiguousarray(want.scales).reshape(-1).view(np.uint8),
-                           f"{tag}: scales")
-        assert got.data.shape == want.data.shape and got.scales.shape == want.scales.shape, tag
-        if want.amax is None:
-            assert got.amax is None, tag
-        else:
-            assert_bytes_equal(_u8(got.amax), np.asarray(want.amax, np.float32).reshape(-1).view(np.uint8),
-                               f"{tag}: amax")
-        if g is not None:
-            gen = getattr(g, name)
-            for field in ("data", "scales", "amax"):
-                a, b = getattr(got, field), getattr(gen, field)
-                if b is None:
-                    assert a is None, (tag, field)
-                    continue
-                assert type(a) is cupy.ndarray
-                assert (type(a), a.dtype, a.shape, a.device.id, a.flags.c_contiguous) == \
-                       (type(b), b.dtype, b.shape, b.device.id, b.flags.c_contiguous), (tag, field)
-                assert_bytes_equal(_u8(a), _u8(b), f"{tag}: {field} vs the general path")
-    assert q.shape == ref.shape and q.format == ref.format
-    if g is not None:
-        assert (q.shape, q.options, q.input_dtype) == (g.shape, g.options, g.input_dtype)
+    def meta(a):
+        assert type(a) is cupy.ndarray
+        return (type(a), a.dtype, a.shape, a.device.id, a.flags.c_contiguous)
+
+    compare_quantized(q, ref, what, g, u8=_u8, meta=meta)
 
 
 def check(cp, spy, x, fmt, amax=None, **kw):
@@ -285,24 +239,14 @@ def test_fast_path_from_threads(cp, spy):
     xs = [_input(cp, (64, 256), np.float16, seed=k) for k in range(4)]
     with _general():
         want = [fp4kit.quantize(x, "nvfp4", axis="both", scale_layout="swizzled") for x in xs]
-    results = [None] * 4
-    errors = []
 
     def worker(k):
-        try:
-            for _ in range(50):
-                q = fp4kit.quantize(xs[k], "nvfp4", axis="both", scale_layout="swizzled")
-            cp.cuda.get_current_stream().synchronize()
-            results[k] = q
-        except Exception as e:  # reported in the main thread
-            errors.append(e)
+        for _ in range(50):
+            q = fp4kit.quantize(xs[k], "nvfp4", axis="both", scale_layout="swizzled")
+        cp.cuda.get_current_stream().synchronize()
+        return q
 
-    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
+    results = run_in_threads(worker, 4)
     cp.cuda.Device().synchronize()
     for k in range(4):
         for name in ("rowwise", "columnwise"):

@@ -3,13 +3,11 @@ and to the general (CuPy + DLPack) path, same result types, taken when it should
 and CUDA-graph capturable. Outputs are poisoned (the `gpu` fixture), so an unwritten byte fails."""
 from __future__ import annotations
 
-import contextlib
-import threading
 
 import numpy as np
 import pytest
 
-from gpu_helpers import assert_bytes_equal, require_gpu
+from gpu_helpers import assert_bytes_equal, compare_quantized, general_path, path_spy, require_gpu, run_in_threads
 
 pytestmark = pytest.mark.gpu
 
@@ -28,35 +26,14 @@ def torch(gpu):
 @pytest.fixture
 def spy(monkeypatch):
     """Counts fast-path executions (fp4kit._torch_exec.run) and general-path conversions (as_cupy)."""
-    from fp4kit import _interop, _torch_exec
+    from fp4kit import _torch_exec
 
-    counts = {"fast": 0, "as_cupy": 0}
-    lock = threading.Lock()
-    run, as_cupy = _torch_exec.run, _interop.as_cupy
-
-    def run_spy(*a, **k):
-        with lock:
-            counts["fast"] += 1
-        return run(*a, **k)
-
-    def as_cupy_spy(*a, **k):
-        with lock:
-            counts["as_cupy"] += 1
-        return as_cupy(*a, **k)
-
-    monkeypatch.setattr(_torch_exec, "run", run_spy)
-    monkeypatch.setattr(_interop, "as_cupy", as_cupy_spy)
-    return counts
+    return path_spy(monkeypatch, _torch_exec, "run")
 
 
-@contextlib.contextmanager
 def _general():
-    """Within: quantize takes the general (CuPy + DLPack) path for every input."""
-    from fp4kit import _device_api
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(_device_api, "_torch_fast_device", lambda x, amax: None)
-        yield
+    """Within: quantize takes the general path for every input."""
+    return general_path("_torch_fast_device")
 
 
 def _np(t):
@@ -76,35 +53,8 @@ def _u8(t):
 
 
 def _compare(q_fast, q_ref, what, q_general=None):
-    for name in ("rowwise", "columnwise"):
-        got, want = getattr(q_fast, name), getattr(q_ref, name)
-        assert (got is None) == (want is None), f"{what}: {name}"
-        if want is None:
-            continue
-        tag = f"{what} {name}"
-        assert_bytes_equal(_u8(got.data), want.data.reshape(-1).view(np.uint8), f"{tag}: data")
-        assert_bytes_equal(_u8(got.scales), np.ascontiguousarray(want.scales).reshape(-1).view(np.uint8),
-                           f"{tag}: scales")
-        assert tuple(got.data.shape) == want.data.shape and tuple(got.scales.shape) == want.scales.shape, tag
-        if want.amax is None:
-            assert got.amax is None, tag
-        else:
-            assert_bytes_equal(_u8(got.amax), np.asarray(want.amax, np.float32).reshape(-1).view(np.uint8),
-                               f"{tag}: amax")
-        if q_general is not None:
-            gen = getattr(q_general, name)
-            for field in ("data", "scales", "amax"):
-                a, b = getattr(got, field), getattr(gen, field)
-                if b is None:
-                    assert a is None, (tag, field)
-                    continue
-                assert (type(a), a.dtype, tuple(a.shape), a.device, a.is_contiguous()) == \
-                       (type(b), b.dtype, tuple(b.shape), b.device, b.is_contiguous()), (tag, field)
-                assert_bytes_equal(_u8(a), _u8(b), f"{tag}: {field} vs the general path")
-    assert q_fast.shape == q_ref.shape and q_fast.format == q_ref.format
-    if q_general is not None:
-        assert (q_fast.shape, q_fast.options, q_fast.input_dtype) == \
-               (q_general.shape, q_general.options, q_general.input_dtype)
+    compare_quantized(q_fast, q_ref, what, q_general, u8=_u8,
+                      meta=lambda a: (type(a), a.dtype, tuple(a.shape), a.device, a.is_contiguous()))
 
 
 def check(torch, spy, x, fmt, amax=None, **kw):
@@ -324,24 +274,14 @@ def test_fast_path_from_threads(torch, spy):
     xs = [_input(torch, (64, 256), "bfloat16", seed=k) for k in range(4)]
     with _general():
         want = [fp4kit.quantize(x, "nvfp4", axis="both", scale_layout="swizzled") for x in xs]
-    results = [None] * 4
-    errors = []
 
-    def worker(k):
-        try:                                                     # a fresh thread: no set_device
-            for _ in range(50):
-                q = fp4kit.quantize(xs[k], "nvfp4", axis="both", scale_layout="swizzled")
-            torch.cuda.current_stream().synchronize()
-            results[k] = q
-        except Exception as e:  # reported in the main thread
-            errors.append(e)
+    def worker(k):                                               # a fresh thread: no set_device
+        for _ in range(50):
+            q = fp4kit.quantize(xs[k], "nvfp4", axis="both", scale_layout="swizzled")
+        torch.cuda.current_stream().synchronize()
+        return q
 
-    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
+    results = run_in_threads(worker, 4)
     torch.cuda.synchronize()
     for k in range(4):
         for name in ("rowwise", "columnwise"):

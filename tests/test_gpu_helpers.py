@@ -1,0 +1,83 @@
+"""The GPU tests' shared helpers (tests/gpu/gpu_helpers.py) on NumPy stand-ins, so that a helper that
+stopped comparing or counting would fail here, on the CPU, before it could make GPU tests vacuous."""
+from __future__ import annotations
+
+import sys
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import fp4kit
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "gpu"))
+import gpu_helpers  # noqa: E402
+
+
+def _u8(a):
+    return np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+
+
+def _meta(a):
+    return (type(a), a.dtype, a.shape, a.flags.c_contiguous)
+
+
+def _q(seed=0, **kw):
+    x = np.random.default_rng(seed).standard_normal((64, 96)).astype(np.float32)
+    return fp4kit.reference.quantize(x, "nvfp4", axis="both", **kw)
+
+
+def test_compare_quantized_passes_equal_and_catches_every_field():
+    q = _q()
+    gpu_helpers.compare_quantized(q, q, "same", q, u8=_u8, meta=_meta)
+    for op in ("rowwise", "columnwise"):
+        for field in ("data", "scales", "amax"):
+            bad = _q()
+            arr = np.array(getattr(getattr(bad, op), field), copy=True)
+            arr.reshape(-1).view(np.uint8)[0] ^= 1
+            object.__setattr__(getattr(bad, op), field, arr)
+            with pytest.raises(AssertionError):
+                gpu_helpers.compare_quantized(bad, q, f"{op}.{field}", u8=_u8, meta=_meta)
+            with pytest.raises(AssertionError):             # against the general path too
+                gpu_helpers.compare_quantized(q, q, f"{op}.{field}", bad, u8=_u8, meta=_meta)
+    x = np.random.default_rng(0).standard_normal((64, 96)).astype(np.float32)
+    rowwise_only = fp4kit.reference.quantize(x, "nvfp4")
+    with pytest.raises(AssertionError, match="columnwise"):
+        gpu_helpers.compare_quantized(rowwise_only, q, "operands", u8=_u8, meta=_meta)
+    other = _q(scale_layout="swizzled")
+    with pytest.raises(AssertionError):                     # the general path's arrays differ in shape
+        gpu_helpers.compare_quantized(q, q, "meta", other, u8=_u8, meta=_meta)
+
+
+def test_path_spy_counts_and_calls_through(monkeypatch):
+    from fp4kit import _interop
+
+    mod = types.SimpleNamespace(run=lambda a, b=0: a + b)
+    counts = gpu_helpers.path_spy(monkeypatch, mod, "run")
+    assert mod.run(2, b=3) == 5 and mod.run(1) == 1
+    with pytest.raises(Exception):                          # no CuPy here, or not an array: counted anyway
+        _interop.as_cupy(object())
+    assert counts == {"fast": 2, "as_cupy": 1}
+
+
+def test_run_in_threads_returns_in_order_and_reports_errors():
+    assert gpu_helpers.run_in_threads(lambda k: k * k, 4) == [0, 1, 4, 9]
+
+    def boom(k):
+        if k == 2:
+            raise ValueError("thread 2")
+        return k
+
+    with pytest.raises(AssertionError, match="thread 2"):
+        gpu_helpers.run_in_threads(boom, 3)
+
+
+def test_general_path_turns_the_checks_off_and_restores_them():
+    from fp4kit import _device_api
+
+    keep = _device_api._cupy_fast_device, _device_api._torch_fast_device
+    with gpu_helpers.general_path("_cupy_fast_device", "_torch_fast_device"):
+        assert _device_api._cupy_fast_device(1, None) is None and _device_api._torch_fast_device(1, None) is None
+        assert (_device_api._cupy_fast_device, _device_api._torch_fast_device) != keep
+    assert (_device_api._cupy_fast_device, _device_api._torch_fast_device) == keep
