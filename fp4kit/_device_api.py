@@ -324,7 +324,7 @@ def _dequantize_fast(op: Operand, dtype: str, shape):
     rows, cols = op.rows, op.cols
     name, np_dt = _DQ_OUT[dtype]
     if lib == "torch":
-        out = _torch_mod.empty((rows, cols), dtype=getattr(_torch_mod, name), device=data.device)
+        out = _torch_mod.empty(rows, cols, dtype=getattr(_torch_mod, name), device=data.device)
         ptrs = (data.data_ptr(), scales.data_ptr(), 0 if amax is None else amax.data_ptr(), out.data_ptr())
         if c._poison and out.numel():
             out.view(_torch_mod.uint8).fill_(0xA5)

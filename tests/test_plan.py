@@ -1623,3 +1623,39 @@ def test_one_tile_staging_policy():
     assert not staged("nvfp4", "bfloat16", 7168)
     assert not staged("mxfp6_e2m3", "bfloat16", 7168 + 64) and not staged("mxfp6_e2m3", "bfloat16", 7168, "columnwise")
     assert not staged("mxfp6_e2m3", "bfloat16", 7168, layout="swizzled")
+
+
+@pytest.mark.parametrize("poison", [False, True])
+def test_dequantize_fast_path_with_fake_torch(monkeypatch, poison):
+    """fp4kit.dequantize of torch results (fake torch, no kernels run): one dequantize_launch with
+    the operand's pointers, sizes, layout and row_scaled flag into a torch.empty output of the
+    requested dtype (poisoned when poisoning is on), on PyTorch's current stream, reshaped like
+    the general path; operands the fast path does not take are left to the general path."""
+    import fp4kit
+    from fp4kit import _device_api
+
+    torch = _install_fake_torch(monkeypatch, poison)
+    x = torch.Tensor(np.zeros((6, 4, 64), np.uint16), torch.bfloat16)
+    _fake_torch(monkeypatch, plan_of((24, 64), "bfloat16", "nvfp4", axis="both", row_scaled=True))
+    monkeypatch.setattr(_torch_exec, "_torch", lambda: torch)
+    launches = []
+    monkeypatch.setattr(_torch_exec, "dequantize_launch", lambda *a: launches.append(a))
+    q = fp4kit.quantize(x, "nvfp4", axis="both", row_scaled=True)
+    for operand, (rows, cols), shape in (("rowwise", (24, 64), (6, 4, 64)), ("columnwise", (64, 24), (64, 24))):
+        op = q.operand(operand)
+        for dtype, kid in (("float32", 0), ("bfloat16", 1), ("float16", 2)):
+            launches.clear()
+            y = fp4kit.dequantize(q, dtype, operand)
+            assert isinstance(y, torch.Tensor) and y.dtype is getattr(torch, dtype) and y.arr.shape == shape
+            assert (y.arr.view(np.uint8) == 0xA5).all() == poison
+            total = rows * -(-cols // 16)
+            assert launches == [(0, f"dequantize_f5_o{kid}", -(-total // 1024), op.data.data_ptr(),
+                                 op.scales.data_ptr(), op.amax.data_ptr(), rows, cols, 0, 1, y.data_ptr(), 0xABC0)]
+    # not taken: strided data, data and scales of different kinds, wrong dtypes, NVFP4 without amax
+    op = q.rowwise
+    strided = torch.Tensor(np.zeros((24, 64), np.uint8), torch.uint8)[:, :32]
+    for kw in (dict(data=strided), dict(scales=op.scales.arr), dict(amax=op.amax.arr),
+               dict(data=torch.Tensor(np.zeros((24, 32), np.float16), torch.float16)), dict(amax=None)):
+        bad = types.SimpleNamespace(**{**dict(data=op.data, scales=op.scales, amax=op.amax, rows=24, cols=64,
+                                              format="nvfp4", scale_layout="compact"), **kw})
+        assert _device_api._dequantize_fast(bad, "float32", None) is None, kw
