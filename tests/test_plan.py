@@ -1659,3 +1659,93 @@ def test_dequantize_fast_path_with_fake_torch(monkeypatch, poison):
         bad = types.SimpleNamespace(**{**dict(data=op.data, scales=op.scales, amax=op.amax, rows=24, cols=64,
                                               format="nvfp4", scale_layout="compact"), **kw})
         assert _device_api._dequantize_fast(bad, "float32", None) is None, kw
+
+
+class _FakeCupyNd(_FakeCupyArray2):
+    """numpy-backed stand-in for cupy.ndarray as the CuPy fast path sees it (module "cupy")."""
+
+    device = types.SimpleNamespace(id=0)
+
+    @property
+    def dtype(self):
+        return self.arr.dtype
+
+    @property
+    def size(self):
+        return self.arr.size
+
+    def __dlpack__(self, stream=None):          # makes it a device array for fp4kit.api
+        raise NotImplementedError
+
+    def copy(self):
+        return _FakeCupyNd(self.arr.copy())
+
+    def view(self, dtype):
+        return _FakeCupyNd(self.arr.view(dtype))
+
+    def __getitem__(self, sl):
+        return _FakeCupyNd(self.arr[sl])
+
+
+_FakeCupyNd.__module__ = "cupy"
+
+
+def _install_fake_cupy(monkeypatch, poison):
+    """A fake cupy (ndarray, empty, the current stream 0xABC0, device 0) in sys.modules, seen by the
+    CuPy fast path; plans cleared."""
+    from fp4kit import _device_api, api
+
+    runtime = types.SimpleNamespace(getDevice=lambda: 0)
+    cuda = types.ModuleType("cupy.cuda")
+    cuda.runtime = runtime
+    cuda.get_current_stream = lambda: types.SimpleNamespace(ptr=0xABC0)
+    cupy = types.ModuleType("cupy")
+    cupy.ndarray, cupy.cuda = _FakeCupyNd, cuda
+    cupy.empty = lambda shape, dtype: _FakeCupyNd(np.empty(shape, dtype))
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+    monkeypatch.setitem(sys.modules, "cupy.cuda", cuda)
+    monkeypatch.setattr(api, "_device_api", _device_api)
+    monkeypatch.setattr(_device_api, "_cupy_ndarray", None)
+    monkeypatch.setattr(_device_api, "_cupy_runtime", None)
+    monkeypatch.setattr(_device_api, "_sm_count_of", lambda dev: SM)
+    monkeypatch.setattr(_cuda, "_poison", poison)
+    _plan.clear_plans()
+    return cupy
+
+
+def test_cupy_fast_path_end_to_end_with_fake_cupy(monkeypatch):
+    """fp4kit.quantize of a (fake) CuPy array: the memoised plan run by run_cupy, cupy.empty
+    buffers (poisoned), the launches' pointers, CuPy's current stream, results of the general path's
+    shapes; a repeated call hits the memo; ineligible inputs are left to the general path."""
+    import fp4kit
+    from fp4kit import _device_api
+
+    cupy = _install_fake_cupy(monkeypatch, True)
+    x = _FakeCupyNd(np.zeros((64, 128), np.float16))
+    amax = _FakeCupyNd(np.array([2.0], np.float32))
+    plan = _plan.build_quantize_plan(64, 128, "float16", quantize_options((64, 128), "float16", "nvfp4", axis="both",
+                                                                          amax_shape=(1,), amax_dtype="float32"),
+                                     1, 16, SM)
+    calls = _fake_torch(monkeypatch, plan)
+    for trial in range(2):
+        calls.clear()
+        q = fp4kit.quantize(x, "nvfp4", axis="both", amax=amax)
+        assert all(type(a) is _FakeCupyNd for op in (q.rowwise, q.columnwise) for a in (op.data, op.scales, op.amax))
+        assert (q.rowwise.data.shape, q.columnwise.data.shape) == ((64, 64), (128, 32))
+        assert (q.rowwise.data.arr == 0xA5).all()                        # poisoned, no kernel ran
+        assert [c[0] for c in calls] == ["nvfp4_amax_out", "quantize_f5_d2_plain"]
+        assert calls[0][4][:5] == (amax.data_ptr(), 1, 0x7FFFFFFF, q.rowwise.amax.data_ptr(), q.columnwise.amax.data_ptr())
+        assert calls[1][3] == 0xABC0 and calls[1][4][0] == x.data_ptr()
+        assert calls[1][4][3:9] == (q.rowwise.data.data_ptr(), q.rowwise.scales.data_ptr(), q.columnwise.data.data_ptr(),
+                                    q.columnwise.scales.data_ptr(), q.rowwise.amax.data_ptr(), q.columnwise.amax.data_ptr())
+    assert len(_plan.FAST_CALLS) == 1 and next(iter(_plan.FAST_CALLS))[0] == "cupy"
+    # the eligibility check
+    assert _device_api._cupy_fast_device(x, None) == 0 and _device_api._cupy_fast_device(x, amax) == 0
+    assert _device_api._cupy_fast_device(x[:, :64], None) is None                      # not C-contiguous
+    assert _device_api._cupy_fast_device(_FakeCupyNd(np.zeros((4, 4), np.float64)), None) is None
+    assert _device_api._cupy_fast_device(x, np.array([2.0], np.float32)) is None       # a NumPy amax
+    assert _device_api._cupy_fast_device(x, _FakeCupyNd(np.array([2.0]))) is None      # a float64 amax
+    assert _device_api._cupy_fast_device(np.zeros((4, 4), np.float32), None) is None
+    monkeypatch.setattr(cupy.cuda.runtime, "getDevice", lambda: 1)
+    assert _device_api._cupy_fast_device(x, None) is None                              # not the current device
+    _plan.clear_plans()
