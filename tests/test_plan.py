@@ -671,13 +671,13 @@ class _FakeCupyArray2(_FakeTensor):
         self.arr.fill(v)
 
     def copy(self):
-        return _FakeCupyArray2(self.arr.copy())
+        return type(self)(self.arr.copy())
 
     def view(self, dtype):
-        return _FakeCupyArray2(self.arr.view(dtype))
+        return type(self)(self.arr.view(dtype))
 
     def __getitem__(self, sl):
-        return _FakeCupyArray2(self.arr[sl])
+        return type(self)(self.arr[sl])
 
 
 def _expected_values(step, x, bufs, seed, amax=None):
@@ -1676,15 +1676,6 @@ class _FakeCupyNd(_FakeCupyArray2):
 
     def __dlpack__(self, stream=None):          # makes it a device array for fp4kit.api
         raise NotImplementedError
-
-    def copy(self):
-        return _FakeCupyNd(self.arr.copy())
-
-    def view(self, dtype):
-        return _FakeCupyNd(self.arr.view(dtype))
-
-    def __getitem__(self, sl):
-        return _FakeCupyNd(self.arr[sl])
 
 
 _FakeCupyNd.__module__ = "cupy"
