@@ -113,17 +113,9 @@ def amax_store(amax, rows: bool, cols: bool) -> tuple:
     columnwise) flat float32 copies (None where not asked for) with -0 as +0 (SPEC: an amax is
     max |x|; a NumPy amax was normalised on the host), from one nvfp4_amax_out launch (quantize.cu:
     an integer AND of the sign bit, so a subnormal amax is kept; CuPy's float kernels flush them)."""
-    cp = _cp()
-    src = cp.ascontiguousarray(amax, dtype=np.float32).reshape(-1)
-    n = int(src.size)
-    row = _empty((n,), np.float32) if rows else None
-    col = _empty((n,), np.float32) if cols else None
-    if n and (rows or cols):
-        _fn("quantize", "nvfp4_amax_out")((_plan.grid_stride_blocks(n, 8, _sm_count_of(cp.cuda.runtime.getDevice())),),
-                                          (_THREADS,), (src, np.int64(n), np.uint32(0x7FFFFFFF),
-                                                        _NULL if row is None else row, _NULL if col is None else col,
-                                                        _NULL, _NULL, _NULL))
-    return row, col
+    plan = _plan.amax_store_plan(_cp().cuda.runtime.getDevice(), _sm_count_of, int(amax.size), rows, cols)
+    bufs = run_plan(plan, None, amax)
+    return tuple(None if o is None else bufs[o] for o in plan.outputs)
 
 
 def run_plan(plan, x, amax=None, seed: int = 0) -> list:
@@ -203,12 +195,26 @@ def quantize(x, opts, amax=None, *, input_dtype: str):
                  for o in plan.outputs)
 
 
+# dequantize's output dtype -> the CuPy array's NumPy dtype (bfloat16 as its uint16 bits)
+DEQUANT_NP_DTYPES = {"float32": np.float32, "float16": np.float16, "bfloat16": np.uint16}
+
+
+def dequantize_kernel(fmt, out_dtype: str, rows: int, cols: int) -> tuple[str, int]:
+    """(dequantize.cu kernel name, CTAs of _THREADS) for a (rows, cols) operand of format `fmt`.
+    Each thread takes _DQ_SEGS 16-element segments per iteration (dequantize_op.cuh); one CTA per
+    _THREADS * _DQ_SEGS segments (measured faster than one wave of resident CTAs looping: the block
+    scheduler keeps every SM's slots busy to the end), the kernel's grid-stride loop covers the rest
+    past the grid limit."""
+    total = rows * -(-cols // 16)
+    return (f"dequantize_f{fmt.format_id}_o{_DTYPE_IDS[out_dtype]}",
+            min(-(-total // (_THREADS * _DQ_SEGS)), _MAX_GRID))
+
+
 def dequantize(data, scales, amax, fmt_name: str, rows: int, cols: int, scale_layout: str, out_dtype: str):
     """One operand -> CuPy (rows, cols) of float32 / float16 / uint16 (bfloat16 bits)."""
     fmt = FORMATS[fmt_name]
     rows, cols = int(rows), int(cols)
-    np_dt = {"float32": np.float32, "float16": np.float16, "bfloat16": np.uint16}[out_dtype]
-    out = _empty((rows, cols), np_dt)
+    out = _empty((rows, cols), DEQUANT_NP_DTYPES[out_dtype])
     if rows == 0 or cols == 0:
         return out
     cp = _cp()
@@ -218,13 +224,8 @@ def dequantize(data, scales, amax, fmt_name: str, rows: int, cols: int, scale_la
     if fmt.is_nvfp4:
         amax = cp.ascontiguousarray(amax, dtype=np.float32).reshape(-1)
         row_scaled = int(amax.size > 1)   # (rows,) per-row amax; (1,) global
-    total = rows * -(-cols // 16)
-    fn = _fn("dequantize", f"dequantize_f{fmt.format_id}_o{_DTYPE_IDS[out_dtype]}")
-    # each thread takes _DQ_SEGS segments per iteration (dequantize_op.cuh); one CTA per
-    # _THREADS * _DQ_SEGS segments (measured faster than one wave of resident CTAs looping: the
-    # block scheduler keeps every SM's slots busy to the end), the kernel's grid-stride loop covers
-    # the rest past the grid limit
-    fn((min(-(-total // (_THREADS * _DQ_SEGS)), _MAX_GRID),), (_THREADS,),
+    kernel, grid = dequantize_kernel(fmt, out_dtype, rows, cols)
+    _fn("dequantize", kernel)((grid,), (_THREADS,),
         (data, scales, amax if fmt.is_nvfp4 else _NULL, np.int64(rows), np.int64(cols),
          np.int32(scale_layout == "swizzled"), np.int32(row_scaled), out))
     return out

@@ -77,6 +77,35 @@ _cupy_runtime = None
 _torch_current_device = None    # torch._C._cuda_getDevice (0.23 us; torch.cuda.current_device 0.62 us)
 
 
+def _import_torch():
+    """torch, imported once (by the first torch array), with PyTorch's current-device query."""
+    global _torch_mod, _torch_current_device
+    import torch
+    # PyTorch's current device without torch.cuda.current_device()'s Python layer (its lazy
+    # initialisation has run: a CUDA tensor exists); the public function where the binding is absent
+    _torch_current_device = (getattr(getattr(torch, "_C", None), "_cuda_getDevice", None)
+                             or torch.cuda.current_device)
+    _torch_mod = torch
+    return torch
+
+
+def _runtime():
+    """cupy.cuda.runtime (imported once)."""
+    global _cupy_runtime
+    if _cupy_runtime is None:
+        from cupy.cuda import runtime
+        _cupy_runtime = runtime
+    return _cupy_runtime
+
+
+def _import_cupy_ndarray():
+    """cupy.ndarray, imported once (by the first CuPy array)."""
+    global _cupy_ndarray
+    import cupy
+    _cupy_ndarray = cupy.ndarray
+    return _cupy_ndarray
+
+
 def _torch_fast_device(x, amax) -> int | None:
     """x's device index when quantize can take the PyTorch fast path, else None.
 
@@ -86,17 +115,9 @@ def _torch_fast_device(x, amax) -> int | None:
     context); amax None or a float32 CUDA torch.Tensor on the same device. Whatever fails these
     takes the general path, which validates, copies and converts exactly as before.
     """
-    global _torch_mod, _cupy_runtime, _torch_current_device
     if not type(x).__module__.startswith("torch"):
         return None
-    torch = _torch_mod
-    if torch is None:
-        import torch
-        _torch_mod = torch
-        # PyTorch's current device without torch.cuda.current_device()'s Python layer (its lazy
-        # initialisation has run: x is a CUDA tensor); the public function where the binding is absent
-        _torch_current_device = (getattr(getattr(torch, "_C", None), "_cuda_getDevice", None)
-                                 or torch.cuda.current_device)
+    torch = _torch_mod or _import_torch()
     if type(x) is not torch.Tensor and type(x) is not torch.nn.Parameter:
         return None
     if (not x.is_cuda or x.layout is not torch.strided or _interop.dtype_name(x) not in _FAST_DTYPES
@@ -106,11 +127,7 @@ def _torch_fast_device(x, amax) -> int | None:
     if amax is not None and (type(amax) is not torch.Tensor or not amax.is_cuda or amax.layout is not torch.strided
                              or amax.dtype != torch.float32 or amax.get_device() != dev):
         return None
-    rt = _cupy_runtime
-    if rt is None:
-        from cupy.cuda import runtime as rt
-        _cupy_runtime = rt
-    if dev != _torch_current_device() or dev != rt.getDevice():
+    if dev != _torch_current_device() or dev != _runtime().getDevice():
         return None
     return dev
 
@@ -122,21 +139,17 @@ def _cupy_fast_device(x, amax) -> int | None:
     """x's device index when quantize can take the fast path with CuPy arrays, else None: x a
     cupy.ndarray (not a subclass), C-contiguous, float32 / float16, on CuPy's current device; amax
     None or a float32 cupy.ndarray on that device. Anything else takes the general path."""
-    global _cupy_ndarray, _cupy_runtime
     nd = _cupy_ndarray
     if nd is None:
         if not type(x).__module__.startswith("cupy"):
             return None
-        import cupy
-        from cupy.cuda import runtime
-        nd = _cupy_ndarray = cupy.ndarray
-        _cupy_runtime = _cupy_runtime or runtime
+        nd = _import_cupy_ndarray()
     if type(x) is not nd or not x.flags.c_contiguous or _interop.dtype_name(x) not in _FAST_DTYPES:
         return None
     dev = x.device.id
     if amax is not None and (type(amax) is not nd or amax.dtype != np.float32 or amax.device.id != dev):
         return None
-    if dev != _cupy_runtime.getDevice():
+    if dev != _runtime().getDevice():
         return None
     return dev
 
@@ -157,7 +170,7 @@ _MAX_FAST_CALLS = 4096
 _SEED_MAX = 2**64 - 1
 
 
-def _quantize_torch(x, dev: int, fmt, amax, options: tuple, seed, lib: str = "torch") -> QuantizedTensor:
+def _quantize_fast(x, dev: int, fmt, amax, options: tuple, seed, lib: str = "torch") -> QuantizedTensor:
     """quantize's fast path (x, amax: see _torch_fast_device, or _cupy_fast_device with lib
     "cupy"): the general path's validation and launch plan, run by fp4kit._torch_exec; results are
     torch tensors (CuPy arrays) of the general path's shapes, dtypes and bytes, queued on PyTorch's
@@ -182,7 +195,7 @@ def _quantize_torch(x, dev: int, fmt, amax, options: tuple, seed, lib: str = "to
     except TypeError:                   # an unhashable format or option: the checks will name it
         key = hit = None
     if hit is None or type(seed) is not int or not 0 <= seed <= _SEED_MAX:
-        return _quantize_torch_checked(x, dev, fmt, amax, options, seed, x_ptr, key, lib)
+        return _quantize_fast_checked(x, dev, fmt, amax, options, seed, x_ptr, key, lib)
     opts, plan, shape, dn, fname, layout, row, col = hit
     if seed != opts.seed:
         opts = _options_with_seed(opts, seed)
@@ -197,9 +210,9 @@ def _quantize_torch(x, dev: int, fmt, amax, options: tuple, seed, lib: str = "to
     return _quantized_unchecked(fname, shape, row, col, opts, dn)
 
 
-def _quantize_torch_checked(x, dev: int, fmt, amax, options: tuple, seed, x_ptr: int, key,
+def _quantize_fast_checked(x, dev: int, fmt, amax, options: tuple, seed, x_ptr: int, key,
                             lib: str = "torch") -> QuantizedTensor:
-    """_quantize_torch without its memo: every check, the public result constructors; memoises
+    """_quantize_fast without its memo: every check, the public result constructors; memoises
     the call's signature `key` (None: not memoisable) once everything has passed."""
     dn = _interop.dtype_name(x)
     shape = tuple(x.shape)
@@ -230,11 +243,11 @@ def quantize(x, fmt, axis="rowwise", scale_layout="compact", scale_rule="rceil",
              rounding="nearest", seed=0) -> QuantizedTensor:
     dev = _torch_fast_device(x, amax)
     if dev is not None:
-        return _quantize_torch(x, dev, fmt, amax, (axis, scale_layout, scale_rule, tile_2d, row_scaled, rht,
+        return _quantize_fast(x, dev, fmt, amax, (axis, scale_layout, scale_rule, tile_2d, row_scaled, rht,
                                                    rht_sign_mask, rounding), seed)
     dev = _cupy_fast_device(x, amax)
     if dev is not None:
-        return _quantize_torch(x, dev, fmt, amax, (axis, scale_layout, scale_rule, tile_2d, row_scaled, rht,
+        return _quantize_fast(x, dev, fmt, amax, (axis, scale_layout, scale_rule, tile_2d, row_scaled, rht,
                                                    rht_sign_mask, rounding), seed, "cupy")
     da = device_input(x)
     amax_cp, amax_shape, amax_dtype = _amax_input(amax, da.device)
@@ -265,19 +278,6 @@ def dequantize_operand(op: Operand, dtype: str, stream_src=None, shape=None):
         return _interop.to_library(y, data.library, dtype=dtype)
 
 
-def _runtime():
-    """cupy.cuda.runtime (imported once)."""
-    global _cupy_runtime
-    if _cupy_runtime is None:
-        from cupy.cuda import runtime
-        _cupy_runtime = runtime
-    return _cupy_runtime
-
-
-_DQ_OUT = {"float32": ("float32", np.float32), "float16": ("float16", np.float16),
-           "bfloat16": ("bfloat16", np.uint16)}
-
-
 def _dequantize_fast(op: Operand, dtype: str, shape):
     """dequantize's fast path, or None: the operand's data and scales are C-contiguous uint8 arrays
     of one library, PyTorch CUDA tensors or CuPy arrays, on the device current for that library and
@@ -290,9 +290,9 @@ def _dequantize_fast(op: Operand, dtype: str, shape):
     if type(scales) is not t or (amax is not None and type(amax) is not t):
         return None
     if _torch_mod is None and t.__module__.startswith("torch"):
-        _torch_fast_device(data, None)      # imports torch and CuPy's runtime once (None here: uint8)
+        _import_torch()
     elif _cupy_ndarray is None and t.__module__.startswith("cupy"):
-        _cupy_fast_device(data, None)
+        _import_cupy_ndarray()
     if _torch_mod is not None and t is _torch_mod.Tensor:
         torch = _torch_mod
         if not (data.is_cuda and scales.is_cuda and data.dtype == torch.uint8 and scales.dtype == torch.uint8
@@ -310,7 +310,7 @@ def _dequantize_fast(op: Operand, dtype: str, shape):
                 and scales.flags.c_contiguous):
             return None
         dev = data.device.id
-        if scales.device.id != dev or dev != _cupy_runtime.getDevice():
+        if scales.device.id != dev or dev != _runtime().getDevice():
             return None
         if amax is not None and not (amax.dtype == np.float32 and amax.flags.c_contiguous and amax.device.id == dev):
             return None
@@ -322,15 +322,14 @@ def _dequantize_fast(op: Operand, dtype: str, shape):
         return None
     c = _cuda()
     rows, cols = op.rows, op.cols
-    name, np_dt = _DQ_OUT[dtype]
     if lib == "torch":
-        out = _torch_mod.empty(rows, cols, dtype=getattr(_torch_mod, name), device=data.device)
+        out = _torch_mod.empty(rows, cols, dtype=getattr(_torch_mod, dtype), device=data.device)
         ptrs = (data.data_ptr(), scales.data_ptr(), 0 if amax is None else amax.data_ptr(), out.data_ptr())
         if c._poison and out.numel():
             out.view(_torch_mod.uint8).fill_(0xA5)
     else:
         import cupy
-        out = cupy.empty((rows, cols), dtype=np_dt)
+        out = cupy.empty((rows, cols), dtype=c.DEQUANT_NP_DTYPES[dtype])
         ptrs = (data.data.ptr, scales.data.ptr, 0 if amax is None else amax.data.ptr, out.data.ptr)
         if c._poison and out.size:
             out.view(np.uint8).fill(0xA5)
@@ -339,10 +338,9 @@ def _dequantize_fast(op: Operand, dtype: str, shape):
             stream = _torch_exec._stream_ptr(dev)
         else:
             stream = cupy.cuda.get_current_stream().ptr
-        total = rows * -(-cols // 16)
+        kernel, grid = c.dequantize_kernel(fmt, dtype, rows, cols)
         _torch_exec.dequantize_launch(
-            dev, f"dequantize_f{fmt.format_id}_o{c._DTYPE_IDS[dtype]}",
-            min(-(-total // (c._THREADS * c._DQ_SEGS)), c._MAX_GRID), ptrs[0], ptrs[1], ptrs[2], rows, cols,
+            dev, kernel, grid, ptrs[0], ptrs[1], ptrs[2], rows, cols,
             int(op.scale_layout == "swizzled"), int(fmt.is_nvfp4 and (amax.numel() if lib == "torch" else amax.size) > 1),
             ptrs[3], stream)
     if shape is not None:

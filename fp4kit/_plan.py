@@ -520,6 +520,26 @@ def build_amax_plan(M: int, K: int, input_dtype: str, mode: str, rht_sign_mask: 
     return b.plan(outs)
 
 
+def _amax_out(b: _Builder, src: Arg, n: int, mask: int, rs: int | None, cs: int | None, sm: int,
+              tab_row: Arg = _NULL, tab_col: Arg = _NULL, tabs: int | None = None) -> None:
+    """Append quantize.cu's nvfp4_amax_out launch, if it has work: buffers rs / cs (or None) get
+    src[i] AND mask for i < n; with the buffer `tabs` the multiplier tables of tab_row[0] / tab_col[0]."""
+    if n or tabs is not None:
+        b.launch("quantize", "nvfp4_amax_out", grid_stride_blocks(n, 8, sm),
+                 (src, _i64(n), _u32(mask), _ptr(rs), _ptr(cs), tab_row, tab_col, _ptr(tabs)))
+
+
+def build_amax_store_plan(n: int, rows: bool, cols: bool, sm: int) -> Plan:
+    """The stored copies of a caller's n-element amax ("amax" argument) for the rowwise and / or
+    columnwise operand, -0 as +0 (grouped NVFP4 with supplied amaxes); outputs (rowwise, columnwise)
+    buffer numbers or None."""
+    b = _Builder()
+    rs = b.buffer((n,), "float32", EMPTY) if rows else None
+    cs = b.buffer((n,), "float32", EMPTY) if cols else None
+    _amax_out(b, _AMAX, n if rows or cols else 0, 0x7FFFFFFF, rs, cs, sm)
+    return b.plan((rs, cs))
+
+
 # ---------------------------------------------------------------------------------------------
 # quantize
 
@@ -603,9 +623,7 @@ def build_quantize_plan(M: int, K: int, input_dtype: str, opts, amax_size: int |
         def tab_src(slot):
             return _NULL if slot is None else src if slot in (rs, cs) else _buf(slot)
 
-        if n or tabs is not None:
-            b.launch("quantize", "nvfp4_amax_out", grid_stride_blocks(n, 8, sm),
-                     (src, _i64(n), _u32(mask), _ptr(rs), _ptr(cs), tab_src(ra), tab_src(ca), _ptr(tabs)))
+        _amax_out(b, src, n, mask, rs, cs, sm, tab_src(ra), tab_src(ca), tabs)
         store = None
 
     r, c = ops.get("rowwise"), ops.get("columnwise")
@@ -723,6 +741,19 @@ def build_quantize_plan(M: int, K: int, input_dtype: str, opts, amax_size: int |
 _MAX_PLANS = 4096
 _QUANTIZE_PLANS: dict = {}
 _AMAX_PLANS: dict = {}
+_STORE_PLANS: dict = {}
+
+
+def amax_store_plan(device: int, sm_count, n: int, rows: bool, cols: bool) -> Plan:
+    """The memoised build_amax_store_plan for `device`."""
+    key = (device, n, rows, cols)
+    plan = _STORE_PLANS.get(key)
+    if plan is None:
+        plan = build_amax_store_plan(n, rows, cols, sm_count(device))
+        if len(_STORE_PLANS) >= _MAX_PLANS:
+            _STORE_PLANS.clear()
+        _STORE_PLANS[key] = plan
+    return plan
 
 
 def quantize_plan(device: int, sm_count, M: int, K: int, input_dtype: str, opts, amax_size: int | None,
@@ -756,7 +787,7 @@ def amax_plan(device: int, sm_count, M: int, K: int, input_dtype: str, mode: str
     return plan
 
 
-# The PyTorch fast path's memo (fp4kit._device_api._quantize_torch): one call's signature -> its
+# The fast paths' memo (fp4kit._device_api._quantize_fast): one call's signature -> its
 # validated options, plan and result layout. It lives here so that clear_plans forgets it too.
 FAST_CALLS: dict = {}
 
@@ -765,4 +796,5 @@ def clear_plans() -> None:
     """Forget every memoised plan, and the fast path's memo of them (tests)."""
     _QUANTIZE_PLANS.clear()
     _AMAX_PLANS.clear()
+    _STORE_PLANS.clear()
     FAST_CALLS.clear()

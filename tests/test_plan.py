@@ -1740,3 +1740,30 @@ def test_cupy_fast_path_end_to_end_with_fake_cupy(monkeypatch):
     monkeypatch.setattr(cupy.cuda.runtime, "getDevice", lambda: 1)
     assert _device_api._cupy_fast_device(x, None) is None                              # not the current device
     _plan.clear_plans()
+
+
+def test_amax_store_plan_and_its_cupy_launcher(monkeypatch):
+    """Grouped NVFP4 with supplied amaxes: the stored copies come from build_amax_store_plan (one
+    nvfp4_amax_out launch, sign bit cleared), which _cuda.amax_store runs with the caller's amax."""
+    p = _plan.build_amax_store_plan(300, True, True, SM)
+    assert p.steps == (Buffer(0, (300,), "float32", EMPTY), Buffer(1, (300,), "float32", EMPTY),
+                       Launch("quantize", "nvfp4_amax_out", 2, 256,
+                              (AMAX, i64(300), u32(0x7FFFFFFF), buf(0), buf(1), NULL, NULL, NULL)))
+    assert p.outputs == (0, 1)
+    p = _plan.build_amax_store_plan(8, False, True, SM)
+    assert p.outputs == (None, 0) and p.launches()[0].args[3:5] == (NULL, buf(0))
+    assert _plan.build_amax_store_plan(0, True, True, SM).launches() == []
+    assert _plan.build_amax_store_plan(8, False, False, SM).launches() == []
+    log = _fake_cupy(monkeypatch)
+    _cuda._cp().cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(getDevice=lambda: 0))
+    monkeypatch.setattr(_cuda, "_sm_count_of", lambda dev: SM)
+    _plan.clear_plans()
+    amax = _FakeCupyArray(log, (8,), np.float32, "a")
+    row, col = _cuda.amax_store(amax, True, False)
+    assert col is None and row.name == "b1"
+    assert [e for e in log if e[0] != "fill"] == [
+        ("empty", (8,), "float32"),
+        ("launch", "nvfp4_amax_out", (1,), (256,),
+         ("a", ("int64", 8), ("uint32", 0x7FFFFFFF), "b1", ("uint64", 0), ("uint64", 0), ("uint64", 0), ("uint64", 0)))]
+    assert _plan.amax_store_plan(0, lambda d: SM, 8, True, False) is _plan.amax_store_plan(0, lambda d: SM, 8, True, False)
+    _plan.clear_plans()
