@@ -104,7 +104,7 @@ def _resident_per_sm(fn, fallback: int) -> int:
     return n
 
 
-_NP_DTYPES = {"uint8": np.uint8, "float32": np.float32}
+_NP_DTYPES = {"uint8": np.uint8, "float32": np.float32, "int32": np.int32, "int64": np.int64, "float64": np.float64}
 _NP_SCALARS = {"i64": np.int64, "i32": np.int32, "u32": np.uint32, "u64": np.uint64}
 
 
@@ -118,11 +118,12 @@ def amax_store(amax, rows: bool, cols: bool) -> tuple:
     return tuple(None if o is None else bufs[o] for o in plan.outputs)
 
 
-def run_plan(plan, x, amax=None, seed: int = 0) -> list:
+def run_plan(plan, x, amax=None, seed: int = 0, fd=None, ld=None) -> list:
     """Run a launch plan (fp4kit._plan) with CuPy on the current device and stream.
 
     x: the C-contiguous CuPy input ("x" arguments); amax: the caller's CuPy amax ("amax" arguments);
-    seed: the "seed" argument. Returns the plan's buffers (CuPy arrays), indexed by buffer number.
+    seed: the "seed" argument; fd / ld: a grouped op's C-contiguous int64 dims ("fd" / "ld").
+    Returns the plan's buffers (CuPy arrays), indexed by buffer number.
     """
     cp = _cp()
     bufs: list = [None] * plan.n_buffers
@@ -137,6 +138,10 @@ def run_plan(plan, x, amax=None, seed: int = 0) -> list:
                 a = cp.zeros(step.shape, dtype=_NP_DTYPES[step.dtype])
             elif init == _plan.COPY:
                 a = bufs[step.src].copy()
+            elif init == _plan.FILL:
+                a = cp.full(step.shape, step.value, dtype=_NP_DTYPES[step.dtype])
+            elif init == _plan.HOST:
+                a = cp.asarray(np.array(step.value, dtype=_NP_DTYPES[step.dtype]).reshape(step.shape))
             else:                                   # VIEW
                 a = bufs[step.src][step.start:step.start + step.shape[0]]
             bufs[step.slot] = a
@@ -147,7 +152,8 @@ def run_plan(plan, x, amax=None, seed: int = 0) -> list:
                 if k == "x":
                     args.append(x)
                 elif k == "buf":
-                    args.append(bufs[arg.value])
+                    b = bufs[arg.value]
+                    args.append(b if not arg.offset else np.uint64(b.data.ptr + arg.offset))
                 elif k == "null":
                     args.append(_NULL)
                 elif k == "seed":
@@ -156,6 +162,10 @@ def run_plan(plan, x, amax=None, seed: int = 0) -> list:
                     if amax_arg is None:
                         amax_arg = _cp().ascontiguousarray(amax, dtype=np.float32)
                     args.append(amax_arg)
+                elif k == "fd":
+                    args.append(fd)
+                elif k == "ld":
+                    args.append(ld)
                 else:
                     args.append(_NP_SCALARS[k](arg.value))
             grid = (step.grid,) if step.grid_y == step.grid_z == 1 else (step.grid, step.grid_y, step.grid_z)

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._cuda import (_DTYPE_IDS, _MAX_GRID, _NULL, _THREADS, _empty, _fn, _resident_per_sm, _sm_count,
-                    amax_store)
-from ._plan import (ENC_TAB, div_magic, QFLAG_ENC_TABS, QFLAG_SWIZZLED, STAGED_BOTH_FORMATS, STAGED_SCALE_FORMATS,
+from . import _plan
+from ._cuda import (_DTYPE_IDS, _MAX_GRID, _NULL, _THREADS, _empty, _fn, _resident_per_sm, _sm_count_of)
+from ._cuda import run_plan as _run_plan
+from ._plan import (ENC_TAB, Arg, div_magic, QFLAG_ENC_TABS, QFLAG_SWIZZLED, STAGED_BOTH_FORMATS, STAGED_SCALE_FORMATS,
                     min_elements, needs_ext, quantize_flags, rows_blocks, rows_lw, rows_stack)
 from .formats import FORMATS
 
@@ -21,6 +22,7 @@ _META_SROW, _META_SCOL, _META_SQ = 2, 3, 9   # grouped.cu MetaArray
 _META_THREADS = 256   # grouped.cu META_THREADS
 _CTAS_PER_SM = 8          # persistent grid: SMs x this many 256-thread CTAs (tile loop inside)
 _QT = 64
+_NULL_ARG = _plan._NULL
 
 
 def _cp():
@@ -28,11 +30,12 @@ def _cp():
     return cupy
 
 
-def _persistent_grid(upper_bound_items: int, fn=None) -> int:
-    """SMs x _CTAS_PER_SM CTAs, or with `fn` only as many as are resident at once (at most
-    _CTAS_PER_SM): a larger persistent grid would run its last CTAs as a second, partial wave."""
-    per_sm = min(_resident_per_sm(fn, _CTAS_PER_SM), _CTAS_PER_SM) if fn is not None else _CTAS_PER_SM
-    return max(1, min(int(upper_bound_items), _sm_count() * per_sm))
+def _persistent_grid(upper_bound_items: int, resident, sm: int) -> int:
+    """`sm` SMs x _CTAS_PER_SM CTAs, or with `resident` only as many as are resident at once
+    (resident(cap): the kernel's resident CTAs per SM, at most cap = _CTAS_PER_SM): a larger
+    persistent grid would run its last CTAs as a second, partial wave."""
+    per_sm = resident(_CTAS_PER_SM) if resident is not None else _CTAS_PER_SM
+    return max(1, min(int(upper_bound_items), sm * per_sm))
 
 
 def rows_unit(f, ext: bool, input_dtype: str) -> int:
@@ -54,7 +57,7 @@ def _tile_bands_bound(rows_total: int, G: int) -> int:
     return rows_total // _QT + G
 
 
-def _quantize_grid(f, ext, input_dtype, rows_only, one_k, G, n_el, Kshared, rows_total, qfn) -> int:
+def _quantize_grid(f, ext, input_dtype, rows_only, one_k, G, n_el, Kshared, rows_total, resident, sm: int) -> int:
     """CTAs of the grouped quantize launch, from bounds known on the host (never the dims' values).
 
     With one K (kinds same / varying_first) the work is bounded by the caller's row count: the rows
@@ -77,8 +80,8 @@ def _quantize_grid(f, ext, input_dtype, rows_only, one_k, G, n_el, Kshared, rows
             return max(1, min(_tile_bands_bound(rows_total, G) * tiles_k, _MAX_GRID))
     tiles_bound = _tiles_bound(n_el, G)
     if rows_only:
-        return _persistent_grid(-(-tiles_bound // rows_unit(f, ext, input_dtype)))
-    return _persistent_grid(tiles_bound, qfn)
+        return _persistent_grid(-(-tiles_bound // rows_unit(f, ext, input_dtype)), None, sm)
+    return _persistent_grid(tiles_bound, resident, sm)
 
 
 # grouped.cu STATS_TABS_MAX_G: group_stats builds the NVFP4 multiplier tables for at most this many
@@ -153,28 +156,29 @@ def _band_desc_offset(n_rows: int, n_tiles: int) -> int:
     return (n_rows + n_tiles + 1) & ~1
 
 
-def _meta(G, fd, ld, f, opts, n_el, caps, rows_total, Kshared=None, descriptors=False, squares=False, tables=False,
-          tab_amax=None, tabs=None, staged=False, fill_last=False):
-    """Launch group_meta. Returns (meta, err, band, n_band_rows, n_band_tiles): with one K (Kshared > 0
-    and the caller's row count known) `band` memoises the member lookups of the quantize kernels
-    (grouped.cu group_meta), with `descriptors` also holds the tile bands' descriptors (from
-    _band_desc_offset, 8 int64 each: grouped.cu BandDesc); with `squares` it holds only a descriptor of
-    every 128-row band of group_quantize4's squares (4 int64 each: grouped.cu SQ_DESC; n_band_rows =
-    n_band_tiles = 0, so group_meta writes no member lookups that kernel would not read); else it is None.
-    `tables` (with `descriptors`): the descriptors' amax offsets address per-member multiplier tables;
-    with `tabs` (float32, G x ENC_TAB) CTAs 1 .. ceil(G / 2) of the launch also write the tables of the
-    supplied amaxes `tab_amax` (float32, G). `staged` (with `squares`, one K % 128, block 32): the
-    one-tile kernel's staged compact scales (grouped.cu group_meta bit 512): the member lookups and the
-    square bands' descriptors (after the tile bands' ones), and a second copy of the arrays for the
-    tile kernel, returned as `meta_k` (else meta_k is meta). `fill_last` (one K, Kshared): `ld` is
-    uninitialised and group_meta writes Kshared into it (grouped.cu group_meta bit 1024). Returns (meta, err, band, n_band_rows,
-    n_band_tiles, meta_k, sq_desc): sq_desc the square bands' descriptors in `band` (or None)."""
-    cp = _cp()
+def _meta(b, G, fd, ld, f, opts, n_el, caps, rows_total, Kshared=None, descriptors=False, squares=False, tables=False,
+          tab_amax=_NULL_ARG, tabs=None, staged=False, fill_last=False):
+    """Append the group_meta launch (and its buffers) to the plan builder `b`. fd / ld: Args of the
+    int64 dims. Returns (meta, err, band, n_band_rows, n_band_tiles, meta_k, sq_desc): buffer slots
+    meta, err and band (None without one K) and the Args meta_k and sq_desc (None without squares).
+    With one K (Kshared > 0 and the caller's row count known) `band` memoises the member lookups of
+    the quantize kernels (grouped.cu group_meta), with `descriptors` also holds the tile bands'
+    descriptors (from _band_desc_offset, 8 int64 each: grouped.cu BandDesc); with `squares` it
+    holds only a descriptor of every 128-row band of group_quantize4's squares (4 int64 each:
+    grouped.cu SQ_DESC; n_band_rows = n_band_tiles = 0, so group_meta writes no member lookups that
+    kernel would not read). `tables` (with `descriptors`): the descriptors' amax offsets address
+    per-member multiplier tables; with `tabs` (a float32 G x ENC_TAB buffer) CTAs 1 .. ceil(G / 2)
+    of the launch also write the tables of the supplied amaxes `tab_amax` (an Arg, float32 G).
+    `staged` (with `squares`, one K % 128, block 32): the one-tile kernel's staged compact scales
+    (grouped.cu group_meta bit 512): the member lookups and the square bands' descriptors (after
+    the tile bands' ones), and a second copy of the arrays for the tile kernel, meta_k (else meta_k
+    is meta). `fill_last` (one K, Kshared): `ld` is uninitialised and group_meta writes Kshared into
+    it (grouped.cu group_meta bit 1024)."""
     W = G + 1
     staged = bool(staged and squares and Kshared and Kshared % 128 == 0 and f.block == 32 and rows_total is not None)
-    meta_buf = cp.empty(_NMETA * W * (2 if staged else 1), dtype=cp.int64)
-    meta, meta_k = meta_buf[:_NMETA * W], meta_buf[_NMETA * W:] if staged else meta_buf
-    err = cp.empty(1, dtype=cp.int32)   # group_meta always writes it
+    meta = b.buffer((_NMETA * W * (2 if staged else 1),), "int64", _plan.EMPTY)
+    meta_k = _plan._at(meta, 8 * _NMETA * W) if staged else _plan._buf(meta)
+    err = b.buffer((1,), "int32", _plan.EMPTY)   # group_meta always writes it
     band, n_rows, n_tiles, n_sq = None, 0, 0, 0
     one_k = bool(Kshared and rows_total is not None)
     descriptors = bool(descriptors and one_k)
@@ -189,24 +193,39 @@ def _meta(G, fd, ld, f, opts, n_el, caps, rows_total, Kshared=None, descriptors=
         n_sq = _square_bands_bound(rows_total, G)
         n = sq_at + 4 * n_sq
     if one_k:
-        band = cp.empty(n, dtype=cp.int64)
+        band = b.buffer((n,), "int64", _plan.EMPTY)
     bits = (int(f.packed) | int(opts.scale_layout == "swizzled") << 1 | int(opts.row_scaled) << 2 | int(opts.rht) << 3
             | int(opts.want_rowwise) << 4 | int(opts.want_columnwise) << 5 | int(descriptors) << 6 | int(squares) << 7
             | int(tables and descriptors) << 8 | int(staged) << 9 | int(bool(fill_last)) << 10)
-    _fn("grouped", "group_meta")((1 + (-(-G // 2) if tabs is not None else 0),), (_META_THREADS,), (
-        np.int64(G), fd, ld, np.int32(f.block), np.int32(bits), np.int64(n_el), np.int64(-1 if rows_total is None else rows_total),
-        np.int64(caps["srow"]), np.int64(caps["scol"]), np.int64(caps["arow"]), np.int64(caps["acol"]), meta, err,
-        np.int64(Kshared or 0), band if band is not None else _NULL, np.int64(n_rows), np.int64(n_tiles),
-        np.int64(n_sq), tab_amax if tabs is not None else _NULL, tabs if tabs is not None else _NULL))
-    return meta, err, band, n_rows, n_tiles, meta_k, band[sq_at:] if squares else None
+    i64, ptr = _plan._i64, _plan._ptr
+    b.launch("grouped", "group_meta", 1 + (-(-G // 2) if tabs is not None else 0), (
+        i64(G), fd, ld, _plan._i32(f.block), _plan._i32(bits), i64(n_el), i64(-1 if rows_total is None else rows_total),
+        i64(caps["srow"]), i64(caps["scol"]), i64(caps["arow"]), i64(caps["acol"]), _plan._buf(meta), _plan._buf(err),
+        i64(Kshared or 0), ptr(band), i64(n_rows), i64(n_tiles), i64(n_sq), tab_amax if tabs is not None else _NULL_ARG,
+        ptr(tabs)), block=_META_THREADS)
+    return meta, err, band, n_rows, n_tiles, meta_k, _plan._at(band, 8 * sq_at) if squares else None
 
 
-def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=False, Kshared=None, rows_total=None,
-                   fill_last=False):
-    """x: flat CuPy input; fd/ld: int64 device dims (G,); n_el: element bound; caps: buffer bounds;
-    fill_last: ld is uninitialised, every member's last dim is Kshared (the metadata launch writes it)."""
-    cp = _cp()
+def build_group_quantize_plan(input_dtype, opts, G, n_el, caps, amax_size, dbias, Kshared, rows_total, dims,
+                              sm, resident) -> _plan.Plan:
+    """The plan of a grouped quantize (validated options `opts`, seed aside: a "seed" argument).
+
+    input_dtype: x's dtype (x: the flat input, an "x" argument); G members; n_el: element bound;
+    caps: scale / amax buffer bounds (keys srow, scol, arow, acol); amax_size: None or the element
+    count of the caller's device amax (an "amax" argument: NVFP4, one per member); dbias: per-member
+    column sums (float64 buffer "dbias"); Kshared / rows_total: the one K and the caller's row count
+    (kinds same / varying_first), else None. dims, where the int64 dims come from:
+    ("host", first, last) the host tuples (one H2D copy, first then last); ("dev", fill_first,
+    fill_last) the caller's device arrays ("fd" / "ld" arguments) but for first dims all equal to
+    the int fill_first (not None: a FILL buffer) and, with fill_last, last dims written by
+    group_meta (all Kshared) into a new buffer. sm: SMs of the device; resident(module, kernel,
+    cap): that kernel's resident 256-thread CTAs per SM, at most cap.
+
+    Outputs: a dict of buffer numbers (None where absent): meta, err, fd, ld (None: the caller's
+    arrays), row_data, row_scales, row_amax, col_data, col_scales, col_amax, dbias (float64)."""
     f = FORMATS[opts.format]
+    P = _plan
+    b = P._Builder()
     ext = needs_ext(opts)
     # rowwise only (no 2D tiles): with one K (kinds same / varying_first) blocks of the whole
     # (sum M_i, K) matrix (grouped.cu group_quantize_rows_k), else runs of U tiles per CTA iteration
@@ -225,137 +244,192 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
     # kernel copies it (QFLAG_ENC_TABS) instead of building it in every CTA
     # (`one` implies the plain recipe: no row_scaled / rht / tile_2d / stochastic rounding); with
     # supplied amaxes the metadata launch builds them (extra CTAs), for any number of members
-    tabs_on = bool(one and f.is_nvfp4 and amax is None and not dbias and G <= STATS_TABS_MAX_G)
-    tabs_sup = bool(one and f.is_nvfp4 and amax is not None and G > 0)
-    sup_amax = cp.ascontiguousarray(amax, dtype=cp.float32) if tabs_sup else None
+    tabs_on = bool(one and f.is_nvfp4 and amax_size is None and not dbias and G <= STATS_TABS_MAX_G)
+    tabs_sup = bool(one and f.is_nvfp4 and amax_size is not None and G > 0)
+    out = dict.fromkeys(("meta", "err", "fd", "ld", "row_data", "row_scales", "row_amax", "col_data", "col_scales",
+                         "col_amax", "dbias"))
+    if dims[0] == "host":           # one host-to-device copy of both
+        hd = b.buffer((2 * G,), "int64", P.HOST, value=tuple(dims[1]) + tuple(dims[2]))
+        out["fd"] = hd
+        out["ld"] = b.buffer((G,), "int64", P.VIEW, src=hd, start=G)
+        fd, ld, fill_last = P._buf(hd), P._at(hd, 8 * G), False
+    else:
+        _, fill_first, fill_last = dims
+        fd = ld = None
+        if fill_first is not None:
+            out["fd"] = b.buffer((G,), "int64", P.FILL, value=int(fill_first))
+        if fill_last:               # (G,) of K: written by the metadata launch
+            out["ld"] = b.buffer((G,), "int64", P.EMPTY)
+        fd = P._buf(out["fd"]) if out["fd"] is not None else Arg("fd")
+        ld = P._buf(out["ld"]) if out["ld"] is not None else Arg("ld")
     # the members' tables (G x ENC_TAB floats): written by group_meta (supplied amaxes) or by
     # group_stats (computed ones), read by the tile kernel
-    tabs = _empty((G * ENC_TAB,), np.float32) if tabs_on or tabs_sup else None
+    tabs = b.buffer((G * ENC_TAB,), "float32", P.EMPTY) if tabs_on or tabs_sup else None
     meta, err, band, n_band_rows, n_band_tiles, meta_k, sq_desc = _meta(
-        G, fd, ld, f, opts, n_el, caps, rows_total, Kshared, descriptors=one and f.packed, squares=quad or staged1,
-        tables=tabs_on or tabs_sup, tab_amax=sup_amax, tabs=tabs if tabs_sup else None, staged=staged1,
-        fill_last=fill_last)
-    out = {"meta": meta, "err": err, "fd": fd, "ld": ld}
+        b, G, fd, ld, f, opts, n_el, caps, rows_total, Kshared, descriptors=one and f.packed, squares=quad or staged1,
+        tables=tabs_on or tabs_sup, tab_amax=Arg("amax") if tabs_sup else _NULL_ARG, tabs=tabs if tabs_sup else None,
+        staged=staged1, fill_last=fill_last)
+    out["meta"], out["err"] = meta, err
     nbytes = f.packed_len(n_el) if f.packed else n_el
     # the quantize kernel writes every byte of every member's scales, the swizzled padding too
     # (grouped.cu group_zero_padding), so no buffer is cleared first (a memset of the whole
     # swizzled buffer cost ~10 us at 65536 x 7168 on the H100)
     if opts.want_rowwise:
-        out["row_data"] = _empty((nbytes,), np.uint8)
-        out["row_scales"] = _empty((caps["srow"],), np.uint8)
+        out["row_data"] = b.buffer((nbytes,), "uint8", P.EMPTY)
+        out["row_scales"] = b.buffer((caps["srow"],), "uint8", P.EMPTY)
     if opts.want_columnwise:
-        out["col_data"] = _empty((nbytes,), np.uint8)
-        out["col_scales"] = _empty((caps["scol"],), np.uint8)
+        out["col_data"] = b.buffer((nbytes,), "uint8", P.EMPTY)
+        out["col_scales"] = b.buffer((caps["scol"],), "uint8", P.EMPTY)
+    dt = _DTYPE_IDS[input_dtype]
     if not quad:   # group_quantize4 takes its own grid below
         kname = "group_quantize_rowsk" if rows_only and one_k else "group_quantize_rows" if rows_only else "group_quantize"
-        qfn = _fn("grouped", f"{kname}_f{f.format_id}_d{_DTYPE_IDS[input_dtype]}" + ("" if ext else "_plain"))
-        grid = _quantize_grid(f, ext, input_dtype, rows_only, one_k, G, n_el, Kshared, rows_total, qfn)
-        band_arg = band[n_band_rows:] if band is not None else _NULL   # member of every tile band
+        qname = f"{kname}_f{f.format_id}_d{dt}" + ("" if ext else "_plain")
+        grid = _quantize_grid(f, ext, input_dtype, rows_only, one_k, G, n_el, Kshared, rows_total,
+                              lambda cap, q=qname: resident("grouped", q, cap), sm)
+        band_arg = P._at(band, 8 * n_band_rows) if band is not None else _NULL_ARG   # member of every tile band
         if one:
             # MXFP4 / NVFP4 "both": the variant that knows its four buffers are non-null
             both = f.packed and opts.want_rowwise and opts.want_columnwise
-            qfn = _fn("grouped", f"group_quantize1_f{f.format_id}_d{_DTYPE_IDS[input_dtype]}_{'both' if both else 'plain'}")
+            qname = f"group_quantize1_f{f.format_id}_d{dt}_{'both' if both else 'plain'}"
             if f.packed:
-                band_arg = band[_band_desc_offset(n_band_rows, n_band_tiles):]
+                band_arg = P._at(band, 8 * _band_desc_offset(n_band_rows, n_band_tiles))
     # statistics pass: NVFP4 amaxes (unless supplied) and dbias, one read of the input
     mode = 0
     a_row = a_col = row_t = col_t = None
-    done = None
+    done = _NULL_ARG
     if tabs_on:
         # one cleared buffer: rowwise amaxes, columnwise amaxes, then G uint64 counters (8-byte aligned)
         na, nc = caps["arow"] if opts.want_rowwise else 0, caps["acol"] if opts.want_columnwise else 0
         c0 = (na + nc + 1) & ~1
-        zbuf = cp.zeros((c0 + 2 * G,), np.float32)
+        zbuf = b.buffer((c0 + 2 * G,), "float32", P.ZEROS)
         if opts.want_rowwise:
-            a_row = row_t = zbuf[:na]
+            a_row = row_t = b.buffer((na,), "float32", P.VIEW, src=zbuf, start=0)
             mode |= 1
         if opts.want_columnwise:
-            a_col = col_t = zbuf[na:na + nc]
+            a_col = col_t = b.buffer((nc,), "float32", P.VIEW, src=zbuf, start=na)
             mode |= 1 | 16
-        done = zbuf[c0:].view(np.uint64)
+        done = P._at(zbuf, 4 * c0)
     elif f.is_nvfp4:
-        if amax is not None:    # the stored copies of the caller's amaxes, from one launch
-            a_row, a_col = amax_store(amax, opts.want_rowwise,
-                                      opts.want_columnwise and not opts.row_scaled and not opts.rht)
-        if opts.want_rowwise and amax is None:
-            a_row = row_t = cp.zeros((caps["arow"],), np.float32)
+        if amax_size is not None:    # the stored copies of the caller's amaxes, from one launch
+            cols = opts.want_columnwise and not opts.row_scaled and not opts.rht
+            a_row = b.buffer((amax_size,), "float32", P.EMPTY) if opts.want_rowwise else None
+            a_col = b.buffer((amax_size,), "float32", P.EMPTY) if cols else None
+            P._amax_out(b, Arg("amax"), amax_size if opts.want_rowwise or cols else 0, 0x7FFFFFFF, a_row, a_col, sm)
+        if opts.want_rowwise and amax_size is None:
+            a_row = row_t = b.buffer((caps["arow"],), "float32", P.ZEROS)
             mode |= 2 if opts.row_scaled else 1
         if opts.want_columnwise:
             if opts.row_scaled:                      # per column of x, always computed
-                a_col = col_t = cp.zeros((caps["acol"],), np.float32)
+                a_col = col_t = b.buffer((caps["acol"],), "float32", P.ZEROS)
                 mode |= 2
             elif opts.rht:                           # over the transformed operand, always computed
-                a_col = col_t = cp.zeros((caps["acol"],), np.float32)
+                a_col = col_t = b.buffer((caps["acol"],), "float32", P.ZEROS)
                 mode |= 4
-            elif amax is None:
-                a_col = col_t = cp.zeros((caps["acol"],), np.float32)
+            elif amax_size is None:
+                a_col = col_t = b.buffer((caps["acol"],), "float32", P.ZEROS)
                 mode |= 1 | 16
-    dbias_buf = None
     if dbias:
-        dbias_buf = cp.zeros((G, Kshared), np.float64)
+        out["dbias"] = b.buffer((G, Kshared), "float64", P.ZEROS)
         mode |= 8
     if mode:
-        sfn = _fn("grouped", f"group_stats_d{_DTYPE_IDS[input_dtype]}")
+        sname = f"group_stats_d{dt}"
         # one wave of resident CTAs (4 per SM at 64 registers; 8 per SM ran as two waves: H100, G = 8
         # NVFP4 "both", group_stats 335.7 -> 329.0 us, G = 64 unchanged)
-        sfn((_persistent_grid(_tiles_bound(n_el, G), sfn),), (_THREADS,), (
-            x, np.int64(G), meta, fd, ld, np.int32(mode), np.uint32(opts.rht_sign_mask),
-            row_t if row_t is not None else _NULL, col_t if col_t is not None else _NULL,
-            dbias_buf if dbias_buf is not None else _NULL, np.int64(Kshared or 0),
-            tabs if tabs_on else _NULL, done if done is not None else _NULL))
+        b.launch("grouped", sname, _persistent_grid(_tiles_bound(n_el, G), lambda cap: resident("grouped", sname, cap), sm), (
+            Arg("x"), P._i64(G), P._buf(meta), fd, ld, P._i32(mode), P._u32(opts.rht_sign_mask), P._ptr(row_t),
+            P._ptr(col_t), P._ptr(out["dbias"]), P._i64(Kshared or 0), P._ptr(tabs) if tabs_on else _NULL_ARG, done))
     flags = quantize_flags(opts)
-    a_row_k, a_col_k = a_row, a_col   # what the tile kernel reads: the amaxes, or the tables
+    a_row_k, a_col_k = P._ptr(a_row), P._ptr(a_col)   # what the tile kernel reads: the amaxes, or the tables
     if tabs is not None:
         flags |= QFLAG_ENC_TABS
-        a_row_k = tabs if opts.want_rowwise else None
-        a_col_k = tabs if opts.want_columnwise else None
+        a_row_k = P._buf(tabs) if opts.want_rowwise else _NULL_ARG
+        a_col_k = P._buf(tabs) if opts.want_columnwise else _NULL_ARG
     n_sq = _square_bands_bound(rows_total, G) if quad or staged1 else 0
     staged = (quad and opts.scale_layout != "swizzled") or staged1
     if staged:   # member g's swizzled matrices at 4 K sq[g] (common/layout.cuh staged_scales_offset)
-        st = _empty((2 * 4 * Kshared * n_sq,), np.uint8)   # one allocation, rowwise then columnwise
-        st_row, st_col = st[:4 * Kshared * n_sq], st[4 * Kshared * n_sq:]
+        st = b.buffer((2 * 4 * Kshared * n_sq,), "uint8", P.EMPTY)   # one allocation, rowwise then columnwise
+        st_row, st_col = P._buf(st), P._at(st, 4 * Kshared * n_sq)
+    ptr = P._ptr
     if quad:
         if not staged:
-            st_row, st_col = out["row_scales"], out["col_scales"]
-        _fn("grouped", f"group_quantize4_f{f.format_id}_d{_DTYPE_IDS[input_dtype]}")(
-            (max(1, n_sq * (Kshared // 128)),), (4 * _THREADS,), (
-                x, np.int64(G), meta, out["row_data"], st_row, out["col_data"], st_col,
-                np.int32(flags), sq_desc, np.int64(Kshared)))
+            st_row, st_col = P._buf(out["row_scales"]), P._buf(out["col_scales"])
+        b.launch("grouped", f"group_quantize4_f{f.format_id}_d{dt}", max(1, n_sq * (Kshared // 128)), (
+            Arg("x"), P._i64(G), P._buf(meta), P._buf(out["row_data"]), st_row, P._buf(out["col_data"]), st_col,
+            P._i32(flags), sq_desc, P._i64(Kshared)), block=4 * _THREADS)
     elif rows_only and one_k:
-        qfn((grid,), (_THREADS,), (
-            x, np.int64(G), meta, band if band is not None else _NULL, np.int64(Kshared), out["row_data"], out["row_scales"],
-            a_row if a_row is not None else _NULL, np.int32(flags), np.uint64(opts.seed), np.int32(rows_lw(Kshared))))
+        b.launch("grouped", qname, grid, (
+            Arg("x"), P._i64(G), P._buf(meta), ptr(band), P._i64(Kshared), P._buf(out["row_data"]),
+            P._buf(out["row_scales"]), ptr(a_row), P._i32(flags), Arg("seed"), P._i32(rows_lw(Kshared))))
     elif rows_only:
-        qfn((grid,), (_THREADS,), (
-            x, np.int64(G), meta, fd, ld, out["row_data"], out["row_scales"],
-            a_row if a_row is not None else _NULL, np.int32(flags), np.uint64(opts.seed)))
+        b.launch("grouped", qname, grid, (
+            Arg("x"), P._i64(G), P._buf(meta), fd, ld, P._buf(out["row_data"]), P._buf(out["row_scales"]),
+            ptr(a_row), P._i32(flags), Arg("seed")))
     else:
         # staged: the one-tile kernel writes swizzled scales (and their padding) into the staging
         # buffers, at the offsets of group_meta's second copy of the arrays (meta_k)
-        qfn((grid,), (_THREADS,), (
-            x, np.int64(G), meta_k, fd, ld, out.get("row_data", _NULL), st_row if staged else out.get("row_scales", _NULL),
-            out.get("col_data", _NULL), st_col if staged else out.get("col_scales", _NULL),
-            a_row_k if a_row_k is not None else _NULL, a_col_k if a_col_k is not None else _NULL,
+        b.launch("grouped", qname, grid, (
+            Arg("x"), P._i64(G), meta_k, fd, ld, ptr(out["row_data"]), st_row if staged else ptr(out["row_scales"]),
+            ptr(out["col_data"]), st_col if staged else ptr(out["col_scales"]), a_row_k, a_col_k,
             # group_quantize1 takes the caller's row count where the seed was (plain recipes only)
-            np.int32(flags | (QFLAG_SWIZZLED if staged else 0)), np.uint64(rows_total if one else opts.seed),
-            np.uint32(opts.rht_sign_mask), band_arg, np.int64(Kshared or 0))
+            P._i32(flags | (QFLAG_SWIZZLED if staged else 0)), P._u64(rows_total) if one else Arg("seed"),
+            P._u32(opts.rht_sign_mask), band_arg, P._i64(Kshared or 0))
             # group_quantize1: the band of CTA b is b // ceil(K / 64), as (b m) >> p
-            + (tuple(np.uint32(v) for v in div_magic(-(-Kshared // _QT))) if one else ()))
+            + (tuple(P._u32(v) for v in div_magic(-(-Kshared // _QT))) if one else ()))
     if staged:   # the members' compact matrices from the staged ones (slots of every square band)
         W = G + 1
-        ufn = _fn("swizzle", "group_unswizzle_scales")
         # U rowwise and 2 U columnwise slots per square band, one CTA each (swizzle.cu)
         U = -(-Kshared // 2048)
-        ufn((max(1, min(3 * U * n_sq, _MAX_GRID)),), (_THREADS,), (
-            np.int64(n_sq), np.int64(Kshared), sq_desc, meta[_META_SQ * W:], meta[_META_SROW * W:],
-            meta[_META_SCOL * W:], st_row, st_col, out["row_scales"], out["col_scales"]))
+        b.launch("swizzle", "group_unswizzle_scales", max(1, min(3 * U * n_sq, _MAX_GRID)), (
+            P._i64(n_sq), P._i64(Kshared), sq_desc, P._at(meta, 8 * _META_SQ * W), P._at(meta, 8 * _META_SROW * W),
+            P._at(meta, 8 * _META_SCOL * W), st_row, st_col, P._buf(out["row_scales"]), P._buf(out["col_scales"])))
     if f.is_nvfp4:
         if opts.want_rowwise:
             out["row_amax"] = a_row
         if opts.want_columnwise:
             out["col_amax"] = a_col
-    if dbias_buf is not None:
-        out["dbias"] = dbias_buf.astype(cp.float32)
+    return b.plan(out)
+
+
+def group_quantize_plan(device: int, input_dtype, opts, G, n_el, caps, amax_size, dbias, Kshared, rows_total,
+                        dims) -> _plan.Plan:
+    """The memoised build_group_quantize_plan for `device` (the current one): the key holds every
+    input of the plan but the seed."""
+    key = (device, input_dtype, opts.format, opts.axis, opts.scale_layout, opts.scale_rule, opts.tile_2d,
+           opts.row_scaled, opts.rht, opts.rht_sign_mask, opts.rounding, G, n_el, caps["srow"], caps["scol"],
+           caps["arow"], caps["acol"], amax_size, bool(dbias), Kshared, rows_total, dims)
+    plans = _plan.GROUP_PLANS
+    plan = plans.get(key)
+    if plan is None:
+        plan = build_group_quantize_plan(input_dtype, opts, G, n_el, caps, amax_size, dbias, Kshared, rows_total, dims,
+                                         _sm_count_of(device), _resident)
+        if len(plans) >= _plan._MAX_PLANS:
+            plans.clear()
+        plans[key] = plan
+    return plan
+
+
+def _resident(module: str, kernel: str, cap: int) -> int:
+    """Resident 256-thread CTAs per SM of `kernel` on the current device, at most `cap`."""
+    return min(_resident_per_sm(_fn(module, kernel), cap), cap)
+
+
+def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=False, Kshared=None, rows_total=None,
+                   dims=None):
+    """x: flat CuPy input; fd/ld: int64 device dims (G,) or None where `dims` makes them (see
+    build_group_quantize_plan; default ("dev", None, False): the caller's fd and ld); n_el: element
+    bound; caps: buffer bounds. Returns (plan outputs as CuPy arrays by name, the plan)."""
+    cp = _cp()
+    plan = group_quantize_plan(cp.cuda.runtime.getDevice(), input_dtype, opts, G, n_el, caps,
+                               None if amax is None else int(amax.size), dbias, Kshared, rows_total,
+                               dims or ("dev", None, False))
+    bufs = _run_plan(plan, x, amax, opts.seed, fd=fd, ld=ld)
+    out = {k: None if v is None else bufs[v] for k, v in plan.outputs.items()}
+    if out["fd"] is None:
+        out["fd"] = fd
+    if out["ld"] is None:
+        out["ld"] = ld
+    if out["dbias"] is not None:
+        out["dbias"] = out["dbias"].astype(cp.float32)
     return out
 
 
@@ -364,7 +438,7 @@ def group_dequantize(data, scales, amax, meta, fd, ld, G, fmt_name, opts, operan
     f = FORMATS[fmt_name]
     np_dt = {"float32": np.float32, "float16": np.float16, "bfloat16": np.uint16}[out_dtype]
     out = _empty((n_el,), np_dt)
-    grid = _persistent_grid(-(-n_el // 16) // _THREADS + 1)
+    grid = _persistent_grid(-(-n_el // 16) // _THREADS + 1, None, _sm_count_of(_cp().cuda.runtime.getDevice()))
     _fn("grouped", f"group_dequantize_f{f.format_id}_o{_DTYPE_IDS[out_dtype]}")((grid,), (_THREADS,), (
         data, scales, amax if amax is not None else _NULL, np.int64(G), meta, fd, ld,
         np.int32(operand == "columnwise"), np.int32(opts.scale_layout == "swizzled"), np.int32(opts.row_scaled), out))

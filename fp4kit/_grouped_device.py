@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _interop
+from . import _interop, _plan, _torch_exec
 from ._grouped_views import GroupedArray, grouped_layout
 from ._validate import (check_amax_values, check_dtype, check_int, check_max_elements, group_dims,
                         group_member_checks, group_options, native_order)
 from .formats import FORMATS
-from .tensor import GroupedQuantizedTensor
+from .tensor import GroupedQuantizedTensor, _options_with_seed
+
+_new = object.__new__
 
 __all__ = ["group_quantize", "group_dequantize", "ERRORS", "decode_error"]
 
@@ -95,8 +97,122 @@ def _bounds(kind, f, opts, G, N, Mshared, Kshared):
     return cap
 
 
+_SEED_MAX = 2**64 - 1
+
+
 def group_quantize(x, fmt, num_groups=None, first_dims=None, last_dims=None, amax=None, dbias=False,
                    max_elements=None, **options) -> GroupedQuantizedTensor:
+    """The GPU group_quantize. A call whose x is a PyTorch CUDA tensor or a CuPy array that the
+    single-tensor fast path would take (fp4kit._device_api._torch_fast_device / _cupy_fast_device),
+    with dims that are None, ints, lists / tuples of ints or C-contiguous arrays of x's library on
+    x's device, and amax None or such an array, takes the grouped fast path: its signature (see
+    _fast_signature) is memoised with the validated options, the launch plan
+    (fp4kit._cuda_grouped.group_quantize_plan) and the result's constant fields once every check
+    has passed, and a repeated call runs the plan with fp4kit._torch_exec (buffers from the
+    caller's library, raw launches on its current stream) and builds its result without the
+    checks. The seed is not in the signature (a kernel argument); an int seed in [0, 2**64 - 1]
+    reuses the entry, any other goes through the checks. Anything else takes the general path
+    (CuPy buffers, results handed back through DLPack). Both issue the same launches."""
+    fast = _fast_signature(x, fmt, num_groups, first_dims, last_dims, amax, dbias, max_elements, options)
+    if fast is not None and fast[2] is not None:
+        entry = _plan.GROUP_FAST_CALLS.get(fast[2])
+        if entry is not None:
+            seed = options.get("seed", 0)
+            if type(seed) is int and 0 <= seed <= _SEED_MAX:
+                return _run_fast(entry, x, fast[0], fast[1], fast[3], first_dims, last_dims, amax, seed)
+    return _group_quantize_checked(x, fmt, num_groups, first_dims, last_dims, amax, dbias, max_elements, options,
+                                   fast)
+
+
+def _dims_signature(d, lib: str, nd, dev: int):
+    """The memo key's part for one dims argument, or False where the fast path does not take it."""
+    t = type(d)
+    if d is None:
+        return None
+    if t is int:
+        return ("i", d)
+    if t is list or t is tuple:
+        for v in d:
+            if type(v) is not int:
+                return False
+        return ("l", tuple(d))
+    if t is not nd:
+        return False
+    if lib == "torch":
+        if not d.is_cuda or not d.is_contiguous() or d.get_device() != dev:
+            return False
+    elif not d.flags.c_contiguous or d.device.id != dev:
+        return False
+    return ("a", tuple(d.shape), d.dtype)
+
+
+def _fast_signature(x, fmt, num_groups, first_dims, last_dims, amax, dbias, max_elements, options):
+    """(library, device, memo key, x's pointer) when the call can take the grouped fast path (the
+    key None where its arguments do not hash), else None."""
+    from . import _device_api as api
+    dev = api._torch_fast_device(x, amax)
+    if dev is not None:
+        lib, nd, x_ptr = "torch", api._torch_mod.Tensor, x.data_ptr()
+    else:
+        dev = api._cupy_fast_device(x, amax)
+        if dev is None:
+            return None
+        lib, nd, x_ptr = "cupy", api._cupy_ndarray, x.data.ptr
+    fsig = _dims_signature(first_dims, lib, nd, dev)
+    lsig = _dims_signature(last_dims, lib, nd, dev)
+    if fsig is False or lsig is False:
+        return None
+    try:
+        key = (lib, dev, tuple(x.shape), x.dtype, fmt, type(fmt), num_groups, type(num_groups), fsig, lsig,
+               None if amax is None else (tuple(amax.shape), amax.dtype), dbias, type(dbias), max_elements,
+               type(max_elements), tuple(sorted((k, v, type(v)) for k, v in options.items() if k != "seed")))
+        hash(key)
+    except TypeError:                   # an unhashable argument: the checks will name it
+        key = None
+    return lib, dev, key, x_ptr
+
+
+def _run_fast(entry, x, lib: str, dev: int, x_ptr: int, first_dims, last_dims, amax, seed: int):
+    """Run a memo entry's plan with the caller's library (fp4kit._torch_exec) and build the result
+    without the constructors' checks (the entry's first call passed them on the same layout)."""
+    opts, plan, fname, kind, G, dev_dims, input_dtype, host = entry
+    if seed != opts.seed:
+        opts = _options_with_seed(opts, seed)
+    o = plan.outputs
+    if lib == "torch":
+        fd_ptr = first_dims.data_ptr() if dev_dims and o["fd"] is None else 0
+        ld_ptr = last_dims.data_ptr() if dev_dims and o["ld"] is None else 0
+        bufs = _torch_exec.run(plan, x, amax, seed, dev, x_ptr, fd_ptr, ld_ptr)
+    else:
+        fd_ptr = first_dims.data.ptr if dev_dims and o["fd"] is None else 0
+        ld_ptr = last_dims.data.ptr if dev_dims and o["ld"] is None else 0
+        bufs = _torch_exec.run_cupy(plan, x, amax, seed, x_ptr, fd_ptr, ld_ptr)
+    fd = first_dims if o["fd"] is None else bufs[o["fd"]]
+    ld = last_dims if o["ld"] is None else bufs[o["ld"]]
+    s = o["dbias"]
+    dbias = None if s is None else (bufs[s].float() if lib == "torch" else bufs[s].astype(np.float32))
+    if host is None:
+        first_t, last_t, offsets, so_row, so_col = fd, ld, None, (), ()
+    else:
+        first_t, last_t, offsets, so_row, so_col = host
+    g = _new(GroupedQuantizedTensor)
+    get = lambda name: None if o[name] is None else bufs[o[name]]  # noqa: E731
+    g.__dict__.update(
+        format=fname, kind=kind, first_dims=first_t, last_dims=last_t, offsets=offsets, options=opts,
+        rowwise_data=get("row_data"), rowwise_scales=get("row_scales"), rowwise_amax=get("row_amax"),
+        columnwise_data=get("col_data"), columnwise_scales=get("col_scales"), columnwise_amax=get("col_amax"),
+        scale_offsets_rowwise=so_row, scale_offsets_columnwise=so_col, dbias=dbias, input_dtype=input_dtype,
+        extra={"meta": bufs[o["meta"]], "error_flag": bufs[o["err"]], "fd": fd, "ld": ld, "G": G,
+               "device_dims": dev_dims, "library": lib})
+    return g
+
+
+def _group_quantize_checked(x, fmt, num_groups, first_dims, last_dims, amax, dbias, max_elements, options,
+                            fast) -> GroupedQuantizedTensor:
+    """group_quantize with every check. fast: None (the general path: CuPy buffers, results handed
+    to the caller's library), or (library, device, memo key or None, x's pointer) from
+    _fast_signature: once the checks pass, the plan runs as on the fast path and the call's
+    signature is memoised under the key."""
     from ._device_api import device_input, _device_ctx
     from . import _cuda_grouped as _cuda
     cp = _cp()
@@ -123,7 +239,7 @@ def group_quantize(x, fmt, num_groups=None, first_dims=None, last_dims=None, ama
         if num_groups is not None:
             raise ValueError("num_groups: device-side dims go with first_dims/last_dims, not num_groups")
         n_el = check_max_elements(N if max_elements is None else max_elements, N)
-        with _device_ctx(da.device), _interop.current_stream(x):   # cp.full on the caller's stream
+        with _device_ctx(da.device):
             if last_dims is None:     # varying_first: x (sum M_i, K)
                 if len(da.shape) != 2:
                     raise ValueError(f"x: kind 'varying_first' expects a 2-D (sum M_i, K) array, got shape {da.shape}")
@@ -131,7 +247,7 @@ def group_quantize(x, fmt, num_groups=None, first_dims=None, last_dims=None, ama
                 fd = _dims_device("first_dims", first_dims, da.device)
                 G = int(fd.shape[0])
                 Kshared, Mshared = da.shape[1], None
-                ld, fill_last = None, True      # (G,) of K: written by the metadata launch
+                ld, fill_last = None, True      # (G,) of K: written by the metadata launch (plan buffer)
             else:
                 if len(da.shape) != 1:
                     raise ValueError(f"x: kinds 'varying_last'/'varying_both' expect a 1-D buffer, got shape {da.shape}")
@@ -140,7 +256,7 @@ def group_quantize(x, fmt, num_groups=None, first_dims=None, last_dims=None, ama
                 Kshared = None
                 if isinstance(first_dims, (int, np.integer)) and not isinstance(first_dims, bool):
                     Mshared = check_int("first_dims", first_dims, 0, 2**62)
-                    fd = cp.full((G,), Mshared, dtype=cp.int64)
+                    fd = None                   # (G,) of Mshared: a FILL buffer of the plan
                     kind = "varying_last"
                 else:
                     fd = _dims_device("first_dims", first_dims, da.device)
@@ -179,31 +295,47 @@ def group_quantize(x, fmt, num_groups=None, first_dims=None, last_dims=None, ama
                 amax_cp = cp.asarray(check_amax_values(amax, members))
         else:              # device values: unchecked (no synchronisation); -0 as +0 where the launcher
             amax_cp = a.array  # copies them into the result (_cuda_grouped, _cuda.amax_store)
+    rows_total = da.shape[0] if kind in ("same", "varying_first") else None
+    if not dev_dims:
+        dims = ("host", tuple(host_first), tuple(host_last))
+    else:
+        dims = ("dev", Mshared if kind == "varying_last" else None, fill_last)
+    if fast is not None:
+        lib, dev, key, x_ptr = fast
+        plan = _cuda.group_quantize_plan(dev, da.dtype, opts, G, n_el, caps, None if amax_cp is None else int(amax_cp.size),
+                                         dbias, Kshared, rows_total, dims)
+        host = None
+        if not dev_dims:
+            host = (tuple(host_first), tuple(host_last), lay.offsets,
+                    lay.scale_offsets_rowwise if opts.want_rowwise else (),
+                    lay.scale_offsets_columnwise if opts.want_columnwise else ())
+        entry = (opts, plan, f.name, kind, G, dev_dims, da.dtype, host)
+        g = _run_fast(entry, x, lib, dev, x_ptr, first_dims, last_dims, amax, opts.seed)
+        if key is not None:
+            memo = _plan.GROUP_FAST_CALLS
+            if len(memo) >= _plan._MAX_PLANS:
+                memo.clear()
+            memo[key] = entry
+        return g
     # conversions back to the caller's library stay inside the stream context (graph-capture safe)
     with _device_ctx(da.device, da.library), _interop.current_stream(x):
-        if not dev_dims:            # one host-to-device copy of both
-            dims = cp.asarray(np.concatenate([np.asarray(host_first, dtype=np.int64).reshape(-1),
-                                              np.asarray(host_last, dtype=np.int64).reshape(-1)]))
-            fd, ld = dims[:G], dims[G:]
-        elif fill_last:
-            ld = _cuda._empty((G,), np.int64)
-        res = _cuda.group_quantize(da.array.reshape(-1), da.dtype, opts, fd, ld, G, n_el, caps, amax_cp,
-                                   dbias=dbias, Kshared=Kshared, rows_total=(da.shape[0] if kind in ("same", "varying_first") else None),
-                                   fill_last=fill_last)
+        res = _cuda.group_quantize(da.array.reshape(-1), da.dtype, opts, fd if dev_dims else None,
+                                   ld if dev_dims and not fill_last else None, G, n_el, caps, amax_cp,
+                                   dbias=dbias, Kshared=Kshared, rows_total=rows_total, dims=dims)
         lib = da.library
         conv = lambda a: None if a is None else _interop.to_library(a, lib)  # noqa: E731
         if dev_dims:
-            first_t, last_t, offsets = conv(fd), conv(ld), None
+            first_t, last_t, offsets = conv(res["fd"]), conv(res["ld"]), None
         else:
             first_t, last_t, offsets = host_first, host_last, lay.offsets
         return GroupedQuantizedTensor(
             format=f.name, kind=kind, first_dims=first_t, last_dims=last_t, offsets=offsets, options=opts,
-            rowwise_data=conv(res.get("row_data")), rowwise_scales=conv(res.get("row_scales")),
-            rowwise_amax=conv(res.get("row_amax")), columnwise_data=conv(res.get("col_data")),
-            columnwise_scales=conv(res.get("col_scales")), columnwise_amax=conv(res.get("col_amax")),
+            rowwise_data=conv(res["row_data"]), rowwise_scales=conv(res["row_scales"]),
+            rowwise_amax=conv(res["row_amax"]), columnwise_data=conv(res["col_data"]),
+            columnwise_scales=conv(res["col_scales"]), columnwise_amax=conv(res["col_amax"]),
             scale_offsets_rowwise=lay.scale_offsets_rowwise if not dev_dims and opts.want_rowwise else (),
             scale_offsets_columnwise=lay.scale_offsets_columnwise if not dev_dims and opts.want_columnwise else (),
-            dbias=conv(res.get("dbias")), input_dtype=da.dtype,
+            dbias=conv(res["dbias"]), input_dtype=da.dtype,
             extra={"meta": res["meta"], "error_flag": res["err"], "fd": res["fd"], "ld": res["ld"], "G": G,
                    "device_dims": dev_dims, "library": lib})
 
@@ -225,9 +357,11 @@ def group_dequantize(g: GroupedQuantizedTensor, dtype="float32", operand="rowwis
     meta = g.extra.get("meta")
     if meta is None:
         raise ValueError("g: expected a grouped result from the GPU (it carries device metadata)")
+    # the device metadata: CuPy arrays (general path) or the fast path's arrays of the caller's library
+    meta, fd, ld = (_interop.as_cupy(v, "g.extra").array for v in (meta, g.extra["fd"], g.extra["ld"]))
     with _device_ctx(d.device, d.library), _interop.current_stream(data):
         n_el = int(d.array.size) * (2 if FORMATS[g.format].packed else 1)
-        out = _cuda.group_dequantize(d.array, s, a, meta, g.extra["fd"], g.extra["ld"], g.extra["G"], g.format,
+        out = _cuda.group_dequantize(d.array, s, a, meta, fd, ld, g.extra["G"], g.format,
                                      g.options, operand, dtype, n_el)
         lib = g.extra.get("library", d.library)
         return GroupedArray(data=_interop.to_library(out, lib, dtype=dtype), kind=g.kind, first_dims=g.first_dims,

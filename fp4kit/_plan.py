@@ -21,7 +21,7 @@ from .tensor import swizzled_shape
 
 __all__ = ["Buffer", "Launch", "ZeroFill", "Arg", "OperandSlots", "Plan", "build_quantize_plan", "build_amax_plan",
            "quantize_plan", "amax_plan", "align_class", "grid_stride_blocks", "quantize_flags", "needs_ext",
-           "clear_plans", "EMPTY", "ZEROS", "COPY", "VIEW"]
+           "clear_plans", "EMPTY", "ZEROS", "COPY", "VIEW", "FILL", "HOST"]
 
 DTYPE_IDS = {"float32": 0, "bfloat16": 1, "float16": 2}
 ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2}
@@ -49,10 +49,13 @@ EMPTY = "empty"     # uninitialised (0xA5 in every byte when output poisoning is
 ZEROS = "zeros"     # zero-filled
 COPY = "copy"       # a copy of buffer `src`
 VIEW = "view"       # elements [start, start + shape[0]) of the 1-D buffer `src` (no new memory)
+FILL = "fill"       # every element `value` (an int)
+HOST = "host"       # the host values `value` (a tuple of ints), copied to the device
 
 
 class Buffer(NamedTuple):
-    """Step: create buffer number `slot`: `shape`, `dtype` ("uint8" or "float32"), contents `init`."""
+    """Step: create buffer number `slot`: `shape`, `dtype` ("uint8", "float32", "int32", "int64" or
+    "float64"), contents `init`."""
 
     slot: int
     shape: tuple
@@ -60,17 +63,20 @@ class Buffer(NamedTuple):
     init: str
     src: int = -1       # COPY / VIEW: the source buffer
     start: int = 0      # VIEW: first element
+    value: object = 0   # FILL: the value; HOST: the tuple of values (C order)
 
 
 class Arg(NamedTuple):
-    """One kernel argument. `kind`: "x" (the input's pointer), "buf" (pointer to buffer `value`),
-    "null" (a pointer the kernel does not use: 0), "seed" (the call's seed as u64), "amax" (pointer to
-    the caller's amax, C-contiguous float32; only in plans built with an amax_size), or the C type of a
-    scalar holding `value`: "i64" (long long), "i32" (int), "u32" (unsigned int), "u64" (unsigned
-    long long). Pointers are 8 bytes."""
+    """One kernel argument. `kind`: "x" (the input's pointer), "buf" (pointer to buffer `value`,
+    plus `offset` bytes), "null" (a pointer the kernel does not use: 0), "seed" (the call's seed as
+    u64), "amax" (pointer to the caller's amax, C-contiguous float32; only in plans built with an
+    amax_size), "fd" / "ld" (pointers to the caller's int64 first / last dims of a grouped op), or
+    the C type of a scalar holding `value`: "i64" (long long), "i32" (int), "u32" (unsigned int),
+    "u64" (unsigned long long). Pointers are 8 bytes."""
 
     kind: str
     value: int = 0
+    offset: int = 0     # "buf": bytes past the buffer's start
 
 
 class Launch(NamedTuple):
@@ -150,15 +156,24 @@ def _u32(v: int) -> Arg:
     return Arg("u32", int(v))
 
 
+def _u64(v: int) -> Arg:
+    return Arg("u64", int(v))
+
+
+def _at(slot: int, offset: int) -> Arg:
+    """Pointer to buffer `slot` plus `offset` bytes."""
+    return Arg("buf", slot, int(offset))
+
+
 class _Builder:
     def __init__(self):
         self.steps: list = []
         self.n = 0
 
-    def buffer(self, shape, dtype: str, init: str, src: int = -1, start: int = 0) -> int:
+    def buffer(self, shape, dtype: str, init: str, src: int = -1, start: int = 0, value=0) -> int:
         slot = self.n
         self.n += 1
-        self.steps.append(Buffer(slot, tuple(int(s) for s in shape), dtype, init, src, start))
+        self.steps.append(Buffer(slot, tuple(int(s) for s in shape), dtype, init, src, start, value))
         return slot
 
     def launch(self, module: str, kernel: str, grid, args: tuple, block: int = THREADS) -> None:
@@ -790,11 +805,17 @@ def amax_plan(device: int, sm_count, M: int, K: int, input_dtype: str, mode: str
 # The fast paths' memo (fp4kit._device_api._quantize_fast): one call's signature -> its
 # validated options, plan and result layout. It lives here so that clear_plans forgets it too.
 FAST_CALLS: dict = {}
+# The grouped launcher's plans (fp4kit._cuda_grouped.group_quantize_plan) and the grouped fast
+# path's memo of validated calls (fp4kit._grouped_device._group_fast).
+GROUP_PLANS: dict = {}
+GROUP_FAST_CALLS: dict = {}
 
 
 def clear_plans() -> None:
-    """Forget every memoised plan, and the fast path's memo of them (tests)."""
+    """Forget every memoised plan, and the fast paths' memos of them (tests)."""
     _QUANTIZE_PLANS.clear()
     _AMAX_PLANS.clear()
     _STORE_PLANS.clear()
     FAST_CALLS.clear()
+    GROUP_PLANS.clear()
+    GROUP_FAST_CALLS.clear()

@@ -37,8 +37,9 @@ _U64 = (1 << 64) - 1
 _SCALAR_MASK = {"i64": _U64, "u64": _U64, "i32": 0xFFFF_FFFF, "u32": 0xFFFF_FFFF}
 
 # Where a dynamic argument's value comes from, in the per-call `vals` list: 0 the input's pointer,
-# 1 the seed, 2 + n the pointer of buffer n.
-_VAL_X, _VAL_SEED, _VAL_AMAX, _VAL_BUF0 = 0, 1, 2, 3
+# 1 the seed, 2 the caller's amax, 3 / 4 a grouped op's first / last dims, 5 + n the pointer of buffer n.
+_VAL_X, _VAL_SEED, _VAL_AMAX, _VAL_FD, _VAL_LD, _VAL_BUF0 = 0, 1, 2, 3, 4, 5
+_VAL_OF_KIND = {"x": _VAL_X, "seed": _VAL_SEED, "amax": _VAL_AMAX, "fd": _VAL_FD, "ld": _VAL_LD}
 
 
 def _torch():
@@ -95,8 +96,9 @@ def _stream_ptr(device: int) -> int:
 
 # Operations of a prepared plan (_Prepared.program), one per plan step, each a 6-tuple
 # (op, slot or launch number, a, b, c, d) with the op's fields resolved once (see _Prepared).
-_OP_EMPTY, _OP_ZEROS, _OP_COPY, _OP_VIEW, _OP_LAUNCH, _OP_ZERO_FILL = range(6)
-_ITEMSIZE = {"uint8": 1, "float32": 4}
+_OP_EMPTY, _OP_ZEROS, _OP_COPY, _OP_VIEW, _OP_LAUNCH, _OP_ZERO_FILL, _OP_FILL, _OP_HOST = range(8)
+_ITEMSIZE = {"uint8": 1, "float32": 4, "int32": 4, "int64": 8, "float64": 8}
+_DTYPE_NAMES = tuple(_ITEMSIZE)
 
 
 class _Prepared:
@@ -105,22 +107,26 @@ class _Prepared:
     bounds; per launch the CUDA function, grid, block, the static 8-byte argument values and the
     (slot, value source) pairs written per call); and, per thread, the packed argument arrays."""
 
-    __slots__ = ("launch", "memset", "launches", "program", "empty", "uint8", "tls", "stream")
+    __slots__ = ("launch", "memset", "launches", "program", "empty", "full", "tensor", "uint8", "tls", "stream")
 
     def __init__(self, plan, lib: str = "torch"):
         if lib == "torch":
             torch = _torch()
             if not _TORCH_DTYPES:
-                _TORCH_DTYPES.update(uint8=torch.uint8, float32=torch.float32)
+                _TORCH_DTYPES.update({n: getattr(torch, n) for n in _DTYPE_NAMES})
             dtypes = _TORCH_DTYPES
             self.empty = torch.empty
+            self.full = torch.full
+            self.tensor = torch.tensor
             self.uint8 = torch.uint8
             self.stream = None
         else:                                       # CuPy: NumPy dtypes, cupy.empty, CuPy's current stream
             import cupy
             import numpy as np
-            dtypes = {"uint8": np.uint8, "float32": np.float32}
+            dtypes = {n: np.dtype(n) for n in _DTYPE_NAMES}
             self.empty = cupy.empty
+            self.full = cupy.full
+            self.tensor = lambda values, dtype: cupy.asarray(np.array(values, dtype=dtype))  # noqa: E731
             self.uint8 = np.uint8
             self.stream = cupy.cuda.get_current_stream
         self.launch = _driver_launch()
@@ -144,20 +150,20 @@ class _Prepared:
                                     n * _ITEMSIZE[step.dtype], None))
                 elif init == _plan.COPY:
                     program.append((_OP_COPY, step.slot, step.src, None, None, None))
+                elif init == _plan.FILL:                    # (shape, dtype, value)
+                    program.append((_OP_FILL, step.slot, step.shape, dtypes[step.dtype], step.value, None))
+                elif init == _plan.HOST:                    # (shape, dtype, values)
+                    program.append((_OP_HOST, step.slot, step.shape, dtypes[step.dtype], tuple(step.value), None))
                 else:                                   # VIEW: (source, start, stop)
                     program.append((_OP_VIEW, step.slot, step.src, step.start, step.start + step.shape[0], None))
             elif kind is _plan.Launch:
                 statics = [0] * len(step.args)
                 dyn = []
                 for i, a in enumerate(step.args):
-                    if a.kind == "x":
-                        dyn.append((i, _VAL_X))
-                    elif a.kind == "seed":
-                        dyn.append((i, _VAL_SEED))
-                    elif a.kind == "amax":
-                        dyn.append((i, _VAL_AMAX))
+                    if a.kind in _VAL_OF_KIND:
+                        dyn.append((i, _VAL_OF_KIND[a.kind], 0))
                     elif a.kind == "buf":
-                        dyn.append((i, _VAL_BUF0 + a.value))
+                        dyn.append((i, _VAL_BUF0 + a.value, a.offset))
                     elif a.kind != "null":                      # "null" stays 0
                         statics[i] = a.value & _SCALAR_MASK[a.kind]
                 fn = _function_handle(step.module, step.kernel)
@@ -194,19 +200,20 @@ _TORCH_DTYPES: dict = {}
 
 def _launch(prep, values, fn, grid, block, dyn, vals, stream) -> None:
     """One launch of a prepared plan: this call's pointers and seed into the packed slots
-    `values` (the (slot, source) pairs `dyn`, sources from `vals`), then cuLaunchKernel."""
+    `values` (the (slot, source, byte offset) triples `dyn`, sources from `vals`), then cuLaunchKernel."""
     v = values[0]
-    for i, j in dyn:
-        v[i] = vals[j]
+    for i, j, o in dyn:
+        v[i] = vals[j] + o
     prep.launch(fn, grid[0], grid[1], grid[2], block, 1, 1, 0, stream, values[2], 0)
 
 
-def run(plan, x, amax, seed: int, device: int, x_ptr: int | None = None) -> list:
+def run(plan, x, amax, seed: int, device: int, x_ptr: int | None = None, fd_ptr: int = 0, ld_ptr: int = 0) -> list:
     """Run `plan` with PyTorch on `device` (the current device of PyTorch and CuPy, where x is) and
     PyTorch's current stream there.
 
     x: the C-contiguous input tensor ("x" arguments); amax: the caller's float32 CUDA tensor ("amax"
-    arguments) or None; seed: the "seed" argument; x_ptr: x.data_ptr() when the caller has it.
+    arguments) or None; seed: the "seed" argument; x_ptr: x.data_ptr() when the caller has it;
+    fd_ptr / ld_ptr: a grouped op's int64 dims ("fd" / "ld" arguments).
     Returns the plan's buffers as tensors, indexed by buffer number.
     """
     prep = plan.exec_cache.get("torch")
@@ -222,7 +229,7 @@ def run(plan, x, amax, seed: int, device: int, x_ptr: int | None = None) -> list
     bufs: list = [None] * plan.n_buffers
     if amax is not None and not amax.is_contiguous():
         amax = amax.contiguous()                    # kept alive by this frame until the launches are queued
-    vals = [x.data_ptr() if x_ptr is None else x_ptr, seed, 0 if amax is None else amax.data_ptr()] + bufs
+    vals = [x.data_ptr() if x_ptr is None else x_ptr, seed, 0 if amax is None else amax.data_ptr(), fd_ptr, ld_ptr] + bufs
     for op, slot, a, b, c, d in prep.program:
         if op == _OP_LAUNCH:                            # slot: launch number; a, b, c, d: fn, (gx, gy, gz), block, dyn
             _launch(prep, packs[slot], a, b, c, d, vals, stream)
@@ -243,6 +250,12 @@ def run(plan, x, amax, seed: int, device: int, x_ptr: int | None = None) -> list
         elif op == _OP_VIEW:                            # a: source buffer, b:c its elements
             t = bufs[a][b:c]
             ptr = t.data_ptr()
+        elif op == _OP_FILL:                            # a, b, c: shape, dtype, value
+            t = prep.full(a, c, dtype=b, device=where)
+            ptr = t.data_ptr()
+        elif op == _OP_HOST:                            # a, b, c: shape, dtype, values
+            t = prep.tensor(c, dtype=b, device=where).reshape(a)
+            ptr = t.data_ptr()
         else:                                           # ZeroFill
             bufs[slot].zero_()
             continue
@@ -251,7 +264,7 @@ def run(plan, x, amax, seed: int, device: int, x_ptr: int | None = None) -> list
     return bufs
 
 
-def run_cupy(plan, x, amax, seed: int, x_ptr: int) -> list:
+def run_cupy(plan, x, amax, seed: int, x_ptr: int, fd_ptr: int = 0, ld_ptr: int = 0) -> list:
     """Run `plan` with CuPy on the current device (where x is) and CuPy's current stream there.
 
     x: the C-contiguous input array ("x" arguments; its pointer `x_ptr`); amax: the caller's float32
@@ -271,7 +284,7 @@ def run_cupy(plan, x, amax, seed: int, x_ptr: int) -> list:
     bufs: list = [None] * plan.n_buffers
     if amax is not None and not amax.flags.c_contiguous:
         amax = amax.copy()                          # C order; kept alive by this frame until queued
-    vals = [x_ptr, seed, 0 if amax is None else amax.data.ptr] + bufs
+    vals = [x_ptr, seed, 0 if amax is None else amax.data.ptr, fd_ptr, ld_ptr] + bufs
     for op, slot, a, b, c, d in prep.program:
         if op == _OP_LAUNCH:
             _launch(prep, packs[slot], a, b, c, d, vals, stream)
@@ -288,6 +301,10 @@ def run_cupy(plan, x, amax, seed: int, x_ptr: int) -> list:
             t = bufs[a].copy()
         elif op == _OP_VIEW:
             t = bufs[a][b:c]
+        elif op == _OP_FILL:
+            t = prep.full(a, c, dtype=b)
+        elif op == _OP_HOST:
+            t = prep.tensor(c, dtype=b).reshape(a)
         else:                                       # ZeroFill
             bufs[slot].fill(0)
             continue
