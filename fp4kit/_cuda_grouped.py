@@ -433,13 +433,19 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
     return out
 
 
+def dequantize_kernel(fmt_name: str, out_dtype: str, n_el: int, sm: int) -> tuple[str, int]:
+    """(grouped.cu kernel name, CTAs of _THREADS) of a grouped dequantize of n_el elements: a
+    persistent grid over 16-element segments (group_dequantize; both paths of the API use it)."""
+    return (f"group_dequantize_f{FORMATS[fmt_name].format_id}_o{_DTYPE_IDS[out_dtype]}",
+            _persistent_grid(-(-n_el // 16) // _THREADS + 1, None, sm))
+
+
 def group_dequantize(data, scales, amax, meta, fd, ld, G, fmt_name, opts, operand, out_dtype, n_el):
     """Every member's operand -> one flat CuPy buffer (member i at element offset offsets[i])."""
-    f = FORMATS[fmt_name]
     np_dt = {"float32": np.float32, "float16": np.float16, "bfloat16": np.uint16}[out_dtype]
     out = _empty((n_el,), np_dt)
-    grid = _persistent_grid(-(-n_el // 16) // _THREADS + 1, None, _sm_count_of(_cp().cuda.runtime.getDevice()))
-    _fn("grouped", f"group_dequantize_f{f.format_id}_o{_DTYPE_IDS[out_dtype]}")((grid,), (_THREADS,), (
+    kernel, grid = dequantize_kernel(fmt_name, out_dtype, n_el, _sm_count_of(_cp().cuda.runtime.getDevice()))
+    _fn("grouped", kernel)((grid,), (_THREADS,), (
         data, scales, amax if amax is not None else _NULL, np.int64(G), meta, fd, ld,
         np.int32(operand == "columnwise"), np.int32(opts.scale_layout == "swizzled"), np.int32(opts.row_scaled), out))
     return out

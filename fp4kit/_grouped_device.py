@@ -350,13 +350,16 @@ def group_dequantize(g: GroupedQuantizedTensor, dtype="float32", operand="rowwis
     data = getattr(g, f"{pre}_data")
     if data is None:
         raise ValueError(f"operand: this group was quantized with axis={g.options.axis!r} and has no {operand} operand")
+    meta = g.extra.get("meta")
+    if meta is None:
+        raise ValueError("g: expected a grouped result from the GPU (it carries device metadata)")
+    out = _group_dequantize_fast(g, dtype, operand, data, getattr(g, f"{pre}_scales"), getattr(g, f"{pre}_amax"), meta)
+    if out is not None:
+        return out
     d = _interop.as_cupy(data, "g.data")
     s = _interop.as_cupy(getattr(g, f"{pre}_scales"), "g.scales").array
     a = getattr(g, f"{pre}_amax")
     a = _interop.as_cupy(a, "g.amax").array if a is not None else None
-    meta = g.extra.get("meta")
-    if meta is None:
-        raise ValueError("g: expected a grouped result from the GPU (it carries device metadata)")
     # the device metadata: CuPy arrays (general path) or the fast path's arrays of the caller's library
     meta, fd, ld = (_interop.as_cupy(v, "g.extra").array for v in (meta, g.extra["fd"], g.extra["ld"]))
     with _device_ctx(d.device, d.library), _interop.current_stream(data):
@@ -367,3 +370,69 @@ def group_dequantize(g: GroupedQuantizedTensor, dtype="float32", operand="rowwis
         return GroupedArray(data=_interop.to_library(out, lib, dtype=dtype), kind=g.kind, first_dims=g.first_dims,
                             last_dims=g.last_dims, offsets=g.offsets, operand=operand,
                             group=g if g.offsets is None else None)
+
+
+def _group_dequantize_fast(g, dtype: str, operand: str, data, scales, amax, meta):
+    """group_dequantize's fast path, or None: the operand's data, scales and amax and the group's
+    device metadata (meta, first and last dims) are all C-contiguous PyTorch CUDA tensors, or all
+    CuPy arrays, on the device current for that library and CuPy (results of the grouped fast
+    path). The output comes from that library's allocator and the kernel the general path runs
+    (fp4kit._cuda_grouped.dequantize_kernel) is launched directly on its current stream: the
+    general path's bytes, without DLPack or CuPy wrappers. Anything else returns None."""
+    from . import _cuda, _device_api as api
+    from ._cuda_grouped import dequantize_kernel
+    fd, ld = g.extra.get("fd"), g.extra.get("ld")
+    arrays = (data, scales, meta, fd, ld) if amax is None else (data, scales, meta, fd, ld, amax)
+    t = type(data)
+    for a in arrays:
+        if type(a) is not t:
+            return None
+    if api._torch_mod is None and t.__module__.startswith("torch"):
+        api._import_torch()
+    elif api._cupy_ndarray is None and t.__module__.startswith("cupy"):
+        api._import_cupy_ndarray()
+    kinds = ("uint8", "uint8", "int64", "int64", "int64", "float32")
+    if api._torch_mod is not None and t is api._torch_mod.Tensor:
+        torch = api._torch_mod
+        dev = data.get_device()
+        for a, k in zip(arrays, kinds):
+            if not a.is_cuda or a.get_device() != dev or not a.is_contiguous() or a.dtype != getattr(torch, k):
+                return None
+        if dev != api._torch_current_device() or dev != api._runtime().getDevice():
+            return None
+        lib, ptr = "torch", lambda a: a.data_ptr()  # noqa: E731
+        n = data.numel()
+    elif api._cupy_ndarray is not None and t is api._cupy_ndarray:
+        dev = data.device.id
+        for a, k in zip(arrays, kinds):
+            if a.device.id != dev or not a.flags.c_contiguous or a.dtype != k:
+                return None
+        if dev != api._runtime().getDevice():
+            return None
+        lib, ptr = "cupy", lambda a: a.data.ptr  # noqa: E731
+        n = data.size
+    else:
+        return None
+    f = FORMATS[g.format]
+    n_el = int(n) * (2 if f.packed else 1)
+    if lib == "torch":
+        out = torch.empty(n_el, dtype=getattr(torch, dtype), device=data.device)
+        if _cuda._poison and n_el:
+            out.view(torch.uint8).fill_(0xA5)
+        stream = _torch_exec._stream_ptr(dev)
+    else:
+        import cupy
+        out = cupy.empty(n_el, dtype=_cuda.DEQUANT_NP_DTYPES[dtype])
+        if _cuda._poison and n_el:
+            out.view(np.uint8).fill(0xA5)
+        stream = cupy.cuda.get_current_stream().ptr
+    if n_el:
+        kernel, grid = dequantize_kernel(g.format, dtype, n_el, api._sm_count_of(dev))
+        opts = g.options
+        _torch_exec.raw_launch(dev, "grouped", kernel, grid, (
+            ptr(data), ptr(scales), 0 if amax is None else ptr(amax), int(g.extra["G"]), ptr(meta), ptr(fd), ptr(ld),
+            int(operand == "columnwise"), int(opts.scale_layout == "swizzled"), int(opts.row_scaled), ptr(out)), stream)
+    if lib == "cupy" and dtype == "bfloat16":
+        out = _interop.to_library(out, "cupy", dtype="bfloat16")
+    return GroupedArray(data=out, kind=g.kind, first_dims=g.first_dims, last_dims=g.last_dims, offsets=g.offsets,
+                        operand=operand, group=g if g.offsets is None else None)

@@ -31,7 +31,7 @@ import threading
 
 from . import _cuda, _plan
 
-__all__ = ["run", "run_cupy", "dequantize_launch"]
+__all__ = ["run", "run_cupy", "dequantize_launch", "raw_launch"]
 
 _U64 = (1 << 64) - 1
 _SCALAR_MASK = {"i64": _U64, "u64": _U64, "i32": 0xFFFF_FFFF, "u32": 0xFFFF_FFFF}
@@ -314,25 +314,37 @@ def run_cupy(plan, x, amax, seed: int, x_ptr: int, fd_ptr: int = 0, ld_ptr: int 
 
 
 # ---------------------------------------------------------------------------------------------
-# dequantize of one operand whose arrays are PyTorch tensors or CuPy arrays (the fast path of
-# fp4kit.dequantize): one kernel, its eight arguments written into this thread's packed slots.
+# one kernel with per-call arguments (the dequantize fast paths): the values written into this
+# thread's packed slots for that argument count, then one cuLaunchKernel.
 
-_DQ_FUNCS: dict = {}        # (device, kernel name) -> CUfunction
-_DQ_TLS = threading.local()
+_RAW_FUNCS: dict = {}       # (device, module, kernel name) -> CUfunction
+_RAW_TLS = threading.local()
+
+
+def raw_launch(dev: int, module: str, kernel: str, grid: int, values: tuple, stream: int) -> None:
+    """Launch cuda_src/<module>.cu `kernel` with `grid` CTAs of _cuda._THREADS threads on `stream`
+    of device `dev` (current). values: one int per kernel parameter, in order (pointers, and
+    integers of the parameter's C type: a 4-byte int sits in the low half of its 8-byte slot)."""
+    fn = _RAW_FUNCS.get((dev, module, kernel))
+    if fn is None:
+        fn = _RAW_FUNCS[(dev, module, kernel)] = _function_handle(module, kernel)
+    packs = getattr(_RAW_TLS, "packs", None)
+    if packs is None:
+        _ensure_context()
+        packs = _RAW_TLS.packs = {}
+    n = len(values)
+    pack = packs.get(n)
+    if pack is None:
+        pack = packs[n] = (_pack((0,) * n), _driver_launch())
+    (slots, _, params), launch = pack
+    for i, v in enumerate(values):
+        slots[i] = v & _U64
+    launch(fn, grid, 1, 1, _cuda._THREADS, 1, 1, 0, stream, params, 0)
 
 
 def dequantize_launch(dev: int, kernel: str, grid: int, data_ptr: int, scales_ptr: int, amax_ptr: int,
                       rows: int, cols: int, swizzled: int, row_scaled: int, out_ptr: int, stream: int) -> None:
     """Launch dequantize.cu `kernel` (data, scales, amax, i64 rows, i64 cols, int swizzled, int
     row_scaled, out) with `grid` CTAs of _cuda._THREADS threads on `stream` of device `dev` (current)."""
-    fn = _DQ_FUNCS.get((dev, kernel))
-    if fn is None:
-        fn = _DQ_FUNCS[(dev, kernel)] = _function_handle("dequantize", kernel)
-    pack = getattr(_DQ_TLS, "pack", None)
-    if pack is None:
-        _ensure_context()
-        pack = _DQ_TLS.pack = (_pack((0,) * 8), _driver_launch())
-    (values, _, params), launch = pack
-    values[0], values[1], values[2], values[3] = data_ptr, scales_ptr, amax_ptr, rows
-    values[4], values[5], values[6], values[7] = cols, swizzled, row_scaled, out_ptr
-    launch(fn, grid, 1, 1, _cuda._THREADS, 1, 1, 0, stream, params, 0)
+    raw_launch(dev, "dequantize", kernel, grid, (data_ptr, scales_ptr, amax_ptr, rows, cols, swizzled, row_scaled,
+                                                 out_ptr), stream)

@@ -200,6 +200,7 @@ def trace(which, x_shape, dtype, opts, kind, first, last, amax_n, dbias, G, n_el
 SHAPES = [
     ("varying_first", [32, 0, 64], 128), ("varying_first", [16, 48], 96), ("varying_first", [130, 2, 256], 64),
     ("varying_first", [4096, 0, 8192, 20480, 128], 7168), ("varying_first", [6000, 2000, 3000], 4096),
+    ("varying_first", [100, 200], 0), ("varying_first", [0, 0], 64),
     ("same", [64] * 3, 256), ("same", [8192] * 8, 7168),
     ("varying_last", [5] * 3, [64, 0, 32]), ("varying_both", [32, 16, 64], [64, 32, 0]),
 ]

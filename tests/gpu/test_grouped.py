@@ -382,18 +382,28 @@ def test_device_dims_error_flags_many_members(cp, case):
             _check(a_, b_)
 
 
+def _plan_spy(monkeypatch, record):
+    """Calls record(launch step) for every launch of every plan run (the general path's run_plan in
+    fp4kit._cuda_grouped, and the fast path's executors), before it runs."""
+    from fp4kit import _cuda_grouped, _torch_exec
+
+    def wrap(real):
+        def run(plan, *a, **k):
+            for step in plan.launches():
+                record(step)
+            return real(plan, *a, **k)
+        return run
+
+    monkeypatch.setattr(_cuda_grouped, "_run_plan", wrap(_cuda_grouped._run_plan))
+    monkeypatch.setattr(_torch_exec, "run", wrap(_torch_exec.run))
+    monkeypatch.setattr(_torch_exec, "run_cupy", wrap(_torch_exec.run_cupy))
+
+
 @pytest.fixture
 def launched(monkeypatch):
-    """Names of the grouped kernels launched (a spy on _cuda_grouped._fn)."""
-    from fp4kit import _cuda_grouped
+    """Names of the kernels launched by the plans run (a spy on the plan executors)."""
     names = []
-    real = _cuda_grouped._fn
-
-    def spy(module, name):
-        names.append(name)
-        return real(module, name)
-
-    monkeypatch.setattr(_cuda_grouped, "_fn", spy)
+    _plan_spy(monkeypatch, lambda step: names.append(step.kernel))
     return names
 
 
@@ -534,27 +544,17 @@ def test_one_tile_staged_graph_capture_and_bad_dims(cp, launched, size_rules_off
 
 @pytest.fixture
 def launch_args(monkeypatch):
-    """(name, args) of every grouped kernel launched (a spy on _cuda_grouped._fn's kernels)."""
-    from fp4kit import _cuda_grouped
+    """(name, args) of every kernel launched by the plans run, args as fp4kit._plan.Arg (a buffer:
+    kind "buf" and its slot, equal for the same buffer of one plan)."""
     calls = []
-    real = _cuda_grouped._fn
-
-    def spy(module, name):
-        fn = real(module, name)
-
-        def call(grid, block, args, **kw):
-            calls.append((name, args))
-            return fn(grid, block, args, **kw)
-        return call
-
-    monkeypatch.setattr(_cuda_grouped, "_fn", spy)
+    _plan_spy(monkeypatch, lambda step: calls.append((step.kernel, step.args)))
     return calls
 
 
 def stats_tabs(calls):
     """The tables buffer passed to the (last) group_stats launch (its second-to-last argument)."""
     stats = [a for n, a in calls if n.startswith("group_stats")]
-    assert stats and not isinstance(stats[-1][-2], np.integer) and not isinstance(stats[-1][-1], np.integer)
+    assert stats and stats[-1][-2].kind == "buf" and stats[-1][-1].kind == "buf"
     return stats[-1][-2]
 
 
@@ -593,9 +593,9 @@ def test_nvfp4_grouped_tables_from_stats(cp, dtype, launch_args):
                 del launch_args[:]
                 _check(fp4kit.group_quantize(xd, "nvfp4", first_dims=first, **kw), exp)
                 q = [a for n, a in launch_args if n.startswith("group_quantize1_f5")]
-                assert q and int(q[0][11]) & QFLAG_ENC_TABS, [n for n, _ in launch_args]
-                assert q[0][9] is stats_tabs(launch_args) or axis == "columnwise"
-                assert q[0][10] is stats_tabs(launch_args)
+                assert q and q[0][11].value & QFLAG_ENC_TABS, [n for n, _ in launch_args]
+                assert q[0][9] == stats_tabs(launch_args) or axis == "columnwise"
+                assert q[0][10] == stats_tabs(launch_args)
                 got = fp4kit.group_quantize(xd, "nvfp4", first_dims=_dev_dims(cp, first, xd), **kw)
                 got.check()
                 for g in range(G):
@@ -608,7 +608,7 @@ def test_nvfp4_grouped_tables_from_stats(cp, dtype, launch_args):
     del launch_args[:]
     _check(fp4kit.group_quantize(_dev(cp, x), "nvfp4", first_dims=first, axis="both"), exp)
     q = [a for n, a in launch_args if n.startswith("group_quantize1_f5")]
-    assert q and not int(q[0][11]) & QFLAG_ENC_TABS
+    assert q and not q[0][11].value & QFLAG_ENC_TABS
     # CUDA graph: capture with device dims, change them on the device, replay (the amaxes and the
     # counters are cleared inside the graph). bfloat16 comes as a torch tensor, so fp4kit queues on
     # torch's current stream: captured with torch.cuda.graph; CuPy arrays with a CuPy stream.
@@ -689,9 +689,9 @@ def test_nvfp4_grouped_tables_supplied_amax(cp, launch_args):
                 _check(fp4kit.group_quantize(xd, "nvfp4", first_dims=first, amax=cp.asarray(dev_amax), **kw), exp)
                 q = [a for n, a in launch_args if n.startswith("group_quantize1_f5")]
                 meta = [a for n, a in launch_args if n == "group_meta"]
-                assert q and int(q[0][11]) & QFLAG_ENC_TABS, [n for n, _ in launch_args]
+                assert q and q[0][11].value & QFLAG_ENC_TABS, [n for n, _ in launch_args]
                 assert not any(n.startswith("group_stats") for n, _ in launch_args)
-                assert q[0][10] is meta[0][-1]
+                assert q[0][10] == meta[0][-1] and q[0][10].kind == "buf"
                 got = fp4kit.group_quantize(xd, "nvfp4", first_dims=_dev_dims(cp, first, xd), amax=cp.asarray(amax), **kw)
                 got.check()
                 for g in range(G):

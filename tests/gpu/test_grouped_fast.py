@@ -1,0 +1,256 @@
+"""The grouped fast path of fp4kit.group_quantize: PyTorch tensors and CuPy arrays run the memoised
+launch plan (fp4kit._cuda_grouped.group_quantize_plan) with fp4kit._torch_exec. Its results must be
+byte-identical to the general path's (CuPy buffers, handed back through DLPack) and match the
+reference, on the first call of a signature and on memo hits, for every dims kind; its arrays are
+of the caller's library; group_dequantize, check() and member views work on them; CUDA-graph
+capture with PyTorch works. Outputs are poisoned (the `gpu` fixture), so an unwritten byte fails."""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import fp4kit
+
+from gpu_helpers import assert_bytes_equal, general_path
+
+pytestmark = pytest.mark.gpu
+
+_BUFFERS = ("rowwise_data", "rowwise_scales", "rowwise_amax", "columnwise_data", "columnwise_scales",
+            "columnwise_amax")
+
+
+@pytest.fixture
+def cp(gpu):
+    return gpu
+
+
+@pytest.fixture
+def counts(monkeypatch):
+    """Counts the grouped fast path's executions (both executors) and its checked (memo-miss) calls."""
+    from fp4kit import _grouped_device, _torch_exec
+
+    n = {"run": 0, "checked": 0, "raw": 0}
+
+    def counting(key, real):
+        def call(*a, **k):
+            n[key] += 1
+            return real(*a, **k)
+        return call
+
+    monkeypatch.setattr(_torch_exec, "run", counting("run", _torch_exec.run))
+    monkeypatch.setattr(_torch_exec, "run_cupy", counting("run", _torch_exec.run_cupy))
+    monkeypatch.setattr(_torch_exec, "raw_launch", counting("raw", _torch_exec.raw_launch))
+    monkeypatch.setattr(_grouped_device, "_group_quantize_checked",
+                        counting("checked", _grouped_device._group_quantize_checked))
+    return n
+
+
+def _host(a):
+    from fp4kit.comparator import to_numpy
+    return np.ascontiguousarray(to_numpy(a))
+
+
+def _u8(a):
+    return _host(a).reshape(-1).view(np.uint8)
+
+
+def _lib_of(a):
+    return type(a).__module__.split(".")[0]
+
+
+def _to_dev(lib, a):
+    """A host array on the GPU in `lib` (bfloat16 through its int16 bits for torch)."""
+    if lib == "torch":
+        import torch
+        if a.dtype == ml_dtypes.bfloat16:
+            return torch.from_numpy(a.view(np.int16)).cuda().view(torch.bfloat16)
+        return torch.from_numpy(a).cuda()
+    import cupy
+    return cupy.asarray(a)
+
+
+# (format, options, dims kind); kinds: "dev" device first_dims (varying_first), "host" a host list,
+# "num" num_groups (same), "last_int" an int first_dims with device last_dims (varying_last),
+# "both" device first and last dims (varying_both)
+CASES = [
+    ("mxfp8_e4m3", dict(axis="both", scale_layout="swizzled"), "dev"),
+    ("mxfp4_e2m1", dict(axis="both"), "dev"),
+    ("nvfp4", dict(axis="both", scale_layout="swizzled"), "dev"),
+    ("nvfp4", dict(axis="both", amax=True), "dev"),
+    ("mxfp6_e3m2", dict(axis="rowwise"), "host"),
+    ("nvfp4", dict(rounding="stochastic", seed=12345), "host"),
+    ("mxfp8_e5m2", dict(axis="columnwise", scale_layout="swizzled"), "num"),
+    ("mxfp8_e4m3", dict(axis="both"), "last_int"),
+    ("nvfp4", dict(axis="both", row_scaled=True), "both"),
+    ("mxfp8_e4m3", dict(axis="both", dbias=True), "host"),
+]
+
+
+def _case(lib, fmt, kw, kind, seed=0):
+    """(x host, call kwargs with device arrays, reference kwargs)."""
+    rng = np.random.default_rng(seed)
+    dt = ml_dtypes.bfloat16 if lib == "torch" else np.float16
+    first = [64, 0, 130, 2, 256, 0] if kind != "num" else None
+    K = 96
+    call, ref = {}, {}
+    if kind in ("dev", "host", "num"):
+        M = sum(first) if first else 4 * 64
+        x = (rng.standard_normal((M, K)) * 3).astype(np.float32).astype(dt)
+        if kind == "dev":
+            call["first_dims"] = _to_dev(lib, np.array(first, np.int64))
+            ref["first_dims"] = first
+        elif kind == "host":
+            call["first_dims"] = ref["first_dims"] = first
+        else:
+            call["num_groups"] = ref["num_groups"] = 4
+    else:
+        last = [64, 0, 32, 96, 2, 16]
+        firsts = [16] * len(last) if kind == "last_int" else [16, 32, 0, 48, 16, 64]
+        x = (rng.standard_normal(sum(m * k for m, k in zip(firsts, last))) * 3).astype(np.float32).astype(dt)
+        call["first_dims"] = 16 if kind == "last_int" else _to_dev(lib, np.array(firsts, np.int64))
+        call["last_dims"] = _to_dev(lib, np.array(last, np.int64))
+        ref["first_dims"] = 16 if kind == "last_int" else firsts
+        ref["last_dims"] = last
+    kw = dict(kw)
+    if kw.pop("amax", False):
+        G = len(first)
+        a = np.abs(rng.standard_normal(G)).astype(np.float32) * 4
+        a[1] = -0.0                                    # stored as +0 (SPEC: an amax is max |x|)
+        call["amax"] = _to_dev(lib, a)
+        ref["amax"] = np.abs(a)
+    call.update(kw)
+    ref.update(kw)
+    return x, call, ref
+
+
+def _same(fast, gen, what, dbias_tol=None):
+    """Two grouped results: the same bytes in every buffer and the device metadata, the same kinds."""
+    for name in _BUFFERS:
+        a, b = getattr(fast, name), getattr(gen, name)
+        assert (a is None) == (b is None), (what, name)
+        if b is not None:
+            assert tuple(a.shape) == tuple(b.shape), (what, name)
+            assert_bytes_equal(_u8(a), _u8(b), f"{what}: {name}")
+    for key in ("meta", "error_flag"):
+        assert_bytes_equal(_u8(fast.extra[key]), _u8(gen.extra[key]), f"{what}: extra[{key!r}]")
+    assert fast.kind == gen.kind and fast.format == gen.format and fast.options == gen.options, what
+    assert len(fast) == len(gen) and fast.offsets == gen.offsets, what
+    assert fast.scale_offsets_rowwise == gen.scale_offsets_rowwise, what
+    assert fast.scale_offsets_columnwise == gen.scale_offsets_columnwise, what
+    assert fast.host_dims() == gen.host_dims(), what
+    if gen.dbias is not None:
+        a, b = _host(fast.dbias), _host(gen.dbias)
+        assert a.dtype == b.dtype == np.float32 and a.shape == b.shape, what
+        assert np.all(np.abs(a.astype(np.float64) - b) <= dbias_tol), what   # float64 atomics: any order
+
+
+@pytest.mark.parametrize("lib", ["torch", "cupy"])
+@pytest.mark.parametrize("fmt,kw,kind", CASES, ids=[f"{c[0]}-{c[2]}-{i}" for i, c in enumerate(CASES)])
+def test_fast_path_matches_general_path_and_reference(cp, counts, lib, fmt, kw, kind):
+    if lib == "torch":
+        pytest.importorskip("torch")
+    x, call, ref = _case(lib, fmt, kw, kind)
+    xd = _to_dev(lib, x)
+    if "last_dims" in call:
+        exp = fp4kit.reference.group_quantize(x, fmt, **ref)
+    else:
+        exp = fp4kit.reference.group_quantize(x[:sum(ref["first_dims"])] if "first_dims" in ref else x, fmt, **ref)
+    with general_path("_torch_fast_device", "_cupy_fast_device"):
+        gen = fp4kit.group_quantize(xd, fmt, **call)
+    assert counts == {"run": 0, "checked": 1, "raw": 0}
+    tol = None
+    if call.get("dbias"):
+        tol = 1e-6 * np.abs(_host(gen.dbias)).astype(np.float64) + 1e-30
+    seeds = [call.get("seed", 0)] * 2 + ([call["seed"] + 1] if "seed" in call else [])
+    for trial, seed in enumerate(seeds):
+        if "seed" in call:
+            call["seed"] = seed
+        g = fp4kit.group_quantize(xd, fmt, **call)
+        what = f"{lib} {fmt} {kind} call {trial}"
+        # first call: the checks (a memo miss); later calls: memo hits; every call runs the plan fast
+        assert counts["run"] == trial + 1 and counts["checked"] == 2, (what, counts)
+        for name in _BUFFERS + ("dbias",):
+            a = getattr(g, name)
+            assert a is None or _lib_of(a) == lib, (what, name, type(a))
+        if kind in ("dev", "both"):
+            assert g.first_dims is call["first_dims"], what      # the caller's device dims themselves
+        if trial == 2:                                             # another seed: other bytes
+            assert not np.array_equal(_u8(g.rowwise_data), _u8(gen.rowwise_data)), what
+            assert g.options.seed == seed
+            continue
+        _same(g, gen, what, tol)
+        g.check()
+        rep = fp4kit.compare(g, exp)
+        assert rep.ok, f"{what}\n{rep}"
+        for operand in ("rowwise", "columnwise"):
+            if getattr(g, f"{operand}_data") is None:
+                continue
+            raw = counts["raw"]
+            a = fp4kit.group_dequantize(g, operand=operand)       # its fast path: one raw launch
+            assert counts["raw"] == raw + 1, what
+            b = fp4kit.group_dequantize(gen, operand=operand)     # CuPy metadata: the general path
+            assert counts["raw"] == raw + 1, what
+            assert _lib_of(a.data) == lib and a.offsets == b.offsets and a.operand == b.operand, what
+            assert_bytes_equal(_u8(a.data), _u8(b.data), f"{what}: group_dequantize {operand}")
+
+
+def test_fast_path_bad_device_dims_flagged(cp):
+    """A memo hit with device dims that became invalid: nothing written, check() raises."""
+    torch = pytest.importorskip("torch")
+    x = torch.randn(256, 64, device="cuda").to(torch.bfloat16)
+    dims = torch.tensor([64, 64, 128], dtype=torch.int64, device="cuda")
+    fp4kit.group_quantize(x, "mxfp8_e4m3", first_dims=dims, axis="both").check()
+    dims.copy_(torch.tensor([64, -1, 128]))
+    g = fp4kit.group_quantize(x, "mxfp8_e4m3", first_dims=dims, axis="both")
+    with pytest.raises(ValueError, match="negative"):
+        g.check()
+    assert type(g.extra["error_flag"]) is torch.Tensor
+
+
+def test_fast_path_not_taken(cp, counts):
+    """Inputs the fast path leaves to the general path: dims of another library, non-contiguous
+    device dims, a host amax, numpy-integer dims; and a hashable-but-invalid call raises each time."""
+    torch = pytest.importorskip("torch")
+    x = torch.randn(192, 64, device="cuda").to(torch.bfloat16)
+    first = [64, 0, 128]
+    ref = fp4kit.group_quantize(x, "nvfp4", first_dims=first, axis="both")
+    dev_ref = fp4kit.group_quantize(x, "nvfp4", first_dims=torch.tensor(first, device="cuda"), axis="both")
+    n = counts["run"]
+    for kw, want in ((dict(first_dims=cp.asarray(np.array(first, np.int64))), dev_ref),
+                     (dict(first_dims=torch.tensor([64, 9, 0, 9, 128, 9], device="cuda")[::2]), dev_ref),
+                     (dict(first_dims=first, amax=np.array([1.0, 2.0, 3.0], np.float32)), None),
+                     (dict(first_dims=[np.int64(v) for v in first]), ref)):
+        g = fp4kit.group_quantize(x, "nvfp4", axis="both", **kw)
+        assert counts["run"] == n, kw
+        if want is not None:
+            _same(g, want, str(kw))
+    checked = counts["checked"]
+    for k in range(2):                                 # never memoised: the checks run every time
+        with pytest.raises(ValueError, match="first_dims"):
+            fp4kit.group_quantize(x, "nvfp4", first_dims=[64, 0, 127], axis="both")
+        assert counts["checked"] == checked + k + 1
+
+
+def test_fast_path_torch_graph_capture_then_change_dims(cp):
+    """torch.cuda.graph capture of a grouped quantize on the fast path (a memo hit inside the
+    capture), dims changed on the device, replayed: the right bytes every time."""
+    torch = pytest.importorskip("torch")
+    K = 64
+    x = (np.random.default_rng(3).standard_normal((512, K)) * 2).astype(np.float32).astype(ml_dtypes.bfloat16)
+    xd = _to_dev("torch", x)
+    dims = torch.tensor([100, 0, 200, 12], dtype=torch.int64, device="cuda")
+    for fmt in ("mxfp8_e4m3", "nvfp4"):
+        fp4kit.group_quantize(xd, fmt, first_dims=dims, axis="both")     # warm-up: compile, memo
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            g = fp4kit.group_quantize(xd, fmt, first_dims=dims, axis="both")
+        for new in ([100, 0, 200, 12], [0, 300, 2, 210], [512, 0, 0, 0]):      # even: FP4 packs M
+            dims.copy_(torch.tensor(new))
+            graph.replay()
+            torch.cuda.synchronize()
+            exp = fp4kit.reference.group_quantize(x[:sum(new)], fmt, first_dims=new, axis="both")
+            for i in range(len(new)):
+                rep = fp4kit.compare(g[i], exp[i])
+                assert rep.ok, f"{fmt} {new} member {i}\n{rep}"
