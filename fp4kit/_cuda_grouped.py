@@ -387,7 +387,8 @@ def build_group_quantize_plan(input_dtype, opts, G, n_el, caps, amax_size, dbias
             out["row_amax"] = a_row
         if opts.want_columnwise:
             out["col_amax"] = a_col
-    return b.plan(out)
+    # the fast path's executors carve the 1-D EMPTY / ZEROS buffers from one allocation (host time)
+    return b.plan(out, arena=True)
 
 
 def group_quantize_plan(device: int, input_dtype, opts, G, n_el, caps, amax_size, dbias, Kshared, rows_total,

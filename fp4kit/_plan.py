@@ -109,17 +109,39 @@ class Plan:
     """Steps (Buffer / Launch / ZeroFill, run in order), the result buffers and the buffer count.
 
     `outputs`: quantize -> (rowwise, columnwise), each an OperandSlots or None; compute_amax -> a
-    tuple of buffer numbers. `exec_cache` is for executors: per-plan state they derive once
-    (resolved kernel handles, packed arguments); the planner never reads it.
+    tuple of buffer numbers; grouped quantize -> a dict of buffer numbers (or None) by name.
+    `exec_cache` is for executors: per-plan state they derive once (resolved kernel handles, packed
+    arguments); the planner never reads it. `arena`: the fast-path executors may carve the plan's
+    one-dimensional EMPTY / ZEROS buffers from one allocation (fp4kit._torch_exec: one allocator
+    call instead of one per buffer; the results are views of it).
     """
 
-    __slots__ = ("steps", "outputs", "n_buffers", "exec_cache")
+    __slots__ = ("steps", "outputs", "n_buffers", "exec_cache", "arena")
 
-    def __init__(self, steps, outputs, n_buffers: int):
+    def __init__(self, steps, outputs, n_buffers: int, arena: bool = False):
         self.steps = tuple(steps)
         self.outputs = outputs
         self.n_buffers = n_buffers
         self.exec_cache: dict = {}
+        self.arena = arena
+
+    def output_slots(self) -> set:
+        """The buffer numbers the outputs name."""
+        found: set = set()
+
+        def walk(o):
+            if o is None:
+                return
+            if isinstance(o, int):
+                found.add(o)
+            elif isinstance(o, dict):
+                for v in o.values():
+                    walk(v)
+            else:
+                for v in o:
+                    walk(v)
+        walk(self.outputs)
+        return found
 
     def launches(self) -> list[Launch]:
         return [s for s in self.steps if type(s) is Launch]
@@ -184,8 +206,8 @@ class _Builder:
     def zero_fill(self, slot: int) -> None:
         self.steps.append(ZeroFill(slot))
 
-    def plan(self, outputs) -> Plan:
-        return Plan(self.steps, outputs, self.n)
+    def plan(self, outputs, arena: bool = False) -> Plan:
+        return Plan(self.steps, outputs, self.n, arena)
 
 
 def grid_stride_blocks(n_items: int, per_sm: int, sm_count: int) -> int:

@@ -96,7 +96,14 @@ def _stream_ptr(device: int) -> int:
 
 # Operations of a prepared plan (_Prepared.program), one per plan step, each a 6-tuple
 # (op, slot or launch number, a, b, c, d) with the op's fields resolved once (see _Prepared).
-_OP_EMPTY, _OP_ZEROS, _OP_COPY, _OP_VIEW, _OP_LAUNCH, _OP_ZERO_FILL, _OP_FILL, _OP_HOST = range(8)
+_OP_EMPTY, _OP_ZEROS, _OP_COPY, _OP_VIEW, _OP_LAUNCH, _OP_ZERO_FILL, _OP_FILL, _OP_HOST, _OP_ARENA = range(9)
+# A plan with `arena` set: its one-dimensional EMPTY / ZEROS buffers come from one uint8 allocation
+# (_OP_ARENA, at the first of them), each at a multiple of _ARENA_ALIGN bytes; the buffers the
+# caller gets (outputs, sources of views and copies) as views of it, the others only as pointers.
+# Scratch buffers larger than _ARENA_SCRATCH_MAX bytes keep their own allocation (freed once the
+# call has queued its work, not kept alive with the results).
+_ARENA_ALIGN = 256
+_ARENA_SCRATCH_MAX = 1 << 20
 _ITEMSIZE = {"uint8": 1, "float32": 4, "int32": 4, "int64": 8, "float64": 8}
 _DTYPE_NAMES = tuple(_ITEMSIZE)
 
@@ -107,7 +114,8 @@ class _Prepared:
     bounds; per launch the CUDA function, grid, block, the static 8-byte argument values and the
     (slot, value source) pairs written per call); and, per thread, the packed argument arrays."""
 
-    __slots__ = ("launch", "memset", "launches", "program", "empty", "full", "tensor", "uint8", "tls", "stream")
+    __slots__ = ("launch", "memset", "launches", "program", "empty", "full", "tensor", "uint8", "tls", "stream",
+                 "ndarray")
 
     def __init__(self, plan, lib: str = "torch"):
         if lib == "torch":
@@ -129,12 +137,19 @@ class _Prepared:
             self.tensor = lambda values, dtype: cupy.asarray(np.array(values, dtype=dtype))  # noqa: E731
             self.uint8 = np.uint8
             self.stream = cupy.cuda.get_current_stream
+        self.ndarray = None if lib == "torch" else cupy.ndarray
         self.launch = _driver_launch()
         self.memset = _memset_async()
         self.launches = []
         program = []
+        arena = _arena_layout(plan, torch_views=lib == "torch", dtypes=dtypes) if plan.arena else None
         for step in plan.steps:
             kind = type(step)
+            if arena is not None and kind is _plan.Buffer and step.slot in arena[1]:
+                if arena[0] is not None:                    # the arena's op, at its first buffer
+                    program.append(arena[0])
+                    arena = (None, arena[1])
+                continue
             if kind is _plan.Buffer:
                 n = 1
                 for d in step.shape:
@@ -182,6 +197,47 @@ class _Prepared:
             _ensure_context()
             packs = self.tls.packs = [_pack(statics) for _, _, _, statics, _ in self.launches]
         return packs
+
+
+def _arena_layout(plan, torch_views: bool, dtypes: dict):
+    """(the _OP_ARENA program op, the set of buffer numbers it creates) for a plan with `arena`.
+
+    The op: (_OP_ARENA, total bytes, torch split sizes (chunks alternate a view's bytes and the gap
+    to the next view, the last one the rest) or None, views (torch: (slot, dtype or None for
+    uint8, chunk); CuPy: (slot, byte offset, elements, dtype)), pointers ((slot, byte offset) of
+    every buffer), zero ranges ((byte offset, bytes) of the ZEROS buffers))."""
+    needed = plan.output_slots()
+    for st in plan.steps:
+        if type(st) is _plan.Buffer and st.init in (_plan.VIEW, _plan.COPY):
+            needed.add(st.src)
+        elif type(st) is _plan.ZeroFill:
+            needed.add(st.slot)
+    members = []
+    for st in plan.steps:
+        if type(st) is _plan.Buffer and st.init in (_plan.EMPTY, _plan.ZEROS) and len(st.shape) == 1:
+            nbytes = st.shape[0] * _ITEMSIZE[st.dtype]
+            if st.slot in needed or nbytes <= _ARENA_SCRATCH_MAX:
+                members.append((st.slot in needed, st, nbytes))
+    members.sort(key=lambda m: not m[0])            # the views first (stable: plan order within)
+    off, ptrs, zeros, views, sizes = 0, [], [], [], []
+    for keep, st, nbytes in members:
+        ptrs.append((st.slot, off))
+        if st.init == _plan.ZEROS and nbytes:
+            zeros.append((off, nbytes))
+        if keep:
+            if torch_views:
+                if off > sum(sizes):
+                    sizes.append(off - sum(sizes))              # the gap before this view
+                views.append((st.slot, None if st.dtype == "uint8" else dtypes[st.dtype], len(sizes)))
+                sizes.append(nbytes)
+            else:
+                views.append((st.slot, off, st.shape[0], dtypes[st.dtype]))
+        off += -(-nbytes // _ARENA_ALIGN) * _ARENA_ALIGN
+    total = off
+    if torch_views:
+        sizes.append(total - sum(sizes))
+    op = (_OP_ARENA, total, tuple(sizes) if torch_views else None, tuple(views), tuple(ptrs), tuple(zeros))
+    return op, {st.slot for _, st, _ in members}
 
 
 def _pack(statics: tuple):
@@ -233,6 +289,20 @@ def run(plan, x, amax, seed: int, device: int, x_ptr: int | None = None, fd_ptr:
     for op, slot, a, b, c, d in prep.program:
         if op == _OP_LAUNCH:                            # slot: launch number; a, b, c, d: fn, (gx, gy, gz), block, dyn
             _launch(prep, packs[slot], a, b, c, d, vals, stream)
+            continue
+        if op == _OP_ARENA:                             # slot: bytes; a: split sizes; b: views; c: pointers; d: zeros
+            t = empty(slot, dtype=prep.uint8, device=where)
+            base = t.data_ptr()
+            if poison and slot:
+                t.fill_(0xA5)
+            if b:
+                chunks = t.split_with_sizes(a)
+                for s_, dt, k in b:
+                    bufs[s_] = chunks[k] if dt is None else chunks[k].view(dt)
+            for s_, off in c:
+                vals[_VAL_BUF0 + s_] = base + off
+            for off, n in d:
+                prep.memset(base + off, 0, n, stream)
             continue
         if op == _OP_EMPTY:                             # a, b: shape, dtype; c: not empty; d: uint8
             t = empty(*a, dtype=b, device=where)        # sizes as arguments: ~2 us less than a tuple
@@ -288,6 +358,19 @@ def run_cupy(plan, x, amax, seed: int, x_ptr: int, fd_ptr: int = 0, ld_ptr: int 
     for op, slot, a, b, c, d in prep.program:
         if op == _OP_LAUNCH:
             _launch(prep, packs[slot], a, b, c, d, vals, stream)
+            continue
+        if op == _OP_ARENA:                         # slot: bytes; b: views; c: pointers; d: zeros
+            t = empty((slot,), dtype=prep.uint8)
+            mem = t.data
+            base = mem.ptr
+            if poison and slot:
+                t.fill(0xA5)
+            for s_, off, n, dt in b:
+                bufs[s_] = prep.ndarray((n,), dt, memptr=mem + off)
+            for s_, off in c:
+                vals[_VAL_BUF0 + s_] = base + off
+            for off, n in d:
+                prep.memset(base + off, 0, n, stream)
             continue
         if op == _OP_EMPTY:
             t = empty(a, dtype=b)

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Where the host time of one small fp4kit call goes (M x 4096 bf16, warm): each layer timed alone
-with perf_counter over many calls. Used for docs/performance.md.
+with perf_counter over many calls; then the grouped ops (8 members, 4096 x 2048, sizes as an MoE
+layer's). Used for docs/performance.md.
 
 Two paths for a PyTorch input: the fast path (fp4kit._torch_exec: torch allocations, raw
 cuLaunchKernel, no CuPy arrays, no DLPack) and the general path (CuPy views, CuPy launches, DLPack
@@ -16,7 +17,7 @@ import torch  # noqa: E402
 import cupy as cp  # noqa: E402
 
 import fp4kit  # noqa: E402
-from fp4kit import _cuda, _device_api, _interop, _plan, _torch_exec, _validate  # noqa: E402
+from fp4kit import _cuda, _device_api, _grouped_device, _interop, _plan, _torch_exec, _validate  # noqa: E402
 from fp4kit import tensor  # noqa: E402
 from fp4kit.tensor import Operand, QuantizedTensor  # noqa: E402
 
@@ -36,13 +37,16 @@ def t(fn, n=2000):
 def general(fn):
     """fn() with the fast path switched off (the general path, as before the fast path existed)."""
     def run():
-        keep = _device_api._torch_fast_device, _device_api._cupy_fast_device, _device_api._dequantize_fast
+        keep = (_device_api._torch_fast_device, _device_api._cupy_fast_device, _device_api._dequantize_fast,
+                _grouped_device._group_dequantize_fast)
         _device_api._torch_fast_device = _device_api._cupy_fast_device = lambda x, amax: None
         _device_api._dequantize_fast = lambda op, dtype, shape: None
+        _grouped_device._group_dequantize_fast = lambda *a: None
         try:
             return fn()
         finally:
-            _device_api._torch_fast_device, _device_api._cupy_fast_device, _device_api._dequantize_fast = keep
+            (_device_api._torch_fast_device, _device_api._cupy_fast_device, _device_api._dequantize_fast,
+             _grouped_device._group_dequantize_fast) = keep
     return run
 
 
@@ -67,9 +71,9 @@ prep = plan_m.exec_cache["torch"]
 keep = _torch_exec.run(plan_m, x, None, 0, dev)
 fn_, grid_, block_, statics_, dyn_ = prep.launches[0]
 pack_ = _torch_exec._pack(statics_)
-vals_ = [x.data_ptr(), 0, 0][:_torch_exec._VAL_BUF0] + [b.data_ptr() for b in keep]
-for i_, j_ in dyn_:
-    pack_[0][i_] = vals_[j_]
+vals_ = [x.data_ptr(), 0, 0, 0, 0][:_torch_exec._VAL_BUF0] + [b.data_ptr() for b in keep]
+for i_, j_, o_ in dyn_:
+    pack_[0][i_] = vals_[j_] + o_
 params_ = pack_[2]
 stream_ = _torch_exec._stream_ptr(dev)
 q_m = fp4kit.quantize(x, "mxfp8_e4m3")
@@ -143,11 +147,63 @@ print("| what | host us/call |\n|---|---|")
 for name, fn in rows:
     print(f"| {name} | {'' if fn is None else f'{t(fn):.1f}'} |")
 
+# grouped: 8 members (one empty) of 4096 x 2048 rows in all; the fast path (memoised signature and
+# plan, fp4kit._torch_exec) and the general path; host dims that change every call (a new signature
+# each time: the checks and a plan per call) against dims on the device (one signature)
+GF = [512, 0, 1024, 384, 640, 1024, 256, 256]
+GK = 2048
+gx = torch.randn(sum(GF), GK, device="cuda").to(torch.bfloat16)
+gxc = cp.asarray(np.random.default_rng(1).standard_normal((sum(GF), GK)).astype(np.float16))
+gd, gdc = torch.tensor(GF, device="cuda"), cp.asarray(np.array(GF, np.int64))
+_moving = [0]
+
+
+def moving_dims():
+    """GF with 8 rows moved between two members, a different list each call (256 distinct)."""
+    _moving[0] = (_moving[0] + 1) % 256
+    d = list(GF)
+    d[2] -= _moving[0]
+    d[3] += _moving[0]
+    return d
+
+
+gq = fp4kit.group_quantize(gx, "mxfp8_e4m3", first_dims=gd, axis="both", scale_layout="swizzled")
+BOTH = dict(axis="both", scale_layout="swizzled")
+grows = [
+    ("group_quantize torch bf16 mxfp8_e4m3 both swizzled, device dims (fast path)",
+     lambda: fp4kit.group_quantize(gx, "mxfp8_e4m3", first_dims=gd, **BOTH)),
+    ("group_quantize torch bf16 mxfp8_e4m3 both swizzled, device dims (general path)",
+     general(lambda: fp4kit.group_quantize(gx, "mxfp8_e4m3", first_dims=gd, **BOTH))),
+    ("group_quantize torch bf16 mxfp8_e4m3 rowwise, device dims (fast path)",
+     lambda: fp4kit.group_quantize(gx, "mxfp8_e4m3", first_dims=gd)),
+    ("group_quantize torch bf16 nvfp4 both, device dims (fast path)",
+     lambda: fp4kit.group_quantize(gx, "nvfp4", first_dims=gd, axis="both")),
+    ("group_quantize torch bf16 nvfp4 both, device dims (general path)",
+     general(lambda: fp4kit.group_quantize(gx, "nvfp4", first_dims=gd, axis="both"))),
+    ("group_quantize torch bf16 mxfp8_e4m3 both swizzled, host dims, the same every call (fast path)",
+     lambda: fp4kit.group_quantize(gx, "mxfp8_e4m3", first_dims=GF, **BOTH)),
+    ("group_quantize torch bf16 mxfp8_e4m3 both swizzled, host dims, new every call",
+     lambda: fp4kit.group_quantize(gx, "mxfp8_e4m3", first_dims=moving_dims(), **BOTH)),
+    ("group_quantize cupy f16 mxfp8_e4m3 both swizzled, device dims (fast path)",
+     lambda: fp4kit.group_quantize(gxc, "mxfp8_e4m3", first_dims=gdc, **BOTH)),
+    ("group_quantize cupy f16 mxfp8_e4m3 both swizzled, device dims (general path)",
+     general(lambda: fp4kit.group_quantize(gxc, "mxfp8_e4m3", first_dims=gdc, **BOTH))),
+    ("group_dequantize torch mxfp8_e4m3 -> bfloat16 (fast path)", lambda: fp4kit.group_dequantize(gq, "bfloat16")),
+    ("group_dequantize torch mxfp8_e4m3 -> bfloat16 (general path)",
+     general(lambda: fp4kit.group_dequantize(gq, "bfloat16"))),
+    ("  torch.empty (8 a call above: 2 metadata, 2 lookups / dims, 4 operand buffers)",
+     lambda: torch.empty(4096, dtype=torch.uint8, device=gx.device)),
+]
+print("\n| grouped (8 members, 4096 x 2048) | host us/call |\n|---|---|")
+for name, fn in grows:
+    print(f"| {name} | {t(fn, 500):.1f} |")
+
 import cProfile  # noqa: E402
 import pstats  # noqa: E402
 for what, call in (("torch nvfp4 (fast path)", lambda: fp4kit.quantize(x, "nvfp4")),
                    ("cupy f16 mxfp8_e4m3", lambda: fp4kit.quantize(xh, "mxfp8_e4m3")),
-                   ("torch dequantize mxfp8_e4m3 -> bfloat16", lambda: fp4kit.dequantize(q_m, "bfloat16"))):
+                   ("torch dequantize mxfp8_e4m3 -> bfloat16", lambda: fp4kit.dequantize(q_m, "bfloat16")),
+                   ("torch group_quantize mxfp8_e4m3 both swizzled, device dims", grows[0][1])):
     print(f"\ncProfile, 2000 calls: {what}")
     pr = cProfile.Profile()
     pr.enable()

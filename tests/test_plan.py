@@ -611,10 +611,15 @@ class _FakeTensor:
         return self
 
     def reshape(self, *shape):
-        return _FakeTensor(self.arr.reshape(*shape))
+        return type(self)(self.arr.reshape(*shape))
 
     def __getitem__(self, sl):
         return _FakeTensor(self.arr[sl])
+
+    def split_with_sizes(self, sizes):
+        edges = np.cumsum([0] + list(sizes))
+        assert edges[-1] == self.arr.size
+        return [type(self)(self.arr[a:b]) for a, b in zip(edges[:-1], edges[1:])]
 
 
 _CTYPES = {"i64": ctypes.c_int64, "i32": ctypes.c_int32, "u32": ctypes.c_uint32}
@@ -719,7 +724,7 @@ def test_executors_pack_every_argument(monkeypatch, case, poison, lib):
         monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(
             empty=lambda shape, dtype: _FakeCupyArray2(np.empty(shape, dtype)),
             full=lambda shape, v, dtype: _FakeCupyArray2(np.full(shape, v, dtype)),
-            asarray=lambda a: _FakeCupyArray2(np.array(a)),
+            asarray=lambda a: _FakeCupyArray2(np.array(a)), ndarray=_FakeCupyArray2,
             cuda=types.SimpleNamespace(get_current_stream=lambda: types.SimpleNamespace(ptr=0xABC1))))
     x = T(np.zeros(shape, np.float32 if dtype == "float32" else np.uint16))
     amax = T(np.array([3.5], np.float32)) if case.get("amax_shape") else None
@@ -1799,3 +1804,124 @@ def test_grouped_plans_issue_what_the_imperative_launcher_issued():
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert " 0 with different traces" in r.stdout and "group_quantize4" in r.stdout, r.stdout
+
+
+def _fake_cupy_ndarray(shape, dtype, memptr):
+    """cupy.ndarray(shape, dtype, memptr=...) over a fake allocation (memptr: its array and offset)."""
+    base, off = memptr
+    n = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    return _FakeCupyArray2(base.arr[off:off + n].view(dtype).reshape(shape))
+
+
+class _FakeMem:
+    def __init__(self, owner, off=0):
+        self.owner, self.off = owner, off
+        self.ptr = owner.arr.ctypes.data + off if owner.arr.size else 0
+
+    def __add__(self, k):
+        return (self.owner, self.off + k)
+
+
+class _FakeCupyArena(_FakeCupyArray2):
+    @property
+    def data(self):
+        return _FakeMem(self)
+
+
+@pytest.mark.parametrize("lib", ["torch", "cupy"])
+@pytest.mark.parametrize("poison", [False, True])
+@pytest.mark.parametrize("case", ["mxfp8_both_dev", "nvfp4_tables", "nvfp4_amax_host", "mxfp6_staged", "dbias"])
+def test_grouped_plan_arena_executors(monkeypatch, lib, poison, case):
+    """A grouped plan (arena set) run by both fast-path executors: its 1-D EMPTY / ZEROS buffers come
+    from ONE allocation (scratch buffers over 1 MiB and 2-D ones keep their own), each at a multiple
+    of 256 bytes, none overlapping; every launch gets those pointers (plus its argument offsets);
+    the outputs are views of the right dtype and length there; ZEROS regions are cleared on the
+    stream, EMPTY ones poisoned when poisoning is on."""
+    from fp4kit import _cuda_grouped as cg
+    from fp4kit._validate import group_options
+
+    G, K = 4, 2048 if case == "mxfp6_staged" else 256
+    first = [64, 0, 128, 64]
+    fmt, kw, dims, amax_size, dbias = {
+        "mxfp8_both_dev": ("mxfp8_e4m3", dict(axis="both", scale_layout="swizzled"), ("dev", None, True), None, False),
+        "nvfp4_tables": ("nvfp4", dict(axis="both"), ("dev", None, True), None, False),
+        "nvfp4_amax_host": ("nvfp4", dict(axis="both"), ("host", tuple(first), (K,) * G), G, False),
+        "mxfp6_staged": ("mxfp6_e2m3", dict(axis="both"), ("dev", None, True), None, False),
+        "dbias": ("mxfp8_e4m3", dict(axis="rowwise"), ("dev", None, True), None, True),
+    }[case]
+    rows = 8192 if case == "mxfp6_staged" else sum(first)
+    opts, dbias = group_options("bfloat16", fmt, kw, dbias)
+    f = FORMATS[fmt]
+    from fp4kit._grouped_device import _bounds
+    caps = _bounds("varying_first", f, opts, G, rows * K, None, K)
+    monkeypatch.setattr(_plan, "SIZE_RULES", False)            # small sizes stage compact scales too
+    p = cg.build_group_quantize_plan("bfloat16", opts, G, rows * K, caps, amax_size, dbias, K, rows, dims, SM,
+                                     lambda module, kernel, cap: cap)
+    assert p.arena
+    calls = _fake_torch(monkeypatch, p)
+    monkeypatch.setattr(_cuda, "_poison", poison)
+    allocs = []
+    if lib == "torch":
+        T = _FakeTensor
+        real = _torch_exec._torch().empty
+
+        def empty(*shape, dtype, device):
+            allocs.append(shape)
+            return real(*shape, dtype=dtype, device=device)
+        _torch_exec._torch().empty = empty
+    else:
+        T = _FakeCupyArray2
+
+        def empty(shape, dtype):
+            allocs.append(shape)
+            return _FakeCupyArena(np.empty(shape, dtype))
+        monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(
+            empty=empty, full=lambda shape, v, dtype: _FakeCupyArray2(np.full(shape, v, dtype)),
+            asarray=lambda a: _FakeCupyArray2(np.array(a)), ndarray=_fake_cupy_ndarray,
+            cuda=types.SimpleNamespace(get_current_stream=lambda: types.SimpleNamespace(ptr=0xABC1))))
+    x = T(np.zeros((rows, K), np.uint16))
+    fdims, ldims = T(np.array(first + [0] * 0, np.int64)), None
+    amax = T(np.array([1.0, 2.0, 0.5, 4.0], np.float32)) if amax_size else None
+    if lib == "torch":
+        bufs = _torch_exec.run(p, x, amax, 7, 1, None, fdims.data_ptr(), 0)
+    else:
+        bufs = _torch_exec.run_cupy(p, x, amax, 7, x.data_ptr(), fdims.data_ptr(), 0)
+    steps = {s.slot: s for s in p.steps if type(s) is Buffer}
+    nbytes = {k: int(np.prod(s.shape)) * np.dtype(s.dtype).itemsize for k, s in steps.items()}
+    in_arena = {k for k, s in steps.items() if s.init in (EMPTY, ZEROS) and len(s.shape) == 1
+                and (k in p.output_slots() or nbytes[k] <= 1 << 20)}
+    own = [k for k, s in steps.items() if s.init in (EMPTY, ZEROS) and k not in in_arena]
+    assert len(allocs) == 1 + len(own), (allocs, own)
+    total = allocs[0][0] if lib == "torch" else allocs[0]
+    total = total if isinstance(total, int) else total[0]
+    # the pointer of every buffer, as the launches saw it: arguments with no offset
+    seen = {}
+    for s in p.launches():
+        kernel_calls = [c for c in calls if c[0] == s.kernel]
+        values = kernel_calls[0][4]
+        for a, v in zip(s.args, values):
+            if a.kind == "buf":
+                seen.setdefault(a.value, v - a.offset)
+                assert seen[a.value] == v - a.offset, (s.kernel, a)
+    arena_ptrs = {k: seen[k] for k in in_arena if k in seen}
+    base = min(arena_ptrs.values()) if arena_ptrs else 0
+    spans = sorted((v - base, v - base + nbytes[k], k) for k, v in arena_ptrs.items())
+    for (a0, a1, k), (b0, _, _) in zip(spans, spans[1:]):
+        assert a1 <= b0, "overlap"
+    assert all(a % 256 == 0 and b <= total for a, b, _ in spans)
+    for k in in_arena & p.output_slots():
+        t = bufs[k]
+        assert t.arr.dtype == np.dtype(steps[k].dtype) and t.arr.shape == steps[k].shape, k
+        if k in arena_ptrs:
+            assert t.data_ptr() == arena_ptrs[k], k
+        if steps[k].init == ZEROS:
+            assert (t.arr.view(np.uint8) == 0).all(), k
+        elif poison and t.arr.size:
+            assert (t.arr.view(np.uint8) == 0xA5).all(), k
+    zeros = sorted((c[1], c[3]) for c in calls if c[0] == "memset")
+    assert zeros == sorted((arena_ptrs[k] if k in in_arena else bufs[k].data_ptr(), nbytes[k])
+                           for k, s in steps.items() if s.init == ZEROS and nbytes[k])
+    if case == "mxfp6_staged":
+        assert own, "the staging buffer (over 1 MiB) keeps its own allocation"
+    if case == "dbias":
+        assert any(len(steps[k].shape) == 2 for k in own)
