@@ -98,7 +98,7 @@ def _bounds(kind, f, opts, G, N, Mshared, Kshared):
 
 
 _SEED_MAX = 2**64 - 1
-_SEEN = object()            # GROUP_FAST_CALLS: a host-dims signature seen once (see group_quantize)
+_SEEN = object()            # not in GROUP_HOST_SEEN (see group_quantize)
 
 
 def group_quantize(x, fmt, num_groups=None, first_dims=None, last_dims=None, amax=None, dbias=False,
@@ -113,24 +113,26 @@ def group_quantize(x, fmt, num_groups=None, first_dims=None, last_dims=None, ama
     caller's library, raw launches on its current stream) and builds its result without the
     checks. The seed is not in the signature (a kernel argument); an int seed in [0, 2**64 - 1]
     reuses the entry, any other goes through the checks. Host dims lists are part of the signature,
-    so their first call of a signature takes the general path and its second builds the entry
-    (dims that change every call stay on the general path instead of planning every call).
+    so the first call of such a signature takes the general path and a second one among the next
+    _plan.GROUP_HOST_SEEN_MAX host-dims signatures builds the entry (dims that change every call
+    stay on the general path instead of planning every call, and fill no memo).
     Anything else takes the general path (CuPy buffers, results handed back through DLPack). Both
     issue the same launches."""
     fast = _fast_signature(x, fmt, num_groups, first_dims, last_dims, amax, dbias, max_elements, options)
     if fast is not None and fast[2] is not None:
-        memo = _plan.GROUP_FAST_CALLS
-        entry = memo.get(fast[2])
+        entry = _plan.GROUP_FAST_CALLS.get(fast[2])
         if entry is None and (type(first_dims) in (list, tuple) or type(last_dims) in (list, tuple)):
             # host dims lists: their values are part of the signature (and of the plan: the exact
             # buffer sizes), so dims that change every call would build a plan per call; a signature
-            # seen for the first time takes the general path and is remembered, its second call
-            # builds the fast path's entry
-            if len(memo) >= _plan._MAX_PLANS:
-                memo.clear()
-            memo[fast[2]] = _SEEN
-            fast = None
-        elif entry is not None and entry is not _SEEN:
+            # seen for the first time takes the general path and is remembered among the last few
+            # (GROUP_HOST_SEEN), its second call builds the fast path's entry
+            seen = _plan.GROUP_HOST_SEEN
+            if seen.pop(fast[2], _SEEN) is _SEEN:
+                seen[fast[2]] = None
+                if len(seen) > _plan.GROUP_HOST_SEEN_MAX:
+                    seen.popitem(last=False)
+                fast = None
+        elif entry is not None:
             seed = options.get("seed", 0)
             if type(seed) is int and 0 <= seed <= _SEED_MAX:
                 return _run_fast(entry, x, fast[0], fast[1], fast[3], first_dims, last_dims, amax, seed)

@@ -14,6 +14,7 @@ memoised functions supplies (queried once per device).
 """
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import NamedTuple
 
 from .formats import FORMATS
@@ -831,6 +832,10 @@ FAST_CALLS: dict = {}
 # path's memo of validated calls (fp4kit._grouped_device._group_fast).
 GROUP_PLANS: dict = {}
 GROUP_FAST_CALLS: dict = {}
+# host-dims signatures of the grouped fast path seen once, the most recent GROUP_HOST_SEEN_MAX (a
+# small bounded dict: a memo that grew by one key per call doubled the planning time per call)
+GROUP_HOST_SEEN: OrderedDict = OrderedDict()
+GROUP_HOST_SEEN_MAX = 64
 
 
 def clear_plans() -> None:
@@ -841,3 +846,4 @@ def clear_plans() -> None:
     FAST_CALLS.clear()
     GROUP_PLANS.clear()
     GROUP_FAST_CALLS.clear()
+    GROUP_HOST_SEEN.clear()
