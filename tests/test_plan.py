@@ -1925,3 +1925,56 @@ def test_grouped_plan_arena_executors(monkeypatch, lib, poison, case):
         assert own, "the staging buffer (over 1 MiB) keeps its own allocation"
     if case == "dbias":
         assert any(len(steps[k].shape) == 2 for k in own)
+
+
+def test_grouped_fast_path_dispatch_of_host_and_device_dims(monkeypatch):
+    """fp4kit._grouped_device.group_quantize's memo dispatch: device dims (a stable signature) run
+    the checks once with the fast path, then hit; a host-dims signature takes the general path the
+    first time (remembered in the bounded _plan.GROUP_HOST_SEEN), builds the fast entry the second
+    time, hits from the third; one forgotten after GROUP_HOST_SEEN_MAX other host-dims signatures
+    starts over; dims new every call never reach the memo; a bad seed goes through the checks."""
+    from fp4kit import _grouped_device as gd
+
+    _plan.clear_plans()
+    log = []
+
+    def signature(x, fmt, num_groups, first_dims, last_dims, amax, dbias, max_elements, options):
+        d = first_dims if isinstance(first_dims, str) else tuple(first_dims)
+        return ("torch", 0, ("key", d), 0)
+
+    def checked(x, fmt, num_groups, first_dims, last_dims, amax, dbias, max_elements, options, fast):
+        log.append("general" if fast is None else "checked")
+        if fast is not None:
+            _plan.GROUP_FAST_CALLS[fast[2]] = ("entry", fast[2])
+        return log[-1]
+
+    def run_fast(entry, x, lib, dev, x_ptr, first_dims, last_dims, amax, seed):
+        log.append("hit")
+        assert entry == ("entry", ("key", first_dims if isinstance(first_dims, str) else tuple(first_dims)))
+        return "hit"
+
+    monkeypatch.setattr(gd, "_fast_signature", signature)
+    monkeypatch.setattr(gd, "_group_quantize_checked", checked)
+    monkeypatch.setattr(gd, "_run_fast", run_fast)
+
+    def calls(dims, n, **kw):
+        del log[:]
+        for _ in range(n):
+            gd.group_quantize(None, "mxfp8_e4m3", first_dims=dims, **kw)
+        return list(log)
+
+    assert calls("device-dims", 3) == ["checked", "hit", "hit"]              # not a list: no first sighting
+    assert calls([64, 0, 128], 4) == ["general", "checked", "hit", "hit"]
+    assert calls((64, 0, 128), 1) == ["hit"]                                 # the same signature
+    assert calls([64, 0, 128], 1, seed=-1) == ["checked"]                    # a bad seed: the checks
+    assert calls([1, 2], 1) == ["general"]
+    for k in range(_plan.GROUP_HOST_SEEN_MAX):                               # 64 other new signatures
+        assert calls([k, 1000], 1) == ["general"]
+    assert len(_plan.GROUP_HOST_SEEN) == _plan.GROUP_HOST_SEEN_MAX
+    assert calls([1, 2], 2) == ["general", "checked"]                        # forgotten: starts over
+    n_memo = len(_plan.GROUP_FAST_CALLS)
+    for k in range(300):                                                     # dims new every call
+        assert calls([k, 5000], 1) == ["general"]
+    assert len(_plan.GROUP_FAST_CALLS) == n_memo and len(_plan.GROUP_HOST_SEEN) == _plan.GROUP_HOST_SEEN_MAX
+    _plan.clear_plans()
+    assert not _plan.GROUP_HOST_SEEN and not _plan.GROUP_FAST_CALLS
