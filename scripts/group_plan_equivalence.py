@@ -21,18 +21,16 @@ one did not poison its metadata buffers).
 
     python scripts/group_plan_equivalence.py [REV]
 """
-import importlib.util
 import itertools
 import os
-import subprocess
 import sys
-import tempfile
 import types
 
 import numpy as np
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
+from _git_module import module_at  # noqa: E402  (scripts/)
 from fp4kit import _cuda, _plan  # noqa: E402
 from fp4kit import _cuda_grouped as new  # noqa: E402
 from fp4kit._grouped_device import _bounds  # noqa: E402
@@ -41,15 +39,7 @@ from fp4kit._validate import group_options  # noqa: E402
 from fp4kit.formats import FORMATS  # noqa: E402
 
 REV = sys.argv[1] if len(sys.argv) > 1 else "9eebd4f"
-src = subprocess.run(["git", "show", f"{REV}:fp4kit/_cuda_grouped.py"], cwd=REPO, check=True,
-                     capture_output=True).stdout
-with tempfile.NamedTemporaryFile("wb", suffix=".py", delete=False) as fh:
-    fh.write(src)
-spec = importlib.util.spec_from_file_location("fp4kit._cuda_grouped_before", fh.name)
-old = importlib.util.module_from_spec(spec)
-old.__package__ = "fp4kit"
-spec.loader.exec_module(old)
-os.unlink(fh.name)
+old = module_at(REPO, REV, "fp4kit/_cuda_grouped.py", "fp4kit._cuda_grouped_before")
 
 BASE = 1 << 44          # fake device addresses: BASE * allocation number (+ offsets)
 EVENTS = []
