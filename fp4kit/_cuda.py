@@ -108,16 +108,6 @@ _NP_DTYPES = {"uint8": np.uint8, "float32": np.float32, "int32": np.int32, "int6
 _NP_SCALARS = {"i64": np.int64, "i32": np.int32, "u32": np.uint32, "u64": np.uint64}
 
 
-def amax_store(amax, rows: bool, cols: bool) -> tuple:
-    """A caller's device amax as stored for the rowwise and / or columnwise operand: (rowwise,
-    columnwise) flat float32 copies (None where not asked for) with -0 as +0 (SPEC: an amax is
-    max |x|; a NumPy amax was normalised on the host), from one nvfp4_amax_out launch (quantize.cu:
-    an integer AND of the sign bit, so a subnormal amax is kept; CuPy's float kernels flush them)."""
-    plan = _plan.amax_store_plan(_cp().cuda.runtime.getDevice(), _sm_count_of, int(amax.size), rows, cols)
-    bufs = run_plan(plan, None, amax)
-    return tuple(None if o is None else bufs[o] for o in plan.outputs)
-
-
 def run_plan(plan, x, amax=None, seed: int = 0, fd=None, ld=None) -> list:
     """Run a launch plan (fp4kit._plan) with CuPy on the current device and stream.
 

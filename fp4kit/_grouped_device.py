@@ -310,7 +310,7 @@ def _group_quantize_checked(x, fmt, num_groups, first_dims, last_dims, amax, dbi
             with _device_ctx(da.device):
                 amax_cp = cp.asarray(check_amax_values(amax, members))
         else:              # device values: unchecked (no synchronisation); -0 as +0 where the launcher
-            amax_cp = a.array  # copies them into the result (_cuda_grouped, _cuda.amax_store)
+            amax_cp = a.array  # copies them into the result (the plan's nvfp4_amax_out launch)
     rows_total = da.shape[0] if kind in ("same", "varying_first") else None
     if not dev_dims:
         dims = ("host", tuple(host_first), tuple(host_last))

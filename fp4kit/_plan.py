@@ -567,17 +567,6 @@ def _amax_out(b: _Builder, src: Arg, n: int, mask: int, rs: int | None, cs: int 
                  (src, _i64(n), _u32(mask), _ptr(rs), _ptr(cs), tab_row, tab_col, _ptr(tabs)))
 
 
-def build_amax_store_plan(n: int, rows: bool, cols: bool, sm: int) -> Plan:
-    """The stored copies of a caller's n-element amax ("amax" argument) for the rowwise and / or
-    columnwise operand, -0 as +0 (grouped NVFP4 with supplied amaxes); outputs (rowwise, columnwise)
-    buffer numbers or None."""
-    b = _Builder()
-    rs = b.buffer((n,), "float32", EMPTY) if rows else None
-    cs = b.buffer((n,), "float32", EMPTY) if cols else None
-    _amax_out(b, _AMAX, n if rows or cols else 0, 0x7FFFFFFF, rs, cs, sm)
-    return b.plan((rs, cs))
-
-
 # ---------------------------------------------------------------------------------------------
 # quantize
 
@@ -779,19 +768,6 @@ def build_quantize_plan(M: int, K: int, input_dtype: str, opts, amax_size: int |
 _MAX_PLANS = 4096
 _QUANTIZE_PLANS: dict = {}
 _AMAX_PLANS: dict = {}
-_STORE_PLANS: dict = {}
-
-
-def amax_store_plan(device: int, sm_count, n: int, rows: bool, cols: bool) -> Plan:
-    """The memoised build_amax_store_plan for `device`."""
-    key = (device, n, rows, cols)
-    plan = _STORE_PLANS.get(key)
-    if plan is None:
-        plan = build_amax_store_plan(n, rows, cols, sm_count(device))
-        if len(_STORE_PLANS) >= _MAX_PLANS:
-            _STORE_PLANS.clear()
-        _STORE_PLANS[key] = plan
-    return plan
 
 
 def quantize_plan(device: int, sm_count, M: int, K: int, input_dtype: str, opts, amax_size: int | None,
@@ -842,7 +818,6 @@ def clear_plans() -> None:
     """Forget every memoised plan, and the fast paths' memos of them (tests)."""
     _QUANTIZE_PLANS.clear()
     _AMAX_PLANS.clear()
-    _STORE_PLANS.clear()
     FAST_CALLS.clear()
     GROUP_PLANS.clear()
     GROUP_FAST_CALLS.clear()

@@ -39,6 +39,20 @@ from fp4kit._validate import group_options  # noqa: E402
 from fp4kit.formats import FORMATS  # noqa: E402
 
 REV = sys.argv[1] if len(sys.argv) > 1 else "9eebd4f"
+def _amax_store_before(amax, rows, cols):
+    """fp4kit._cuda.amax_store as it was at 9eebd4f (the old launcher imports it; it was removed
+    with the launcher): one nvfp4_amax_out launch into new (n,) float32 copies of the caller's amax."""
+    b = _plan._Builder()
+    n = int(amax.size)
+    rs = b.buffer((n,), "float32", _plan.EMPTY) if rows else None
+    cs = b.buffer((n,), "float32", _plan.EMPTY) if cols else None
+    _plan._amax_out(b, _plan._AMAX, n if rows or cols else 0, 0x7FFFFFFF, rs, cs, _cuda._sm_count())
+    bufs = _cuda.run_plan(b.plan((rs, cs)), None, amax)
+    return tuple(None if o is None else bufs[o] for o in (rs, cs))
+
+
+if not hasattr(_cuda, "amax_store"):
+    _cuda.amax_store = _amax_store_before
 old = module_at(REPO, REV, "fp4kit/_cuda_grouped.py", "fp4kit._cuda_grouped_before")
 
 BASE = 1 << 44          # fake device addresses: BASE * allocation number (+ offsets)

@@ -1761,31 +1761,35 @@ def test_cupy_fast_path_end_to_end_with_fake_cupy(monkeypatch):
     _plan.clear_plans()
 
 
-def test_amax_store_plan_and_its_cupy_launcher(monkeypatch):
-    """Grouped NVFP4 with supplied amaxes: the stored copies come from build_amax_store_plan (one
-    nvfp4_amax_out launch, sign bit cleared), which _cuda.amax_store runs with the caller's amax."""
-    p = _plan.build_amax_store_plan(300, True, True, SM)
-    assert p.steps == (Buffer(0, (300,), "float32", EMPTY), Buffer(1, (300,), "float32", EMPTY),
-                       Launch("quantize", "nvfp4_amax_out", 2, 256,
-                              (AMAX, i64(300), u32(0x7FFFFFFF), buf(0), buf(1), NULL, NULL, NULL)))
-    assert p.outputs == (0, 1)
-    p = _plan.build_amax_store_plan(8, False, True, SM)
-    assert p.outputs == (None, 0) and p.launches()[0].args[3:5] == (NULL, buf(0))
-    assert _plan.build_amax_store_plan(0, True, True, SM).launches() == []
-    assert _plan.build_amax_store_plan(8, False, False, SM).launches() == []
-    log = _fake_cupy(monkeypatch)
-    _cuda._cp().cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(getDevice=lambda: 0))
-    monkeypatch.setattr(_cuda, "_sm_count_of", lambda dev: SM)
-    _plan.clear_plans()
-    amax = _FakeCupyArray(log, (8,), np.float32, "a")
-    row, col = _cuda.amax_store(amax, True, False)
-    assert col is None and row.name == "b1"
-    assert [e for e in log if e[0] != "fill"] == [
-        ("empty", (8,), "float32"),
-        ("launch", "nvfp4_amax_out", (1,), (256,),
-         ("a", ("int64", 8), ("uint32", 0x7FFFFFFF), "b1", ("uint64", 0), ("uint64", 0), ("uint64", 0), ("uint64", 0)))]
-    assert _plan.amax_store_plan(0, lambda d: SM, 8, True, False) is _plan.amax_store_plan(0, lambda d: SM, 8, True, False)
-    _plan.clear_plans()
+def test_grouped_plan_stores_a_supplied_amax_in_one_launch():
+    """Grouped NVFP4 with supplied amaxes: the stored copies for the result come from one
+    nvfp4_amax_out launch of the plan (the caller's amax, sign bit cleared: -0 as +0), into the
+    buffers the result returns as row_amax / col_amax; the columnwise copy only where the
+    columnwise amax is not computed (rht: the post-transform amax is)."""
+    from fp4kit import _cuda_grouped as cg
+    from fp4kit._grouped_device import _bounds
+    from fp4kit._validate import group_options
+
+    G, K, rows = 5, 128, 640
+    for kw, cols in ((dict(axis="both"), True), (dict(axis="rowwise"), False), (dict(axis="columnwise"), True),
+                     (dict(axis="both", rht=True), False)):
+        opts, _ = group_options("bfloat16", "nvfp4", kw, False)
+        caps = _bounds("varying_first", FORMATS["nvfp4"], opts, G, rows * K, None, K)
+        p = cg.build_group_quantize_plan("bfloat16", opts, G, rows * K, caps, 7, False, K, rows, ("dev", None, True),
+                                         SM, lambda module, kernel, cap: cap)
+        out = [s for s in p.launches() if s.kernel == "nvfp4_amax_out"]
+        assert len(out) == 1, kw
+        a = out[0].args
+        rs = p.outputs["row_amax"] if opts.want_rowwise else None
+        cs = p.outputs["col_amax"] if cols else None
+        assert a == (AMAX, i64(7), u32(0x7FFFFFFF), NULL if rs is None else buf(rs), NULL if cs is None else buf(cs),
+                     NULL, NULL, NULL), kw
+        for slot in (rs, cs):
+            if slot is not None:
+                assert Buffer(slot, (7,), "float32", EMPTY) in p.steps
+        # launched before any kernel that reads the stored copies
+        kernels = [s.kernel for s in p.launches()]
+        assert kernels.index("nvfp4_amax_out") < min(i for i, k in enumerate(kernels) if k.startswith("group_quantize"))
 
 
 def test_grouped_plans_issue_what_the_imperative_launcher_issued():
