@@ -1982,3 +1982,43 @@ def test_grouped_fast_path_dispatch_of_host_and_device_dims(monkeypatch):
     assert len(_plan.GROUP_FAST_CALLS) == n_memo and len(_plan.GROUP_HOST_SEEN) == _plan.GROUP_HOST_SEEN_MAX
     _plan.clear_plans()
     assert not _plan.GROUP_HOST_SEEN and not _plan.GROUP_FAST_CALLS
+
+
+def test_grouped_fast_signature_with_fake_torch(monkeypatch):
+    """fp4kit._grouped_device._fast_signature: which grouped calls may take the fast path, and the
+    memo key: device dims by shape and dtype (not values), host dims lists by value, the seed left
+    out, options in any order, every argument with its type; ineligible dims (other arrays,
+    non-contiguous, another device, NumPy integers, bools) -> None; unhashable options -> no key."""
+    from fp4kit import _grouped_device as gd
+
+    torch = _install_fake_torch(monkeypatch, False)
+    x = torch.Tensor(np.zeros((192, 64), np.uint16), torch.bfloat16)
+
+    def dev_dims(vals, dev=0):
+        return torch.Tensor(np.array(vals, np.int64), torch.int64, dev)
+
+    def sig(first=None, last=None, num_groups=None, amax=None, dbias=False, max_elements=None, **options):
+        return gd._fast_signature(x, "nvfp4", num_groups, first, last, amax, dbias, max_elements, options)
+
+    s = sig(dev_dims([64, 0, 128]), axis="both")
+    assert s[:2] == ("torch", 0) and s[3] == x.data_ptr() and s[2] is not None
+    assert sig(dev_dims([1, 2, 3]), axis="both")[2] == s[2]                      # device values not in the key
+    assert sig(dev_dims([1, 2, 3, 4]), axis="both")[2] != s[2]                   # the shape is
+    assert sig(dev_dims([64, 0, 128]), axis="both", seed=5)[2] == s[2]           # nor the seed
+    h = sig([64, 0, 128], axis="both", scale_layout="swizzled")
+    assert h[2] == sig((64, 0, 128), scale_layout="swizzled", axis="both")[2]   # any order; list or tuple
+    assert h[2] != sig([64, 0, 127], axis="both", scale_layout="swizzled")[2]   # host values are
+    assert sig([64, 0, 128], dbias=True)[2] != sig([64, 0, 128], dbias=1)[2]     # types are
+    v16 = sig(16, dev_dims([64, 0, 32]))                                         # varying_last: M in the key
+    assert v16[2] is not None and v16[2] != sig(17, dev_dims([64, 0, 32]))[2]
+    assert sig(16.0, dev_dims([64, 0, 32])) is None                              # only a plain int
+    amax = torch.Tensor(np.ones(3, np.float32), torch.float32)
+    assert sig(dev_dims([64, 0, 128]), amax=amax, axis="both")[2] != s[2]
+    assert sig(num_groups=3)[2] is not None
+    for bad in ([np.int64(64), 0, 128], [True, False], dev_dims([64, 0, 128], dev=1),
+                torch.Tensor(np.array([64, 9, 0, 9, 128, 9], np.int64)[::2], torch.int64), np.array([64, 0, 128]),
+                torch.Other(np.array([64, 0, 128], np.int64), torch.int64)):
+        assert sig(bad) is None, bad
+    assert sig(dev_dims([64, 0, 128]), axis=["both"])[2] is None                 # unhashable: the checks name it
+    assert sig(dev_dims([64, 0, 128]), axis=["both"])[0] == "torch"
+    _plan.clear_plans()
