@@ -1,8 +1,12 @@
-"""Launchers of the grouped kernels (cuda_src/grouped.cu): metadata, statistics, quantize, dequantize.
+"""Grouped kernels (cuda_src/grouped.cu): the launch plan of a grouped quantize (metadata,
+statistics, quantize, unswizzle of staged scales: build_group_quantize_plan, memoised by
+group_quantize_plan) and the grouped dequantize launch.
 
-Everything is queued on the current CuPy stream with no host synchronisation: dims are device
-int64 arrays (host dims were uploaded by the caller), and the grids are sized from the SM count and
-the caller's bounds (`_quantize_grid`), never from the dims' values.
+Nothing synchronises with the host: device dims reach the kernels as pointers, host dims as one
+host-to-device copy inside the plan, and the grids are sized from the SM count and the caller's
+bounds (`_quantize_grid`), never from the dims' values. `group_quantize` runs a plan with CuPy on
+the current CuPy stream (the general path); fp4kit._grouped_device's fast path runs the same plans
+with fp4kit._torch_exec.
 """
 from __future__ import annotations
 
@@ -70,7 +74,8 @@ def _quantize_grid(f, ext, input_dtype, rows_only, one_k, G, n_el, Kshared, rows
     grid and the loop-free kernel (one_tile_per_cta; H100, "both", G = 8: 2058 -> 1575 us with even
     member sizes, 1552 -> 1524 us with sizes % 128). Otherwise the kernels are persistent: the tile
     kernel runs one wave of resident CTAs, the run kernel SMs x 8 CTAs (it hid the per-member table
-    refills better: 563 us vs 600 us for one wave)."""
+    refills better: 563 us vs 600 us for one wave). resident(cap): the tile kernel's resident CTAs
+    per SM (at most cap); sm: the device's SM count."""
     if one_k:
         tiles_k = -(-Kshared // _QT)
         if rows_only:
