@@ -4,8 +4,8 @@
 #   bash scripts/gpu_check.sh            # logs go to $OUT when it is set, else a temporary folder
 # Steps: nvidia-smi -L; the GPU tests (pytest -m gpu); python3 -m fp4kit check --quick --require-gpu;
 # with FP4KIT_SANITIZE=1, scripts/sanitize.sh (compute-sanitizer memcheck, racecheck, initcheck,
-# synccheck); scripts/bench.py with $BENCH_ARGS (default --quick; "" runs the full benchmark,
-# "none" skips it).
+# synccheck); scripts/host_overhead.py with $HOST_ARGS (default --grouped, "none" skips it);
+# scripts/bench.py with $BENCH_ARGS (default --quick; "" runs the full benchmark, "none" skips it).
 # A summary (pass/fail per step) is printed last; the exit status is non-zero when any step failed.
 set -uo pipefail
 
@@ -39,6 +39,15 @@ run_step "gpu tests" gpu_tests.log python3 -m pytest tests -q -m gpu -p no:cache
 run_step "fp4kit check --quick" check_quick.log python3 -m fp4kit check --quick --require-gpu
 if [ "${FP4KIT_SANITIZE:-0}" = "1" ]; then
     run_step "compute-sanitizer" sanitize.log bash scripts/sanitize.sh
+fi
+# host time of the grouped ops (scripts/host_overhead.py; HOST_ARGS="none" skips it, "" runs the
+# single-tensor table too)
+if [ "${HOST_ARGS-}" = "none" ]; then
+    names+=("host time")
+    results+=("skipped (HOST_ARGS=none)")
+else
+    # shellcheck disable=SC2086
+    run_step "host time ${HOST_ARGS---grouped}" host_time.log python3 scripts/host_overhead.py ${HOST_ARGS---grouped}
 fi
 if [ "${BENCH_ARGS-}" = "none" ]; then
     names+=("bench")
