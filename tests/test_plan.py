@@ -884,6 +884,11 @@ def _fake_torch_module(device=0):
         def __getitem__(self, sl):
             return Tensor(self.arr[sl], self.dtype, self.dev)
 
+        def split_with_sizes(self, sizes):
+            edges = np.cumsum([0] + list(sizes))
+            assert edges[-1] == self.arr.size
+            return [Tensor(self.arr[a:b], self.dtype, self.dev) for a, b in zip(edges[:-1], edges[1:])]
+
     Tensor.__module__ = "torch"
 
     class Parameter(Tensor):
@@ -2021,4 +2026,75 @@ def test_grouped_fast_signature_with_fake_torch(monkeypatch):
         assert sig(bad) is None, bad
     assert sig(dev_dims([64, 0, 128]), axis=["both"])[2] is None                 # unhashable: the checks name it
     assert sig(dev_dims([64, 0, 128]), axis=["both"])[0] == "torch"
+    _plan.clear_plans()
+
+
+def test_grouped_fast_path_hit_end_to_end_with_fake_torch(monkeypatch):
+    """A memo hit of the grouped fast path with a (fake) PyTorch tensor and device dims: the
+    entry's plan run by _torch_exec.run (one arena allocation, poisoned), every launch's pointers
+    those of the result's arrays and the caller's dims, the result built without the checks (the
+    caller's dims object, the plan's last dims, metadata of the caller's library); another seed
+    reuses the entry; group_dequantize of the result takes its fast path (one raw launch)."""
+    import fp4kit
+    from fp4kit import _cuda_grouped as cg, _grouped_device as gd
+    from fp4kit._grouped_device import _bounds
+    from fp4kit._validate import group_options
+
+    torch = _install_fake_torch(monkeypatch, True)
+    G, K, first = 3, 128, [64, 0, 128]
+    rows = sum(first)
+    x = torch.Tensor(np.zeros((rows, K), np.uint16), torch.bfloat16)
+    dims = torch.Tensor(np.array(first, np.int64), torch.int64)
+    kw = dict(axis="both", scale_layout="swizzled")
+    opts, _ = group_options("bfloat16", "mxfp8_e4m3", kw, False)
+    caps = _bounds("varying_first", FORMATS["mxfp8_e4m3"], opts, G, rows * K, None, K)
+    plan = cg.build_group_quantize_plan("bfloat16", opts, G, rows * K, caps, None, False, K, rows, ("dev", None, True),
+                                        SM, lambda module, kernel, cap: cap)
+    calls = _fake_torch(monkeypatch, plan)
+    monkeypatch.setattr(_torch_exec, "_torch", lambda: torch)
+    key = gd._fast_signature(x, "mxfp8_e4m3", None, dims, None, None, False, None, kw)[2]
+    _plan.GROUP_FAST_CALLS[key] = (opts, plan, "mxfp8_e4m3", "varying_first", G, True, "bfloat16", None)
+    checked = []
+    monkeypatch.setattr(gd, "_group_quantize_checked", lambda *a: checked.append(a))
+
+    g = fp4kit.group_quantize(x, "mxfp8_e4m3", first_dims=dims, **kw)
+    assert not checked and isinstance(g, fp4kit.GroupedQuantizedTensor)
+    assert g.first_dims is dims and g.kind == "varying_first" and len(g) == G and g.offsets is None
+    assert g.options is opts and g.input_dtype == "bfloat16" and g.extra["library"] == "torch"
+    o = plan.outputs
+    for name, want in (("rowwise_data", rows * K), ("rowwise_scales", caps["srow"]), ("columnwise_data", rows * K),
+                       ("columnwise_scales", caps["scol"])):
+        t = getattr(g, name)
+        assert isinstance(t, torch.Tensor) and t.dtype is torch.uint8 and t.arr.shape == (want,), name
+        assert (t.arr == 0xA5).all(), name                        # poisoned; no kernel ran here
+    assert g.last_dims.dtype is torch.int64 and g.last_dims.arr.shape == (G,)
+    assert g.extra["meta"].dtype is torch.int64 and g.extra["error_flag"].dtype is torch.int32
+    assert g.extra["fd"] is dims and g.extra["ld"] is g.last_dims
+    kernels = [c[0] for c in calls]
+    assert kernels == [s.kernel for s in plan.launches()] == ["group_meta", "group_quantize4_f0_d1"]
+    meta = calls[0][4]
+    assert meta[:3] == (G, dims.data_ptr(), g.last_dims.data_ptr())
+    assert meta[11:13] == (g.extra["meta"].data_ptr(), g.extra["error_flag"].data_ptr())
+    q = calls[1][4]
+    assert q[0] == x.data_ptr() and q[3] == g.rowwise_data.data_ptr() and q[5] == g.columnwise_data.data_ptr()
+    assert q[4] == g.rowwise_scales.data_ptr() and q[6] == g.columnwise_scales.data_ptr()
+    ptrs = sorted(t.data_ptr() for t in (g.rowwise_data, g.rowwise_scales, g.columnwise_data, g.columnwise_scales,
+                                         g.last_dims, g.extra["meta"], g.extra["error_flag"]))
+    assert all(p % 256 == ptrs[0] % 256 for p in ptrs)          # one allocation, 256-byte offsets
+    g2 = fp4kit.group_quantize(x, "mxfp8_e4m3", first_dims=dims, seed=77, **kw)
+    assert not checked and g2.options.seed == 77 and g2.rowwise_data.data_ptr() != g.rowwise_data.data_ptr()
+
+    for operand, col in (("rowwise", 0), ("columnwise", 1)):
+        launched = []
+        monkeypatch.setattr(_torch_exec, "raw_launch", lambda *a: launched.append(a))
+        back = fp4kit.group_dequantize(g, "float32", operand=operand)
+        assert back.data.dtype is torch.float32 and back.data.arr.shape == (rows * K,) and back.offsets is None
+        assert back.group is g and back.first_dims is dims and back.operand == operand
+        (dev, module, kernel, grid, values, stream), = launched
+        assert (dev, module, kernel, stream) == (0, "grouped", "group_dequantize_f0_o0", 0xABC0)
+        assert grid == cg.dequantize_kernel("mxfp8_e4m3", "float32", rows * K, SM)[1]
+        pre = operand + "_"
+        assert values == (getattr(g, pre + "data").data_ptr(), getattr(g, pre + "scales").data_ptr(), 0, G,
+                          g.extra["meta"].data_ptr(), dims.data_ptr(), g.last_dims.data_ptr(), col, 1, 0,
+                          back.data.data_ptr()), operand
     _plan.clear_plans()
