@@ -100,10 +100,11 @@ _OP_EMPTY, _OP_ZEROS, _OP_COPY, _OP_VIEW, _OP_LAUNCH, _OP_ZERO_FILL, _OP_FILL, _
 # A plan with `arena` set: its one-dimensional EMPTY / ZEROS buffers come from one uint8 allocation
 # (_OP_ARENA, at the first of them), each at a multiple of _ARENA_ALIGN bytes; the buffers the
 # caller gets (outputs, sources of views and copies) as views of it, the others only as pointers.
-# Scratch buffers larger than _ARENA_SCRATCH_MAX bytes keep their own allocation (freed once the
-# call has queued its work, not kept alive with the results).
+# Buffers larger than _ARENA_MAX bytes keep their own allocation: a large scratch buffer is freed
+# once the call has queued its work instead of living as long as the results, and a large output
+# (an operand's codes or scales) can be freed on its own (a view keeps its whole allocation alive).
 _ARENA_ALIGN = 256
-_ARENA_SCRATCH_MAX = 1 << 20
+_ARENA_MAX = 1 << 20
 _ITEMSIZE = {"uint8": 1, "float32": 4, "int32": 4, "int64": 8, "float64": 8}
 _DTYPE_NAMES = tuple(_ITEMSIZE)
 
@@ -216,7 +217,7 @@ def _arena_layout(plan, torch_views: bool, dtypes: dict):
     for st in plan.steps:
         if type(st) is _plan.Buffer and st.init in (_plan.EMPTY, _plan.ZEROS) and len(st.shape) == 1:
             nbytes = st.shape[0] * _ITEMSIZE[st.dtype]
-            if st.slot in needed or nbytes <= _ARENA_SCRATCH_MAX:
+            if nbytes <= _ARENA_MAX:
                 members.append((st.slot in needed, st, nbytes))
     members.sort(key=lambda m: not m[0])            # the views first (stable: plan order within)
     off, ptrs, zeros, views, sizes = 0, [], [], [], []
