@@ -260,7 +260,6 @@ def build_group_quantize_plan(input_dtype, opts, G, n_el, caps, amax_size, dbias
         fd, ld, fill_last = P._buf(hd), P._at(hd, 8 * G), False
     else:
         _, fill_first, fill_last = dims
-        fd = ld = None
         if fill_first is not None:
             out["fd"] = b.buffer((G,), "int64", P.FILL, value=int(fill_first))
         if fill_last:               # (G,) of K: written by the metadata launch

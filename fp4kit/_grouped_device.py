@@ -207,19 +207,29 @@ def _run_fast(entry, x, lib: str, dev: int, x_ptr: int, first_dims, last_dims, a
     ld = last_dims if o["ld"] is None else bufs[o["ld"]]
     s = o["dbias"]
     dbias = None if s is None else (bufs[s].float() if lib == "torch" else bufs[s].astype(np.float32))
+    return _result(entry, opts, lambda name: None if o[name] is None else bufs[o[name]], (fd, ld),
+                   (bufs[o["meta"]], bufs[o["err"]], fd, ld), lib, dbias)
+
+
+def _result(entry, opts, array, dims, extra_arrays, lib: str, dbias) -> GroupedQuantizedTensor:
+    """The GroupedQuantizedTensor of one run of an entry's plan, built without the constructor
+    (a frozen dataclass whose fields the checks of the call's first run have vouched for).
+    array(name): the result's array of plan output `name`; dims: the device (first, last) dims of
+    the result (host dims come from the entry); extra_arrays: (meta, error flags, fd, ld) as the
+    launches saw them."""
+    fname, kind, G, dev_dims, input_dtype, host = entry[2:]
     if host is None:
-        first_t, last_t, offsets, so_row, so_col = fd, ld, None, (), ()
+        first_t, last_t, offsets, so_row, so_col = dims[0], dims[1], None, (), ()
     else:
         first_t, last_t, offsets, so_row, so_col = host
+    meta, err, fd, ld = extra_arrays
     g = _new(GroupedQuantizedTensor)
-    get = lambda name: None if o[name] is None else bufs[o[name]]  # noqa: E731
     g.__dict__.update(
         format=fname, kind=kind, first_dims=first_t, last_dims=last_t, offsets=offsets, options=opts,
-        rowwise_data=get("row_data"), rowwise_scales=get("row_scales"), rowwise_amax=get("row_amax"),
-        columnwise_data=get("col_data"), columnwise_scales=get("col_scales"), columnwise_amax=get("col_amax"),
+        rowwise_data=array("row_data"), rowwise_scales=array("row_scales"), rowwise_amax=array("row_amax"),
+        columnwise_data=array("col_data"), columnwise_scales=array("col_scales"), columnwise_amax=array("col_amax"),
         scale_offsets_rowwise=so_row, scale_offsets_columnwise=so_col, dbias=dbias, input_dtype=input_dtype,
-        extra={"meta": bufs[o["meta"]], "error_flag": bufs[o["err"]], "fd": fd, "ld": ld, "G": G,
-               "device_dims": dev_dims, "library": lib})
+        extra={"meta": meta, "error_flag": err, "fd": fd, "ld": ld, "G": G, "device_dims": dev_dims, "library": lib})
     return g
 
 
@@ -316,15 +326,15 @@ def _group_quantize_checked(x, fmt, num_groups, first_dims, last_dims, amax, dbi
         dims = ("host", tuple(host_first), tuple(host_last))
     else:
         dims = ("dev", Mshared if kind == "varying_last" else None, fill_last)
+    host = None
+    if not dev_dims:
+        host = (tuple(host_first), tuple(host_last), lay.offsets,
+                lay.scale_offsets_rowwise if opts.want_rowwise else (),
+                lay.scale_offsets_columnwise if opts.want_columnwise else ())
     if fast is not None:
         lib, dev, key, x_ptr = fast
         plan = _cuda.group_quantize_plan(dev, da.dtype, opts, G, n_el, caps, None if amax_cp is None else int(amax_cp.size),
                                          dbias, Kshared, rows_total, dims)
-        host = None
-        if not dev_dims:
-            host = (tuple(host_first), tuple(host_last), lay.offsets,
-                    lay.scale_offsets_rowwise if opts.want_rowwise else (),
-                    lay.scale_offsets_columnwise if opts.want_columnwise else ())
         entry = (opts, plan, f.name, kind, G, dev_dims, da.dtype, host)
         g = _run_fast(entry, x, lib, dev, x_ptr, first_dims, last_dims, amax, opts.seed)
         if key is not None:
@@ -340,20 +350,9 @@ def _group_quantize_checked(x, fmt, num_groups, first_dims, last_dims, amax, dbi
                                    dbias=dbias, Kshared=Kshared, rows_total=rows_total, dims=dims)
         lib = da.library
         conv = lambda a: None if a is None else _interop.to_library(a, lib)  # noqa: E731
-        if dev_dims:
-            first_t, last_t, offsets = conv(res["fd"]), conv(res["ld"]), None
-        else:
-            first_t, last_t, offsets = host_first, host_last, lay.offsets
-        return GroupedQuantizedTensor(
-            format=f.name, kind=kind, first_dims=first_t, last_dims=last_t, offsets=offsets, options=opts,
-            rowwise_data=conv(res["row_data"]), rowwise_scales=conv(res["row_scales"]),
-            rowwise_amax=conv(res["row_amax"]), columnwise_data=conv(res["col_data"]),
-            columnwise_scales=conv(res["col_scales"]), columnwise_amax=conv(res["col_amax"]),
-            scale_offsets_rowwise=lay.scale_offsets_rowwise if not dev_dims and opts.want_rowwise else (),
-            scale_offsets_columnwise=lay.scale_offsets_columnwise if not dev_dims and opts.want_columnwise else (),
-            dbias=conv(res["dbias"]), input_dtype=da.dtype,
-            extra={"meta": res["meta"], "error_flag": res["err"], "fd": res["fd"], "ld": res["ld"], "G": G,
-                   "device_dims": dev_dims, "library": lib})
+        return _result((opts, None, f.name, kind, G, dev_dims, da.dtype, host), opts, lambda name: conv(res[name]),
+                       (conv(res["fd"]), conv(res["ld"])), (res["meta"], res["err"], res["fd"], res["ld"]), lib,
+                       conv(res["dbias"]))
 
 
 def group_dequantize(g: GroupedQuantizedTensor, dtype="float32", operand="rowwise") -> GroupedArray:

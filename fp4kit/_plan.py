@@ -113,8 +113,8 @@ class Plan:
     tuple of buffer numbers; grouped quantize -> a dict of buffer numbers (or None) by name.
     `exec_cache` is for executors: per-plan state they derive once (resolved kernel handles, packed
     arguments); the planner never reads it. `arena`: the fast-path executors may carve the plan's
-    one-dimensional EMPTY / ZEROS buffers from one allocation (fp4kit._torch_exec: one allocator
-    call instead of one per buffer; the results are views of it).
+    small one-dimensional EMPTY / ZEROS buffers from one allocation (fp4kit._torch_exec: one
+    allocator call instead of one per buffer; the results are views of it).
     """
 
     __slots__ = ("steps", "outputs", "n_buffers", "exec_cache", "arena")
@@ -805,7 +805,7 @@ def amax_plan(device: int, sm_count, M: int, K: int, input_dtype: str, mode: str
 # validated options, plan and result layout. It lives here so that clear_plans forgets it too.
 FAST_CALLS: dict = {}
 # The grouped launcher's plans (fp4kit._cuda_grouped.group_quantize_plan) and the grouped fast
-# path's memo of validated calls (fp4kit._grouped_device._group_fast).
+# path's memo of validated calls (fp4kit._grouped_device.group_quantize).
 GROUP_PLANS: dict = {}
 GROUP_FAST_CALLS: dict = {}
 # host-dims signatures of the grouped fast path seen once, the most recent GROUP_HOST_SEEN_MAX (a

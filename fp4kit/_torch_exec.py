@@ -105,8 +105,8 @@ _OP_EMPTY, _OP_ZEROS, _OP_COPY, _OP_VIEW, _OP_LAUNCH, _OP_ZERO_FILL, _OP_FILL, _
 # (an operand's codes or scales) can be freed on its own (a view keeps its whole allocation alive).
 _ARENA_ALIGN = 256
 _ARENA_MAX = 1 << 20
-_ITEMSIZE = {"uint8": 1, "float32": 4, "int32": 4, "int64": 8, "float64": 8}
-_DTYPE_NAMES = tuple(_ITEMSIZE)
+# plan buffer dtypes: fp4kit._cuda._NP_DTYPES names them (the general path's CuPy dtypes)
+_ITEMSIZE = {n: d().itemsize for n, d in _cuda._NP_DTYPES.items()}
 
 
 class _Prepared:
@@ -122,7 +122,7 @@ class _Prepared:
         if lib == "torch":
             torch = _torch()
             if not _TORCH_DTYPES:
-                _TORCH_DTYPES.update({n: getattr(torch, n) for n in _DTYPE_NAMES})
+                _TORCH_DTYPES.update({n: getattr(torch, n) for n in _ITEMSIZE})
             dtypes = _TORCH_DTYPES
             self.empty = torch.empty
             self.full = torch.full
@@ -132,7 +132,7 @@ class _Prepared:
         else:                                       # CuPy: NumPy dtypes, cupy.empty, CuPy's current stream
             import cupy
             import numpy as np
-            dtypes = {n: np.dtype(n) for n in _DTYPE_NAMES}
+            dtypes = {n: np.dtype(d) for n, d in _cuda._NP_DTYPES.items()}
             self.empty = cupy.empty
             self.full = cupy.full
             self.tensor = lambda values, dtype: cupy.asarray(np.array(values, dtype=dtype))  # noqa: E731
@@ -220,23 +220,24 @@ def _arena_layout(plan, torch_views: bool, dtypes: dict):
             if nbytes <= _ARENA_MAX:
                 members.append((st.slot in needed, st, nbytes))
     members.sort(key=lambda m: not m[0])            # the views first (stable: plan order within)
-    off, ptrs, zeros, views, sizes = 0, [], [], [], []
+    off, end, ptrs, zeros, views, sizes = 0, 0, [], [], [], []    # end: where the last torch chunk ends
     for keep, st, nbytes in members:
         ptrs.append((st.slot, off))
         if st.init == _plan.ZEROS and nbytes:
             zeros.append((off, nbytes))
         if keep:
             if torch_views:
-                if off > sum(sizes):
-                    sizes.append(off - sum(sizes))              # the gap before this view
+                if off > end:
+                    sizes.append(off - end)                     # the gap before this view
                 views.append((st.slot, None if st.dtype == "uint8" else dtypes[st.dtype], len(sizes)))
                 sizes.append(nbytes)
+                end = off + nbytes
             else:
                 views.append((st.slot, off, st.shape[0], dtypes[st.dtype]))
         off += -(-nbytes // _ARENA_ALIGN) * _ARENA_ALIGN
     total = off
     if torch_views:
-        sizes.append(total - sum(sizes))
+        sizes.append(total - end)
     op = (_OP_ARENA, total, tuple(sizes) if torch_views else None, tuple(views), tuple(ptrs), tuple(zeros))
     return op, {st.slot for _, st, _ in members}
 

@@ -2098,3 +2098,30 @@ def test_grouped_fast_path_hit_end_to_end_with_fake_torch(monkeypatch):
                           g.extra["meta"].data_ptr(), dims.data_ptr(), g.last_dims.data_ptr(), col, 1, 0,
                           back.data.data_ptr()), operand
     _plan.clear_plans()
+
+
+def test_grouped_result_without_the_constructor_matches_it():
+    """_grouped_device._result (both paths' result objects) sets every field the public
+    GroupedQuantizedTensor constructor sets, host dims from the entry, device dims as given."""
+    import dataclasses
+
+    from fp4kit import _grouped_device as gd
+    from fp4kit.tensor import GroupedQuantizedTensor
+    from fp4kit._validate import group_options
+
+    opts, _ = group_options("float32", "nvfp4", dict(axis="both"), False)
+    arrays = {n: f"<{n}>" for n in ("row_data", "row_scales", "row_amax", "col_data", "col_scales", "col_amax")}
+    for host in (None, ((64, 0), (32, 32), (0, 2048, 2048), (0, 512, 512), (0, 256, 256))):
+        entry = (opts, None, "nvfp4", "varying_first", 2, host is None, "float32", host)
+        g = gd._result(entry, opts, arrays.get, ("<fd>", "<ld>"), ("<meta>", "<err>", "<fd>", "<ld>"), "cupy", None)
+        first, last, offsets, so_row, so_col = host or ("<fd>", "<ld>", None, (), ())
+        want = GroupedQuantizedTensor(
+            format="nvfp4", kind="varying_first", first_dims=first, last_dims=last, offsets=offsets, options=opts,
+            rowwise_data="<row_data>", rowwise_scales="<row_scales>", rowwise_amax="<row_amax>",
+            columnwise_data="<col_data>", columnwise_scales="<col_scales>", columnwise_amax="<col_amax>",
+            scale_offsets_rowwise=so_row, scale_offsets_columnwise=so_col, dbias=None, input_dtype="float32",
+            extra={"meta": "<meta>", "error_flag": "<err>", "fd": "<fd>", "ld": "<ld>", "G": 2,
+                   "device_dims": host is None, "library": "cupy"})
+        assert type(g) is GroupedQuantizedTensor
+        assert {f.name for f in dataclasses.fields(GroupedQuantizedTensor)} == set(g.__dict__)
+        assert g.__dict__ == want.__dict__
