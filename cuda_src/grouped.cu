@@ -1,5 +1,6 @@
 // fp4kit: grouped (MoE) quantize / dequantize, SPEC section 7.
 //
+// group_dims_store  host dims passed by value -> a device buffer (the fast path's host dims).
 // group_meta        one CTA: member dims (device int64) -> prefixes and offsets, checked; on any
 //                   error it sets the error flags and zeroes every work list, so the kernels below
 //                   do nothing and nothing is written out of bounds. With one K it also writes the
@@ -184,6 +185,19 @@ enum MetaCheck : int { MCHK_NEGATIVE = 1, MCHK_TOO_BIG = 2 };   // besides GERR_
 __device__ __forceinline__ u64 sat_add(u64 a, u64 b) {   // a, b <= INT64_MAX
     const u64 c = a + b, cap = 0x7FFFFFFFFFFFFFFFull;
     return c > cap ? cap : c;
+}
+
+// group_dims_store: n <= DIMS_ARG_MAX int64 values passed by value, stored at dst (the host dims
+// of a grouped quantize on the fast path, fp4kit._torch_exec: no host-to-device copy, so no pinned
+// staging and no synchronisation, and a captured CUDA graph keeps the values it was captured with).
+// The parameter block stays within 4 KB (16 + 8 DIMS_ARG_MAX bytes); fp4kit._plan.DIMS_ARG_MAX
+// mirrors the bound.
+#define DIMS_ARG_MAX 480
+struct DimsArg {
+    i64 v[DIMS_ARG_MAX];
+};
+extern "C" __global__ void __launch_bounds__(256) group_dims_store(i64* dst, i64 n, DimsArg d) {
+    for (int i = threadIdx.x; i < n; i += blockDim.x) dst[i] = d.v[i];
 }
 
 extern "C" __global__ void __launch_bounds__(META_THREADS)

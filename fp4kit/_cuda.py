@@ -156,6 +156,9 @@ def run_plan(plan, x, amax=None, seed: int = 0, fd=None, ld=None) -> list:
                     args.append(fd)
                 elif k == "ld":
                     args.append(ld)
+                elif k == "dims":
+                    raise ValueError("fp4kit internal: plans with host values as kernel parameters ('dims' "
+                                     "arguments) run on fp4kit._torch_exec's executors, not run_plan")
                 else:
                     args.append(_NP_SCALARS[k](arg.value))
             grid = (step.grid,) if step.grid_y == step.grid_z == 1 else (step.grid, step.grid_y, step.grid_z)

@@ -3,7 +3,8 @@ statistics, quantize, unswizzle of staged scales: build_group_quantize_plan, mem
 group_quantize_plan) and the grouped dequantize launch.
 
 Nothing synchronises with the host: device dims reach the kernels as pointers, host dims as one
-host-to-device copy inside the plan, and the grids are sized from the SM count and the caller's
+host-to-device copy inside the plan (the general path) or as kernel parameters of a store launch
+(the fast path), and the grids are sized from the SM count and the caller's
 bounds (`_quantize_grid`), never from the dims' values. `group_quantize` runs a plan with CuPy on
 the current CuPy stream (the general path); fp4kit._grouped_device's fast path runs the same plans
 with fp4kit._torch_exec.
@@ -220,7 +221,10 @@ def build_group_quantize_plan(input_dtype, opts, G, n_el, caps, amax_size, dbias
     count of the caller's device amax (an "amax" argument: NVFP4, one per member); dbias: per-member
     column sums (float64 buffer "dbias"); Kshared / rows_total: the one K and the caller's row count
     (kinds same / varying_first), else None. dims, where the int64 dims come from:
-    ("host", first, last) the host tuples (one H2D copy, first then last); ("dev", fill_first,
+    ("host", first, last) the host tuples (one H2D copy, first then last); ("param", G) the call's
+    host values (first then last dims, 2 G int64) as kernel parameters ("dims" arguments of
+    group_dims_store launches, DIMS_ARG_MAX values each: the fast-path executors only; with caps
+    that bound any dims, the plan serves every host dims of G members); ("dev", fill_first,
     fill_last) the caller's device arrays ("fd" / "ld" arguments) but for first dims all equal to
     the int fill_first (not None: a FILL buffer) and, with fill_last, last dims written by
     group_meta (all Kshared) into a new buffer. sm: SMs of the device; resident(module, kernel,
@@ -253,8 +257,14 @@ def build_group_quantize_plan(input_dtype, opts, G, n_el, caps, amax_size, dbias
     tabs_sup = bool(one and f.is_nvfp4 and amax_size is not None and G > 0)
     out = dict.fromkeys(("meta", "err", "fd", "ld", "row_data", "row_scales", "row_amax", "col_data", "col_scales",
                          "col_amax", "dbias"))
-    if dims[0] == "host":           # one host-to-device copy of both
-        hd = b.buffer((2 * G,), "int64", P.HOST, value=tuple(dims[1]) + tuple(dims[2]))
+    if dims[0] in ("host", "param"):
+        if dims[0] == "host":       # one host-to-device copy of both
+            hd = b.buffer((2 * G,), "int64", P.HOST, value=tuple(dims[1]) + tuple(dims[2]))
+        else:                       # the call's first then last dims, as kernel parameters
+            hd = b.buffer((2 * G,), "int64", P.EMPTY)
+            for c in range(0, 2 * G, P.DIMS_ARG_MAX):
+                b.launch("grouped", "group_dims_store", 1, (
+                    P._at(hd, 8 * c), P._i64(min(P.DIMS_ARG_MAX, 2 * G - c)), Arg("dims", c)))
         out["fd"] = hd
         out["ld"] = b.buffer((G,), "int64", P.VIEW, src=hd, start=G)
         fd, ld, fill_last = P._buf(hd), P._at(hd, 8 * G), False
@@ -402,7 +412,7 @@ def group_quantize_plan(device: int, input_dtype, opts, G, n_el, caps, amax_size
     part of the key, so dims that change every call would fill the memo (the dict's growth alone
     doubled a call's planning time, 34 -> 62-68 us per call over 3000 distinct dims, CPU); the
     grouped fast path's memo entry keeps the plan of a host-dims signature seen twice."""
-    if dims[0] == "host":
+    if dims[0] == "host":       # ("param", G) plans hold no dims values: memoised
         return build_group_quantize_plan(input_dtype, opts, G, n_el, caps, amax_size, dbias, Kshared, rows_total, dims,
                                          _sm_count_of(device), _resident)
     key = (device, input_dtype, opts.format, opts.axis, opts.scale_layout, opts.scale_rule, opts.tile_2d,

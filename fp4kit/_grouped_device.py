@@ -98,7 +98,6 @@ def _bounds(kind, f, opts, G, N, Mshared, Kshared):
 
 
 _SEED_MAX = 2**64 - 1
-_SEEN = object()            # not in GROUP_HOST_SEEN (see group_quantize)
 
 
 def group_quantize(x, fmt, num_groups=None, first_dims=None, last_dims=None, amax=None, dbias=False,
@@ -112,32 +111,79 @@ def group_quantize(x, fmt, num_groups=None, first_dims=None, last_dims=None, ama
     has passed, and a repeated call runs the plan with fp4kit._torch_exec (buffers from the
     caller's library, raw launches on its current stream) and builds its result without the
     checks. The seed is not in the signature (a kernel argument); an int seed in [0, 2**64 - 1]
-    reuses the entry, any other goes through the checks. Host dims lists are part of the signature,
-    so the first call of such a signature takes the general path and a second one among the next
-    _plan.GROUP_HOST_SEEN_MAX host-dims signatures builds the entry (dims that change every call
-    stay on the general path instead of planning every call, and fill no memo).
+    reuses the entry, any other goes through the checks. Host dims lists enter the signature by
+    their length only: their plan serves any values (buffers sized from the bounds of device dims,
+    the values passed as kernel parameters of one small launch, results trimmed to the call's
+    sizes), and each call's values are checked on the host before any launch (_host_info;
+    the last _plan.GROUP_HOST_LAYOUTS_MAX distinct dims are remembered with their layouts).
     Anything else takes the general path (CuPy buffers, results handed back through DLPack). Both
-    issue the same launches."""
+    issue the same launches, but for the fast path's store of host dims."""
     fast = _fast_signature(x, fmt, num_groups, first_dims, last_dims, amax, dbias, max_elements, options)
     if fast is not None and fast[2] is not None:
         entry = _plan.GROUP_FAST_CALLS.get(fast[2])
-        if entry is None and (type(first_dims) in (list, tuple) or type(last_dims) in (list, tuple)):
-            # host dims lists: their values are part of the signature (and of the plan: the exact
-            # buffer sizes), so dims that change every call would build a plan per call; a signature
-            # seen for the first time takes the general path and is remembered among the last few
-            # (GROUP_HOST_SEEN), its second call builds the fast path's entry
-            seen = _plan.GROUP_HOST_SEEN
-            if seen.pop(fast[2], _SEEN) is _SEEN:
-                seen[fast[2]] = None
-                if len(seen) > _plan.GROUP_HOST_SEEN_MAX:
-                    seen.popitem(last=False)
-                fast = None
-        elif entry is not None:
+        if entry is not None:
             seed = options.get("seed", 0)
             if type(seed) is int and 0 <= seed <= _SEED_MAX:
-                return _run_fast(entry, x, fast[0], fast[1], fast[3], first_dims, last_dims, amax, seed)
+                if entry[7] is None:
+                    return _run_fast(entry, x, fast[0], fast[1], fast[3], first_dims, last_dims, amax, seed)
+                # host dims: this call's values checked (ValueError before any launch)
+                info = _host_info(entry, fast[2], fast[4], x, num_groups, first_dims, last_dims, amax)
+                if info is not None:
+                    return _run_fast(entry, x, fast[0], fast[1], fast[3], first_dims, last_dims, amax, seed, info)
     return _group_quantize_checked(x, fmt, num_groups, first_dims, last_dims, amax, dbias, max_elements, options,
                                    fast)
+
+
+def _host_layout(f, opts, kind: str, first: tuple, last: tuple, lay=None) -> tuple:
+    """(kind, the result's host fields (first, last, offsets, rowwise and columnwise scale
+    offsets), the dims as the plan's host values, the exact sizes of the outputs that a plan of
+    bounds sizes larger) of validated host dims."""
+    if lay is None:
+        lay = grouped_layout(f, opts, first, last)
+    host = (first, last, lay.offsets, lay.scale_offsets_rowwise if opts.want_rowwise else (),
+            lay.scale_offsets_columnwise if opts.want_columnwise else ())
+    exact = {"row_scales": lay.scale_offsets_rowwise[-1], "col_scales": lay.scale_offsets_columnwise[-1],
+             "row_amax": lay.amax_offsets_rowwise[-1], "col_amax": lay.amax_offsets_columnwise[-1]}
+    return kind, host, first + last, exact
+
+
+def _remember_layout(ckey, info) -> None:
+    layouts = _plan.GROUP_HOST_LAYOUTS
+    layouts[ckey] = info
+    if len(layouts) > _plan.GROUP_HOST_LAYOUTS_MAX:
+        layouts.popitem(last=False)
+
+
+def _host_info(entry, key, hkey, x, num_groups, first_dims, last_dims, amax):
+    """_host_layout of a memo hit's host dims, checked as the general path checks them (the same
+    errors, before any launch), remembered among the last few; None where the call needs the
+    general path's checks (a row-scaled amax whose length is not this call's row count)."""
+    ckey = (key, hkey)
+    layouts = _plan.GROUP_HOST_LAYOUTS
+    info = layouts.get(ckey)
+    if info is not None:
+        layouts.move_to_end(ckey)
+        return info
+    opts = entry[0]
+    f = FORMATS[entry[2]]
+    shape = tuple(x.shape)
+    kind, first, last = group_dims(shape, num_groups, first_dims, last_dims)
+    group_member_checks(f, opts, kind, first, last, shape, first_dims)
+    info = _host_layout(f, opts, kind, first, last)
+    if amax is not None and opts.row_scaled and int(amax.shape[0]) != info[3]["row_amax"]:
+        return None
+    if not _within(info, entry[7]):
+        return None
+    _remember_layout(ckey, info)
+    return info
+
+
+def _within(info, caps: dict) -> bool:
+    """Whether the exact sizes of _host_layout `info` fit a plan of buffer bounds `caps` (they do
+    but for rows of members with no columns, which the bounds of device dims leave out)."""
+    exact = info[3]
+    return (exact["row_scales"] <= caps["srow"] and exact["col_scales"] <= caps["scol"]
+            and exact["row_amax"] <= caps["arow"] and exact["col_amax"] <= caps["acol"])
 
 
 def _dims_signature(d, lib: str, nd, dev: int):
@@ -163,8 +209,9 @@ def _dims_signature(d, lib: str, nd, dev: int):
 
 
 def _fast_signature(x, fmt, num_groups, first_dims, last_dims, amax, dbias, max_elements, options):
-    """(library, device, memo key, x's pointer) when the call can take the grouped fast path (the
-    key None where its arguments do not hash), else None."""
+    """(library, device, memo key, x's pointer, host dims key) when the call can take the grouped
+    fast path (the memo key None where its arguments do not hash; the host dims key: the dims'
+    values, None for device dims), else None."""
     from . import _device_api as api
     dev = api._torch_fast_device(x, amax)
     if dev is not None:
@@ -178,46 +225,64 @@ def _fast_signature(x, fmt, num_groups, first_dims, last_dims, amax, dbias, max_
     lsig = _dims_signature(last_dims, lib, nd, dev)
     if fsig is False or lsig is False:
         return None
+    # host dims (no device array): the key holds a list's length, the values go to the layout memo
+    host = (fsig is None or fsig[0] != "a") and (lsig is None or lsig[0] != "a")
+    hkey = (fsig, lsig) if host else None
     try:
-        key = (lib, dev, tuple(x.shape), x.dtype, fmt, type(fmt), num_groups, type(num_groups), fsig, lsig,
+        key = (lib, dev, tuple(x.shape), x.dtype, fmt, type(fmt), num_groups, type(num_groups),
+               ("L", len(fsig[1])) if fsig is not None and fsig[0] == "l" else fsig,
+               ("L", len(lsig[1])) if lsig is not None and lsig[0] == "l" else lsig,
                None if amax is None else (tuple(amax.shape), amax.dtype), dbias, type(dbias), max_elements,
                type(max_elements), tuple(sorted((k, v, type(v)) for k, v in options.items() if k != "seed")))
         hash(key)
     except TypeError:                   # an unhashable argument: the checks will name it
         key = None
-    return lib, dev, key, x_ptr
+    return lib, dev, key, x_ptr, hkey
 
 
-def _run_fast(entry, x, lib: str, dev: int, x_ptr: int, first_dims, last_dims, amax, seed: int):
+def _run_fast(entry, x, lib: str, dev: int, x_ptr: int, first_dims, last_dims, amax, seed: int, info=None):
     """Run a memo entry's plan with the caller's library (fp4kit._torch_exec) and build the result
-    without the constructors' checks (the entry's first call passed them on the same layout)."""
+    without the constructors' checks (the entry's first call passed them on the same layout).
+    info: _host_layout of the call's host dims (entries of host dims), else None."""
     opts, plan, fname, kind, G, dev_dims, input_dtype, host = entry
     if seed != opts.seed:
         opts = _options_with_seed(opts, seed)
     o = plan.outputs
+    host_vals = () if info is None else info[2]
     if lib == "torch":
         fd_ptr = first_dims.data_ptr() if dev_dims and o["fd"] is None else 0
         ld_ptr = last_dims.data_ptr() if dev_dims and o["ld"] is None else 0
-        bufs = _torch_exec.run(plan, x, amax, seed, dev, x_ptr, fd_ptr, ld_ptr)
+        bufs = _torch_exec.run(plan, x, amax, seed, dev, x_ptr, fd_ptr, ld_ptr, host_vals)
     else:
         fd_ptr = first_dims.data.ptr if dev_dims and o["fd"] is None else 0
         ld_ptr = last_dims.data.ptr if dev_dims and o["ld"] is None else 0
-        bufs = _torch_exec.run_cupy(plan, x, amax, seed, x_ptr, fd_ptr, ld_ptr)
+        bufs = _torch_exec.run_cupy(plan, x, amax, seed, x_ptr, fd_ptr, ld_ptr, host_vals)
     fd = first_dims if o["fd"] is None else bufs[o["fd"]]
     ld = last_dims if o["ld"] is None else bufs[o["ld"]]
     s = o["dbias"]
     dbias = None if s is None else (bufs[s].float() if lib == "torch" else bufs[s].astype(np.float32))
-    return _result(entry, opts, lambda name: None if o[name] is None else bufs[o[name]], (fd, ld),
-                   (bufs[o["meta"]], bufs[o["err"]], fd, ld), lib, dbias)
+    if info is None:
+        array = lambda name: None if o[name] is None else bufs[o[name]]  # noqa: E731
+    else:                                   # buffers of bound sizes: the call's exact sizes
+        exact = info[3]
+
+        def array(name):
+            if o[name] is None:
+                return None
+            a, n = bufs[o[name]], exact.get(name)
+            return a if n is None or a.shape[0] == n else a[:n]
+    return _result(entry, opts, array, (fd, ld), (bufs[o["meta"]], bufs[o["err"]], fd, ld), lib, dbias, info)
 
 
-def _result(entry, opts, array, dims, extra_arrays, lib: str, dbias) -> GroupedQuantizedTensor:
+def _result(entry, opts, array, dims, extra_arrays, lib: str, dbias, info=None) -> GroupedQuantizedTensor:
     """The GroupedQuantizedTensor of one run of an entry's plan, built without the constructor
     (a frozen dataclass whose fields the checks of the call's first run have vouched for).
     array(name): the result's array of plan output `name`; dims: the device (first, last) dims of
-    the result (host dims come from the entry); extra_arrays: (meta, error flags, fd, ld) as the
-    launches saw them."""
+    the result (host dims come from `info`, _host_layout of the call's, or else the entry);
+    extra_arrays: (meta, error flags, fd, ld) as the launches saw them."""
     fname, kind, G, dev_dims, input_dtype, host = entry[2:]
+    if info is not None:
+        kind, host = info[0], info[1]
     if host is None:
         first_t, last_t, offsets, so_row, so_col = dims[0], dims[1], None, (), ()
     else:
@@ -331,12 +396,26 @@ def _group_quantize_checked(x, fmt, num_groups, first_dims, last_dims, amax, dbi
         host = (tuple(host_first), tuple(host_last), lay.offsets,
                 lay.scale_offsets_rowwise if opts.want_rowwise else (),
                 lay.scale_offsets_columnwise if opts.want_columnwise else ())
+    if fast is not None and not dev_dims:
+        # host dims: a plan for any dims of G members (the buffer bounds of device dims, the
+        # results trimmed to this call's sizes), the values passed as kernel parameters
+        info = _host_layout(f, opts, kind, host[0], host[1], lay)
+        bound = _bounds("varying_first" if Kshared is not None else "varying_both", f, opts, G, n_el,
+                        first_dims if type(first_dims) is int else None, Kshared)
+        if _within(info, bound):
+            caps, dims, host = bound, ("param", G), bound
+            if fast[2] is not None:
+                _remember_layout((fast[2], fast[4]), info)
+        else:
+            fast = None                 # rows beyond the bounds: the general path, exact buffers
     if fast is not None:
-        lib, dev, key, x_ptr = fast
+        lib, dev, key, x_ptr, hkey = fast
+        if dev_dims:
+            info = None
         plan = _cuda.group_quantize_plan(dev, da.dtype, opts, G, n_el, caps, None if amax_cp is None else int(amax_cp.size),
                                          dbias, Kshared, rows_total, dims)
         entry = (opts, plan, f.name, kind, G, dev_dims, da.dtype, host)
-        g = _run_fast(entry, x, lib, dev, x_ptr, first_dims, last_dims, amax, opts.seed)
+        g = _run_fast(entry, x, lib, dev, x_ptr, first_dims, last_dims, amax, opts.seed, info)
         if key is not None:
             memo = _plan.GROUP_FAST_CALLS
             if len(memo) >= _plan._MAX_PLANS:

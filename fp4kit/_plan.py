@@ -41,6 +41,8 @@ QFLAG_COL_SCALES_SWZ = 1 << 9
 QFLAG_ROW_SCALES_SWZ = 1 << 10
 QFLAG_ENC_TABS = 1 << 11
 
+DIMS_ARG_MAX = 480  # int64 values of one group_dims_store launch (cuda_src/grouped.cu DIMS_ARG_MAX)
+
 QT_M = 64           # quantize tile (cuda_src/quantize.cu)
 QT_K = 64
 THREADS = 256
@@ -71,9 +73,11 @@ class Arg(NamedTuple):
     """One kernel argument. `kind`: "x" (the input's pointer), "buf" (pointer to buffer `value`,
     plus `offset` bytes), "null" (a pointer the kernel does not use: 0), "seed" (the call's seed as
     u64), "amax" (pointer to the caller's amax, C-contiguous float32; only in plans built with an
-    amax_size), "fd" / "ld" (pointers to the caller's int64 first / last dims of a grouped op), or
-    the C type of a scalar holding `value`: "i64" (long long), "i32" (int), "u32" (unsigned int),
-    "u64" (unsigned long long). Pointers are 8 bytes."""
+    amax_size), "fd" / "ld" (pointers to the caller's int64 first / last dims of a grouped op),
+    "dims" (a struct of DIMS_ARG_MAX int64 passed by value, the call's host values from index
+    `value` on: the last parameter of grouped.cu group_dims_store; the fast-path executors of
+    fp4kit._torch_exec only), or the C type of a scalar holding `value`: "i64" (long long), "i32"
+    (int), "u32" (unsigned int), "u64" (unsigned long long). Pointers are 8 bytes."""
 
     kind: str
     value: int = 0
@@ -808,10 +812,11 @@ FAST_CALLS: dict = {}
 # path's memo of validated calls (fp4kit._grouped_device.group_quantize).
 GROUP_PLANS: dict = {}
 GROUP_FAST_CALLS: dict = {}
-# host-dims signatures of the grouped fast path seen once, the most recent GROUP_HOST_SEEN_MAX (a
-# small bounded dict: a memo that grew by one key per call doubled the planning time per call)
-GROUP_HOST_SEEN: OrderedDict = OrderedDict()
-GROUP_HOST_SEEN_MAX = 64
+# host dims of the grouped fast path's calls, validated, with their layouts: the most recent
+# GROUP_HOST_LAYOUTS_MAX (a small bounded dict: a memo that grew by one key per call doubled the
+# planning time per call; dims that change every call are validated every call instead)
+GROUP_HOST_LAYOUTS: OrderedDict = OrderedDict()
+GROUP_HOST_LAYOUTS_MAX = 64
 
 
 def clear_plans() -> None:
@@ -821,4 +826,4 @@ def clear_plans() -> None:
     FAST_CALLS.clear()
     GROUP_PLANS.clear()
     GROUP_FAST_CALLS.clear()
-    GROUP_HOST_SEEN.clear()
+    GROUP_HOST_LAYOUTS.clear()

@@ -97,6 +97,9 @@ def _stream_ptr(device: int) -> int:
 # Operations of a prepared plan (_Prepared.program), one per plan step, each a 6-tuple
 # (op, slot or launch number, a, b, c, d) with the op's fields resolved once (see _Prepared).
 _OP_EMPTY, _OP_ZEROS, _OP_COPY, _OP_VIEW, _OP_LAUNCH, _OP_ZERO_FILL, _OP_FILL, _OP_HOST, _OP_ARENA = range(9)
+# a launch whose last parameter is a "dims" struct (fp4kit._plan.Arg): its 8-byte words follow the
+# other slots in the launch's packed values and are written from the call's host values first
+_OP_LAUNCH_DIMS = 9
 # A plan with `arena` set: its one-dimensional EMPTY / ZEROS buffers come from one uint8 allocation
 # (_OP_ARENA, at the first of them), each at a multiple of _ARENA_ALIGN bytes; the buffers the
 # caller gets (outputs, sources of views and copies) as views of it, the others only as pointers.
@@ -175,17 +178,28 @@ class _Prepared:
             elif kind is _plan.Launch:
                 statics = [0] * len(step.args)
                 dyn = []
+                blob = None
                 for i, a in enumerate(step.args):
-                    if a.kind in _VAL_OF_KIND:
+                    if a.kind == "dims":
+                        if i != len(step.args) - 1:
+                            raise ValueError(f"fp4kit internal: {step.kernel}: a 'dims' argument must come last")
+                        blob = (i, a.value)                     # (its first slot, its first host value)
+                    elif a.kind in _VAL_OF_KIND:
                         dyn.append((i, _VAL_OF_KIND[a.kind], 0))
                     elif a.kind == "buf":
                         dyn.append((i, _VAL_BUF0 + a.value, a.offset))
                     elif a.kind != "null":                      # "null" stays 0
                         statics[i] = a.value & _SCALAR_MASK[a.kind]
                 fn = _function_handle(step.module, step.kernel)
-                # (launch number, CUfunction, grid, block, dynamic slots)
-                program.append((_OP_LAUNCH, len(self.launches), fn, (step.grid, step.grid_y, step.grid_z), step.block, tuple(dyn)))
-                self.launches.append((fn, (step.grid, step.grid_y, step.grid_z), step.block, tuple(statics), tuple(dyn)))
+                # (launch number, CUfunction, grid, block, dynamic slots (with the "dims" struct's
+                # first slot and first host value))
+                grid = (step.grid, step.grid_y, step.grid_z)
+                if blob is None:
+                    program.append((_OP_LAUNCH, len(self.launches), fn, grid, step.block, tuple(dyn)))
+                else:
+                    program.append((_OP_LAUNCH_DIMS, len(self.launches), fn, grid, step.block, (tuple(dyn),) + blob))
+                    statics += [0] * (_plan.DIMS_ARG_MAX - 1)   # the struct's words after its first
+                self.launches.append((fn, grid, step.block, tuple(statics), tuple(dyn), len(step.args)))
             else:                                           # ZeroFill
                 program.append((_OP_ZERO_FILL, step.slot, None, None, None, None))
         self.program = tuple(program)
@@ -196,7 +210,7 @@ class _Prepared:
         packs = getattr(self.tls, "packs", None)
         if packs is None:
             _ensure_context()
-            packs = self.tls.packs = [_pack(statics) for _, _, _, statics, _ in self.launches]
+            packs = self.tls.packs = [_pack(statics, n_params) for _, _, _, statics, _, n_params in self.launches]
         return packs
 
 
@@ -242,14 +256,17 @@ def _arena_layout(plan, torch_views: bool, dtypes: dict):
     return op, {st.slot for _, st, _ in members}
 
 
-def _pack(statics: tuple):
-    """8-byte value slots initialised to `statics`, and the void* array pointing at them."""
+def _pack(statics: tuple, n_params: int | None = None):
+    """8-byte value slots initialised to `statics`, and the void* array pointing at the first
+    `n_params` of them (default: all), one per kernel parameter: a struct parameter that comes
+    last spans the slots from its own to the end."""
     n = len(statics)
     if n == 0:
         return (None, None, 0)
     values = (ctypes.c_uint64 * n)(*statics)
     base = ctypes.addressof(values)
-    params = (ctypes.c_void_p * n)(*[base + 8 * i for i in range(n)])
+    params = (ctypes.c_void_p * (n if n_params is None else n_params))(
+        *[base + 8 * i for i in range(n if n_params is None else n_params)])
     return (values, params, ctypes.addressof(params))
 
 
@@ -265,13 +282,15 @@ def _launch(prep, values, fn, grid, block, dyn, vals, stream) -> None:
     prep.launch(fn, grid[0], grid[1], grid[2], block, 1, 1, 0, stream, values[2], 0)
 
 
-def run(plan, x, amax, seed: int, device: int, x_ptr: int | None = None, fd_ptr: int = 0, ld_ptr: int = 0) -> list:
+def run(plan, x, amax, seed: int, device: int, x_ptr: int | None = None, fd_ptr: int = 0, ld_ptr: int = 0,
+        host_vals: tuple = ()) -> list:
     """Run `plan` with PyTorch on `device` (the current device of PyTorch and CuPy, where x is) and
     PyTorch's current stream there.
 
     x: the C-contiguous input tensor ("x" arguments); amax: the caller's float32 CUDA tensor ("amax"
     arguments) or None; seed: the "seed" argument; x_ptr: x.data_ptr() when the caller has it;
-    fd_ptr / ld_ptr: a grouped op's int64 dims ("fd" / "ld" arguments).
+    fd_ptr / ld_ptr: a grouped op's int64 dims ("fd" / "ld" arguments); host_vals: the call's host
+    values ("dims" arguments: non-negative ints).
     Returns the plan's buffers as tensors, indexed by buffer number.
     """
     prep = plan.exec_cache.get("torch")
@@ -291,6 +310,12 @@ def run(plan, x, amax, seed: int, device: int, x_ptr: int | None = None, fd_ptr:
     for op, slot, a, b, c, d in prep.program:
         if op == _OP_LAUNCH:                            # slot: launch number; a, b, c, d: fn, (gx, gy, gz), block, dyn
             _launch(prep, packs[slot], a, b, c, d, vals, stream)
+            continue
+        if op == _OP_LAUNCH_DIMS:                       # d: (dyn, the struct's first slot, first host value)
+            pack = packs[slot]
+            h = host_vals[d[2]:d[2] + _plan.DIMS_ARG_MAX]
+            pack[0][d[1]:d[1] + len(h)] = h
+            _launch(prep, pack, a, b, c, d[0], vals, stream)
             continue
         if op == _OP_ARENA:                             # slot: bytes; a: split sizes; b: views; c: pointers; d: zeros
             t = empty(slot, dtype=prep.uint8, device=where)
@@ -336,11 +361,12 @@ def run(plan, x, amax, seed: int, device: int, x_ptr: int | None = None, fd_ptr:
     return bufs
 
 
-def run_cupy(plan, x, amax, seed: int, x_ptr: int, fd_ptr: int = 0, ld_ptr: int = 0) -> list:
+def run_cupy(plan, x, amax, seed: int, x_ptr: int, fd_ptr: int = 0, ld_ptr: int = 0, host_vals: tuple = ()) -> list:
     """Run `plan` with CuPy on the current device (where x is) and CuPy's current stream there.
 
     x: the C-contiguous input array ("x" arguments; its pointer `x_ptr`); amax: the caller's float32
-    CuPy array ("amax" arguments) or None; seed: the "seed" argument. Returns the plan's buffers as
+    CuPy array ("amax" arguments) or None; seed: the "seed" argument; fd_ptr / ld_ptr / host_vals as
+    for run. Returns the plan's buffers as
     CuPy arrays, indexed by buffer number: the same arrays fp4kit._cuda.run_plan makes (cupy.empty,
     0xA5 in every byte of an EMPTY buffer when output poisoning is on, ZEROS cleared on the stream).
     """
@@ -360,6 +386,12 @@ def run_cupy(plan, x, amax, seed: int, x_ptr: int, fd_ptr: int = 0, ld_ptr: int 
     for op, slot, a, b, c, d in prep.program:
         if op == _OP_LAUNCH:
             _launch(prep, packs[slot], a, b, c, d, vals, stream)
+            continue
+        if op == _OP_LAUNCH_DIMS:                       # d: (dyn, the struct's first slot, first host value)
+            pack = packs[slot]
+            h = host_vals[d[2]:d[2] + _plan.DIMS_ARG_MAX]
+            pack[0][d[1]:d[1] + len(h)] = h
+            _launch(prep, pack, a, b, c, d[0], vals, stream)
             continue
         if op == _OP_ARENA:                         # slot: bytes; b: views; c: pointers; d: zeros
             t = empty((slot,), dtype=prep.uint8)

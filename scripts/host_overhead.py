@@ -150,8 +150,8 @@ if not GROUPED_ONLY:
         print(f"| {name} | {'' if fn is None else f'{t(fn):.1f}'} |")
 
 # grouped: 8 members (one empty) of 4096 x 2048 rows in all; the fast path (memoised signature and
-# plan, fp4kit._torch_exec) and the general path; host dims that change every call (a new signature
-# each time: the checks and a plan per call) against dims on the device (one signature)
+# plan, fp4kit._torch_exec) and the general path; host dims that change every call (one signature:
+# the values checked and laid out per call, passed as kernel parameters) against dims on the device
 GF = [512, 0, 1024, 384, 640, 1024, 256, 256]
 GK = 2048
 gx = torch.randn(sum(GF), GK, device="cuda").to(torch.bfloat16)
@@ -185,8 +185,10 @@ grows = [
      general(lambda: fp4kit.group_quantize(gx, "nvfp4", first_dims=gd, axis="both"))),
     ("group_quantize torch bf16 mxfp8_e4m3 both swizzled, host dims, the same every call (fast path)",
      lambda: fp4kit.group_quantize(gx, "mxfp8_e4m3", first_dims=GF, **BOTH)),
-    ("group_quantize torch bf16 mxfp8_e4m3 both swizzled, host dims, new every call",
+    ("group_quantize torch bf16 mxfp8_e4m3 both swizzled, host dims, new every call (fast path)",
      lambda: fp4kit.group_quantize(gx, "mxfp8_e4m3", first_dims=moving_dims(), **BOTH)),
+    ("group_quantize torch bf16 mxfp8_e4m3 both swizzled, host dims, new every call (general path)",
+     general(lambda: fp4kit.group_quantize(gx, "mxfp8_e4m3", first_dims=moving_dims(), **BOTH))),
     ("group_quantize cupy f16 mxfp8_e4m3 both swizzled, device dims (fast path)",
      lambda: fp4kit.group_quantize(gxc, "mxfp8_e4m3", first_dims=gdc, **BOTH)),
     ("group_quantize cupy f16 mxfp8_e4m3 both swizzled, device dims (general path)",

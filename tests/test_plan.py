@@ -646,7 +646,8 @@ def _fake_torch(monkeypatch, plan):
         step = launches[f]
         assert (gy, gz, by, bz, smem, extra) == (step.grid_y, step.grid_z, 1, 1, 0, 0)
         ptrs = (ctypes.c_void_p * len(step.args)).from_address(params)
-        values = tuple(_CTYPES.get(a.kind, ctypes.c_uint64).from_address(p).value for p, a in zip(ptrs, step.args))
+        values = tuple(tuple((ctypes.c_int64 * _plan.DIMS_ARG_MAX).from_address(p)) if a.kind == "dims" else
+                       _CTYPES.get(a.kind, ctypes.c_uint64).from_address(p).value for p, a in zip(ptrs, step.args))
         calls.append((step.kernel, gx, bx, stream, values))
 
     monkeypatch.setattr(_torch_exec, "_torch", lambda: torch)
@@ -1937,29 +1938,38 @@ def test_grouped_plan_arena_executors(monkeypatch, lib, poison, case):
 
 
 def test_grouped_fast_path_dispatch_of_host_and_device_dims(monkeypatch):
-    """fp4kit._grouped_device.group_quantize's memo dispatch: device dims (a stable signature) run
-    the checks once with the fast path, then hit; a host-dims signature takes the general path the
-    first time (remembered in the bounded _plan.GROUP_HOST_SEEN), builds the fast entry the second
-    time, hits from the third; one forgotten after GROUP_HOST_SEEN_MAX other host-dims signatures
-    starts over; dims new every call never reach the memo; a bad seed goes through the checks."""
+    """fp4kit._grouped_device.group_quantize's memo dispatch: device dims run the checks once with
+    the fast path, then hit; host dims too, their entry (keyed by the lists' lengths) then hit by
+    any values, each call's values checked on the hit (the general path's errors, before any
+    launch) and remembered with their layout among the last GROUP_HOST_LAYOUTS_MAX; dims new every
+    call add no memo entry; sizes past the entry's buffer bounds and a bad seed go through the checks."""
     from fp4kit import _grouped_device as gd
+    from fp4kit._validate import group_options
 
     _plan.clear_plans()
     log = []
+    x = types.SimpleNamespace(shape=(192, 64))
+    opts, _ = group_options("bfloat16", "mxfp8_e4m3", dict(axis="both", scale_layout="swizzled"), False)
+    big = {"srow": 10**9, "scol": 10**9, "arow": 10**9, "acol": 10**9}
+    caps = {}
 
     def signature(x, fmt, num_groups, first_dims, last_dims, amax, dbias, max_elements, options):
-        d = first_dims if isinstance(first_dims, str) else tuple(first_dims)
-        return ("torch", 0, ("key", d), 0)
+        if isinstance(first_dims, str):
+            return ("torch", 0, ("key", first_dims), 0, None)
+        return ("torch", 0, ("key", len(first_dims)), 0, (("l", tuple(first_dims)), None))
 
     def checked(x, fmt, num_groups, first_dims, last_dims, amax, dbias, max_elements, options, fast):
         log.append("general" if fast is None else "checked")
         if fast is not None:
-            _plan.GROUP_FAST_CALLS[fast[2]] = ("entry", fast[2])
+            dev = isinstance(first_dims, str)
+            _plan.GROUP_FAST_CALLS[fast[2]] = (opts, "plan", "mxfp8_e4m3", "varying_first", 3, dev, "bfloat16",
+                                               None if dev else caps.get("caps", big))
         return log[-1]
 
-    def run_fast(entry, x, lib, dev, x_ptr, first_dims, last_dims, amax, seed):
-        log.append("hit")
-        assert entry == ("entry", ("key", first_dims if isinstance(first_dims, str) else tuple(first_dims)))
+    def run_fast(entry, x, lib, dev, x_ptr, first_dims, last_dims, amax, seed, info=None):
+        log.append(("hit", None if info is None else info[1][0]))
+        if info is not None:
+            assert info == gd._host_layout(FORMATS["mxfp8_e4m3"], opts, "varying_first", tuple(first_dims), (64,) * 3)
         return "hit"
 
     monkeypatch.setattr(gd, "_fast_signature", signature)
@@ -1969,24 +1979,31 @@ def test_grouped_fast_path_dispatch_of_host_and_device_dims(monkeypatch):
     def calls(dims, n, **kw):
         del log[:]
         for _ in range(n):
-            gd.group_quantize(None, "mxfp8_e4m3", first_dims=dims, **kw)
+            gd.group_quantize(x, "mxfp8_e4m3", first_dims=dims, **kw)
         return list(log)
 
-    assert calls("device-dims", 3) == ["checked", "hit", "hit"]              # not a list: no first sighting
-    assert calls([64, 0, 128], 4) == ["general", "checked", "hit", "hit"]
-    assert calls((64, 0, 128), 1) == ["hit"]                                 # the same signature
-    assert calls([64, 0, 128], 1, seed=-1) == ["checked"]                    # a bad seed: the checks
-    assert calls([1, 2], 1) == ["general"]
-    for k in range(_plan.GROUP_HOST_SEEN_MAX):                               # 64 other new signatures
-        assert calls([k, 1000], 1) == ["general"]
-    assert len(_plan.GROUP_HOST_SEEN) == _plan.GROUP_HOST_SEEN_MAX
-    assert calls([1, 2], 2) == ["general", "checked"]                        # forgotten: starts over
+    assert calls("device-dims", 3) == ["checked", ("hit", None), ("hit", None)]
+    assert calls([64, 0, 128], 3) == ["checked", ("hit", (64, 0, 128)), ("hit", (64, 0, 128))]
+    assert calls((100, 92, 0), 1) == [("hit", (100, 92, 0))]                  # other values: the same entry
+    assert calls([64, 0, 128], 1, seed=-1) == ["checked"]                      # a bad seed: the checks
+    for bad, match in (([64, 0, 127], r"sum\(first_dims\)=191"), ([64, -1, 129], r"first_dims\[1\].*non-negative")):
+        with pytest.raises(ValueError, match=match):                          # checked on the hit
+            calls(bad, 1)
+        assert log == []                                                       # nothing ran
     n_memo = len(_plan.GROUP_FAST_CALLS)
-    for k in range(300):                                                     # dims new every call
-        assert calls([k, 5000], 1) == ["general"]
-    assert len(_plan.GROUP_FAST_CALLS) == n_memo and len(_plan.GROUP_HOST_SEEN) == _plan.GROUP_HOST_SEEN_MAX
+    for k in range(300):                                                       # dims new every call
+        d = [k % 97, k // 97, 192 - k % 97 - k // 97]
+        assert calls(d, 1) == [("hit", tuple(d))]
+    assert len(_plan.GROUP_FAST_CALLS) == n_memo
+    assert len(_plan.GROUP_HOST_LAYOUTS) == _plan.GROUP_HOST_LAYOUTS_MAX
+    assert list(_plan.GROUP_HOST_LAYOUTS)[-1] == (("key", 3), (("l", tuple(d)), None))   # the latest
+    assert calls([64, 64, 64], 1) == [("hit", (64, 64, 64))]
+    # an entry whose buffers cannot hold these dims' scales: the checks (they take the general path)
     _plan.clear_plans()
-    assert not _plan.GROUP_HOST_SEEN and not _plan.GROUP_FAST_CALLS
+    caps["caps"] = dict(big, srow=1)
+    assert calls([64, 0, 128], 2) == ["checked", "checked"]
+    _plan.clear_plans()
+    assert not _plan.GROUP_HOST_LAYOUTS and not _plan.GROUP_FAST_CALLS
 
 
 def test_grouped_fast_signature_with_fake_torch(monkeypatch):
@@ -2010,9 +2027,14 @@ def test_grouped_fast_signature_with_fake_torch(monkeypatch):
     assert sig(dev_dims([1, 2, 3]), axis="both")[2] == s[2]                      # device values not in the key
     assert sig(dev_dims([1, 2, 3, 4]), axis="both")[2] != s[2]                   # the shape is
     assert sig(dev_dims([64, 0, 128]), axis="both", seed=5)[2] == s[2]           # nor the seed
+    assert s[4] is None                                                          # no host dims
     h = sig([64, 0, 128], axis="both", scale_layout="swizzled")
     assert h[2] == sig((64, 0, 128), scale_layout="swizzled", axis="both")[2]   # any order; list or tuple
-    assert h[2] != sig([64, 0, 127], axis="both", scale_layout="swizzled")[2]   # host values are
+    assert h[4] == (("l", (64, 0, 128)), None)                                   # host values: the fifth
+    h2 = sig([64, 0, 127], axis="both", scale_layout="swizzled")
+    assert h2[2] == h[2] and h2[4] != h[4]                                       # not in the key
+    assert sig([64, 0, 127, 1], axis="both", scale_layout="swizzled")[2] != h[2]  # the length is
+    assert sig(num_groups=3)[4] == (None, None)
     assert sig([64, 0, 128], dbias=True)[2] != sig([64, 0, 128], dbias=1)[2]     # types are
     v16 = sig(16, dev_dims([64, 0, 32]))                                         # varying_last: M in the key
     assert v16[2] is not None and v16[2] != sig(17, dev_dims([64, 0, 32]))[2]
@@ -2097,6 +2119,97 @@ def test_grouped_fast_path_hit_end_to_end_with_fake_torch(monkeypatch):
         assert values == (getattr(g, pre + "data").data_ptr(), getattr(g, pre + "scales").data_ptr(), 0, G,
                           g.extra["meta"].data_ptr(), dims.data_ptr(), g.last_dims.data_ptr(), col, 1, 0,
                           back.data.data_ptr()), operand
+    _plan.clear_plans()
+
+
+def test_grouped_param_dims_plan_stores_the_host_values():
+    """A ("param", G) plan (the fast path's host dims) is the host-dims plan with its one host copy
+    replaced by group_dims_store launches of at most DIMS_ARG_MAX values each (the "dims" struct
+    last), which fill the same buffer the later launches read; the struct bound matches grouped.cu."""
+    from fp4kit import _cuda_grouped as cg
+    from fp4kit._grouped_device import _bounds
+    from fp4kit._loader import cuda_src_dir
+    from fp4kit._validate import group_options
+
+    src = (cuda_src_dir() / "grouped.cu").read_text()
+    assert re.search(r"#define DIMS_ARG_MAX (\d+)", src).group(1) == str(_plan.DIMS_ARG_MAX)
+    assert 16 + 8 * _plan.DIMS_ARG_MAX <= 4096                  # the parameter block's limit
+    assert re.search(r"group_dims_store\(i64\* dst, i64 n, DimsArg d\)", src)
+    f = FORMATS["mxfp4_e2m1"]
+    opts, _ = group_options("bfloat16", "mxfp4_e2m1", dict(axis="both"), False)
+    for G in (3, 240, 241, 300):
+        first, K = [128] * G, 256
+        rows = sum(first)
+        caps = _bounds("varying_first", f, opts, G, rows * K, None, K)
+        args = ("bfloat16", opts, G, rows * K, caps, None, False, K, rows)
+        host = cg.build_group_quantize_plan(*args, ("host", tuple(first), (K,) * G), SM, lambda m, k, cap: cap)
+        par = cg.build_group_quantize_plan(*args, ("param", G), SM, lambda m, k, cap: cap)
+        stores = [st for st in par.steps if type(st) is _plan.Launch and st.kernel == "group_dims_store"]
+        chunks = [(c, min(_plan.DIMS_ARG_MAX, 2 * G - c)) for c in range(0, 2 * G, _plan.DIMS_ARG_MAX)]
+        hd = par.outputs["fd"]
+        assert [(st.grid, st.args) for st in stores] == [
+            (1, (_plan.Arg("buf", hd, 8 * c), _plan.Arg("i64", n), _plan.Arg("dims", c))) for c, n in chunks]
+        rest = [st for st in par.steps if st not in stores]
+        swapped = [st._replace(init=_plan.HOST, value=tuple(first) + (K,) * G) if type(st) is _plan.Buffer
+                   and st.slot == hd else st for st in rest]
+        assert swapped == list(host.steps) and par.outputs == host.outputs and par.arena
+        assert par.steps.index(stores[-1]) < min(i for i, st in enumerate(par.steps)
+                                                   if type(st) is _plan.Launch and st.kernel == "group_meta")
+
+
+def test_grouped_fast_path_host_dims_hit_end_to_end_with_fake_torch(monkeypatch):
+    """A memo hit of the grouped fast path with host dims lists that change between calls (fake
+    PyTorch): one entry; each call's values reach the device as group_dims_store's parameters
+    (no host-to-device copy), the metadata launch reads that buffer, the results carry the call's
+    host metadata and scale arrays of the call's exact sizes (views of bound-sized buffers); bad
+    values raise before any launch."""
+    import fp4kit
+    from fp4kit import _cuda_grouped as cg, _grouped_device as gd
+    from fp4kit._grouped_device import _bounds
+    from fp4kit._grouped_views import grouped_layout
+    from fp4kit._validate import group_options
+
+    torch = _install_fake_torch(monkeypatch, True)
+    G, K, rows = 3, 128, 192
+    x = torch.Tensor(np.zeros((rows, K), np.uint16), torch.bfloat16)
+    kw = dict(axis="both", scale_layout="swizzled")
+    f = FORMATS["nvfp4"]
+    opts, _ = group_options("bfloat16", "nvfp4", kw, False)
+    caps = _bounds("varying_first", f, opts, G, rows * K, None, K)
+    plan = cg.build_group_quantize_plan("bfloat16", opts, G, rows * K, caps, None, False, K, rows, ("param", G),
+                                        SM, lambda module, kernel, cap: cap)
+    calls = _fake_torch(monkeypatch, plan)
+    monkeypatch.setattr(_torch_exec, "_torch", lambda: torch)
+    key = gd._fast_signature(x, "nvfp4", None, [64, 0, 128], None, None, False, None, kw)[2]
+    _plan.GROUP_FAST_CALLS[key] = (opts, plan, "nvfp4", "varying_first", G, False, "bfloat16", caps)
+    checked = []
+    monkeypatch.setattr(gd, "_group_quantize_checked", lambda *a: checked.append(a))
+    for first in ([64, 0, 128], [2, 190, 0], [64, 0, 128]):
+        del calls[:]
+        g = fp4kit.group_quantize(x, "nvfp4", first_dims=first, **kw)
+        assert not checked and g.kind == "varying_first" and g.first_dims == tuple(first)
+        assert g.last_dims == (K,) * G
+        lay = grouped_layout(f, opts, first, [K] * G)
+        assert g.offsets == lay.offsets and g.scale_offsets_rowwise == lay.scale_offsets_rowwise
+        assert g.scale_offsets_columnwise == lay.scale_offsets_columnwise
+        for name, n in (("rowwise_scales", lay.scale_offsets_rowwise[-1]),
+                        ("columnwise_scales", lay.scale_offsets_columnwise[-1]),
+                        ("rowwise_amax", G), ("columnwise_amax", G), ("rowwise_data", rows * K // 2)):
+            assert getattr(g, name).arr.shape == (n,), (first, name)
+        assert caps["srow"] > lay.scale_offsets_rowwise[-1]         # trimmed views, not the buffers
+        kernels = [c[0] for c in calls if c[0] != "memset"]
+        assert kernels == [st.kernel for st in plan.launches()] and kernels[0] == "group_dims_store"
+        dst, n, words = next(c for c in calls if c[0] == "group_dims_store")[4]
+        assert n == 2 * G and words[:2 * G] == tuple(first) + (K,) * G
+        hd = g.extra["fd"]
+        assert dst == hd.data_ptr() and hd.arr.shape == (2 * G,)
+        meta = next(c for c in calls if c[0] == "group_meta")[4]
+        assert meta[:3] == (G, dst, dst + 8 * G)
+    assert len(_plan.GROUP_FAST_CALLS) == 1
+    del calls[:]
+    with pytest.raises(ValueError, match=r"first_dims\[1\]: nvfp4 columnwise packs two codes"):
+        fp4kit.group_quantize(x, "nvfp4", first_dims=[64, 1, 127], **kw)
+    assert calls == [] and not checked
     _plan.clear_plans()
 
 

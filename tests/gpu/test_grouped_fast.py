@@ -12,7 +12,7 @@ import pytest
 
 import fp4kit
 
-from fp4kit import _grouped_device
+from fp4kit import _grouped_device, _plan
 from gpu_helpers import assert_bytes_equal, general_path
 
 pytestmark = pytest.mark.gpu
@@ -165,10 +165,6 @@ def test_fast_path_matches_general_path_and_reference(cp, counts, lib, fmt, kw, 
         tol = 1e-6 * np.abs(_host(gen.dbias)).astype(np.float64) + 1e-30
     seeds = [call.get("seed", 0)] * 2 + ([call["seed"] + 1] if "seed" in call else [])
     checked = 2
-    if kind == "host":      # a host-dims signature's first call takes the general path (then remembered)
-        fp4kit.group_quantize(xd, fmt, **call)
-        assert counts["run"] == 0 and counts["checked"] == 2, counts
-        checked = 3
     for trial, seed in enumerate(seeds):
         if "seed" in call:
             call["seed"] = seed
@@ -262,3 +258,110 @@ def test_fast_path_torch_graph_capture_then_change_dims(cp):
             for i in range(len(new)):
                 rep = fp4kit.compare(g[i], exp[i])
                 assert rep.ok, f"{fmt} {new} member {i}\n{rep}"
+
+
+def _both_lib(lib, fmt, kw, x, call, what):
+    """The fast path's result (a memo hit or miss) against the general path's, byte for byte."""
+    g = fp4kit.group_quantize(x, fmt, **call, **kw)
+    with general_path("_torch_fast_device", "_cupy_fast_device"):
+        gen = fp4kit.group_quantize(x, fmt, **call, **kw)
+    _same(g, gen, what)
+    return g
+
+
+@pytest.mark.parametrize("lib", ["torch", "cupy"])
+@pytest.mark.parametrize("fmt,kw", [("mxfp8_e4m3", dict(axis="both", scale_layout="swizzled")),
+                                    ("mxfp4_e2m1", dict(axis="both")),
+                                    ("nvfp4", dict(axis="both", scale_layout="swizzled")),
+                                    ("nvfp4", dict(axis="both", row_scaled=True)),
+                                    ("mxfp6_e2m3", dict(axis="columnwise"))])
+def test_fast_path_host_dims_new_every_call(cp, counts, lib, fmt, kw):
+    """Host dims lists that change every call: one memo entry per lists' length serves them all
+    (the values as group_dims_store parameters, results trimmed to the call's sizes): every call
+    after the first is a memo hit, byte-identical to the general path and equal to the reference,
+    for varying_first and for 1-D inputs whose kind moves between varying_last and varying_both."""
+    if lib == "torch":
+        pytest.importorskip("torch")
+    _plan.clear_plans()
+    rng = np.random.default_rng(7)
+    dt = ml_dtypes.bfloat16 if lib == "torch" else np.float16
+    K = 96
+    x = (rng.standard_normal((512, K)) * 3).astype(np.float32).astype(dt)
+    xd = _to_dev(lib, x)
+    runs = counts["run"]
+    for trial, first in enumerate(([128, 0, 250, 134], [0, 0, 512, 0], [2, 300, 80, 130], [128, 0, 250, 134])):
+        what = f"{lib} {fmt} varying_first {first}"
+        g = _both_lib(lib, fmt, kw, xd, dict(first_dims=first), what)
+        assert counts["run"] == runs + trial + 1 and counts["checked"] == trial + 2, (what, counts)
+        rep = fp4kit.compare(g, fp4kit.reference.group_quantize(x, fmt, first_dims=first, **kw))
+        assert rep.ok, f"{what}\n{rep}"
+    flat = (rng.standard_normal(6144) * 3).astype(np.float32).astype(dt)
+    fd = _to_dev(lib, flat)
+    checked = counts["checked"]
+    for trial, (first, last) in enumerate((([16, 16, 16], [128, 0, 256]), ([32, 0, 64], [96, 64, 48]),
+                                           ([16, 32, 16], [64, 96, 128]), ([64, 64, 64], [32, 32, 32]))):
+        what = f"{lib} {fmt} 1-D {first} {last}"
+        g = _both_lib(lib, fmt, kw, fd, dict(first_dims=first, last_dims=last), what)
+        assert counts["checked"] == checked + trial + 2, (what, counts)     # one miss, then hits (+ general)
+        n = sum(m * k for m, k in zip(first, last))
+        exp = fp4kit.reference.group_quantize(flat[:n], fmt, first_dims=first, last_dims=last, **kw)
+        assert g.kind == exp.kind, what
+        rep = fp4kit.compare(g, exp)
+        assert rep.ok, f"{what}\n{rep}"
+        for i in range(len(first)):
+            if g[i].rowwise is not None and first[i] * last[i]:
+                assert tuple(g[i].rowwise.scales.shape) == tuple(exp[i].rowwise.scales.shape), what
+
+
+def test_fast_path_host_dims_many_members_and_the_bounds(cp, counts):
+    """257 host-dims members (their 514 values in two group_dims_store launches), a repeat with
+    other values; and host dims whose rows exceed the bounds of device dims (row-scaled NVFP4 with
+    a member of no columns): the general path's exact buffers, the right bytes."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(11)
+    K = 64
+    for trial in range(2):
+        first = [int(v) for v in rng.integers(0, 9, 257) * 2]
+        x = (rng.standard_normal((sum(first), K)) * 2).astype(np.float32).astype(ml_dtypes.bfloat16)
+        xd = _to_dev("torch", x)
+        g = _both_lib("torch", "mxfp4_e2m1", dict(axis="both", scale_layout="swizzled"), xd,
+                      dict(first_dims=first), f"G=257 trial {trial}")
+        rep = fp4kit.compare(g, fp4kit.reference.group_quantize(x, "mxfp4_e2m1", first_dims=first, axis="both",
+                                                                scale_layout="swizzled"))
+        assert rep.ok, str(rep)
+    first, last = [2048, 16], [0, 32]
+    flat = (rng.standard_normal(512) * 2).astype(np.float32).astype(ml_dtypes.bfloat16)
+    runs = counts["run"]
+    g = fp4kit.group_quantize(_to_dev("torch", flat), "nvfp4", first_dims=first, last_dims=last, row_scaled=True)
+    assert counts["run"] == runs and type(g.rowwise_data) is torch.Tensor     # the general path
+    rep = fp4kit.compare(g, fp4kit.reference.group_quantize(flat, "nvfp4", first_dims=first, last_dims=last,
+                                                            row_scaled=True))
+    assert rep.ok, str(rep)
+
+
+def test_fast_path_torch_graph_capture_with_host_dims(cp):
+    """A grouped quantize with host dims captured in a CUDA graph: the dims are kernel parameters,
+    so a replay writes the captured dims' bytes, also after calls with other dims."""
+    torch = pytest.importorskip("torch")
+    K = 64
+    x = (np.random.default_rng(5).standard_normal((512, K)) * 2).astype(np.float32).astype(ml_dtypes.bfloat16)
+    xd = _to_dev("torch", x)
+    first = [100, 0, 200, 212]
+    for fmt in ("mxfp8_e4m3", "nvfp4"):
+        fp4kit.group_quantize(xd, fmt, first_dims=[512, 0, 0, 0], axis="both")      # warm-up: the entry
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            g = fp4kit.group_quantize(xd, fmt, first_dims=first, axis="both")
+        exp = fp4kit.reference.group_quantize(x, fmt, first_dims=first, axis="both")
+        for other in ([0, 0, 0, 512], [256, 256, 0, 0]):
+            fp4kit.group_quantize(xd, fmt, first_dims=other, axis="both")
+            for name in _BUFFERS:
+                a = getattr(g, name)
+                if a is not None:
+                    a.view(torch.uint8).fill_(0xA5)
+            graph.replay()
+            torch.cuda.synchronize()
+            assert g.first_dims == tuple(first)
+            rep = fp4kit.compare(g, exp)
+            assert rep.ok, f"{fmt} after {other}\n{rep}"
