@@ -69,7 +69,7 @@ _torch_exec.run(plan_n, x, None, 0, dev)
 prep = plan_m.exec_cache["torch"]
 # one launch alone, with its own packed arguments pointing at buffers kept alive here
 keep = _torch_exec.run(plan_m, x, None, 0, dev)
-fn_, grid_, block_, statics_, dyn_ = prep.launches[0]
+fn_, grid_, block_, statics_, dyn_ = prep.launches[0][:5]
 pack_ = _torch_exec._pack(statics_)
 vals_ = [x.data_ptr(), 0, 0, 0, 0][:_torch_exec._VAL_BUF0] + [b.data_ptr() for b in keep]
 for i_, j_, o_ in dyn_:

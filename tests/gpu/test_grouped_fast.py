@@ -214,7 +214,8 @@ def test_fast_path_bad_device_dims_flagged(cp):
 
 def test_fast_path_not_taken(cp, counts):
     """Inputs the fast path leaves to the general path: dims of another library, non-contiguous
-    device dims, a host amax, numpy-integer dims; and a hashable-but-invalid call raises each time."""
+    device dims, a host amax, numpy-integer dims; and a hashable-but-invalid call raises each time
+    (host dims of an entry's length checked on the hit, others by the checks)."""
     torch = pytest.importorskip("torch")
     x = torch.randn(192, 64, device="cuda").to(torch.bfloat16)
     first = [64, 0, 128]
@@ -229,11 +230,15 @@ def test_fast_path_not_taken(cp, counts):
         assert counts["run"] == n, kw
         if want is not None:
             _same(g, want, str(kw))
-    checked = counts["checked"]
-    for k in range(2):                                 # never memoised: the checks run every time
-        with pytest.raises(ValueError, match="first_dims"):
+    for k in range(2):          # bad host dims on a memo hit: the same error every time, nothing run
+        with pytest.raises(ValueError, match=r"first_dims: sum\(first_dims\)=191"):
             fp4kit.group_quantize(x, "nvfp4", first_dims=[64, 0, 127], axis="both")
-        assert counts["checked"] == checked + k + 1
+        assert counts["run"] == n
+    checked = counts["checked"]
+    for k in range(2):          # without an entry: the checks every time, never memoised
+        with pytest.raises(ValueError, match="first_dims"):
+            fp4kit.group_quantize(x, "nvfp4", first_dims=[64, 0, 127, 1], axis="both")
+        assert counts["checked"] == checked + k + 1 and counts["run"] == n
 
 
 def test_fast_path_torch_graph_capture_then_change_dims(cp):
