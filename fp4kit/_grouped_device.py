@@ -148,10 +148,14 @@ def _host_layout(f, opts, kind: str, first: tuple, last: tuple, lay=None) -> tup
 
 
 def _remember_layout(ckey, info) -> None:
+    """Remember `info` as the most recent of _plan.GROUP_HOST_LAYOUTS (threads may evict at once)."""
     layouts = _plan.GROUP_HOST_LAYOUTS
     layouts[ckey] = info
-    if len(layouts) > _plan.GROUP_HOST_LAYOUTS_MAX:
-        layouts.popitem(last=False)
+    while len(layouts) > _plan.GROUP_HOST_LAYOUTS_MAX:
+        try:
+            layouts.popitem(last=False)
+        except KeyError:                # emptied by another thread meanwhile
+            break
 
 
 def _host_info(entry, key, hkey, x, num_groups, first_dims, last_dims, amax):
@@ -162,7 +166,10 @@ def _host_info(entry, key, hkey, x, num_groups, first_dims, last_dims, amax):
     layouts = _plan.GROUP_HOST_LAYOUTS
     info = layouts.get(ckey)
     if info is not None:
-        layouts.move_to_end(ckey)
+        try:
+            layouts.move_to_end(ckey)
+        except KeyError:                # evicted by another thread since the lookup: still valid
+            pass
         return info
     opts = entry[0]
     f = FORMATS[entry[2]]

@@ -2006,6 +2006,71 @@ def test_grouped_fast_path_dispatch_of_host_and_device_dims(monkeypatch):
     assert not _plan.GROUP_HOST_LAYOUTS and not _plan.GROUP_FAST_CALLS
 
 
+def test_grouped_host_layouts_from_threads():
+    """_grouped_device._host_info from several threads over more distinct dims than the layout
+    memo holds (lookups, moves to the end and evictions interleaved): every call returns the
+    layout of its own dims, and the memo stays bounded; a key evicted between its lookup and its
+    move to the end (forced) is no error."""
+    from fp4kit import _grouped_device as gd
+    from fp4kit._validate import group_options
+
+    _plan.clear_plans()
+    opts, _ = group_options("bfloat16", "mxfp4_e2m1", dict(axis="both"), False)
+    big = {"srow": 10**9, "scol": 10**9, "arow": 10**9, "acol": 10**9}
+    entry = (opts, "plan", "mxfp4_e2m1", "varying_first", 3, False, "bfloat16", big)
+    x = types.SimpleNamespace(shape=(256, 64))
+    errors = []
+
+    def work(t):
+        try:
+            for k in range(1500):
+                a = 2 * ((k * 7 + t) % 100)
+                d = [a, 256 - a, 0]
+                info = gd._host_info(entry, ("key",), (("l", tuple(d)), None), x, None, d, None, None)
+                assert info[1][0] == tuple(d) and info[2] == tuple(d) + (64,) * 3
+        except Exception as e:          # noqa: BLE001 (reported below)
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert not errors, errors[:3]
+    assert len(_plan.GROUP_HOST_LAYOUTS) <= _plan.GROUP_HOST_LAYOUTS_MAX
+    # the race itself, made certain: another thread evicts the key between lookup and move
+    from collections import OrderedDict
+
+    class Racing(OrderedDict):
+        def get(self, key, default=None):
+            v = super().get(key, default)
+            self.pop(key, None)
+            return v
+
+    _plan.clear_plans()
+    d = [64, 192, 0]
+    hkey = (("l", tuple(d)), None)
+    info = gd._host_info(entry, ("key",), hkey, x, None, d, None, None)
+    racing = Racing(_plan.GROUP_HOST_LAYOUTS)
+    orig, keep = _plan.GROUP_HOST_LAYOUTS, _plan.GROUP_HOST_LAYOUTS_MAX
+    _plan.GROUP_HOST_LAYOUTS = racing
+    try:
+        assert gd._host_info(entry, ("key",), hkey, x, None, d, None, None) is info
+        racing.clear()
+        _plan.GROUP_HOST_LAYOUTS_MAX = 0
+        gd._remember_layout(("k",), info)               # evicts down to 0, then stops
+        assert not racing
+    finally:
+        _plan.GROUP_HOST_LAYOUTS = orig
+        _plan.GROUP_HOST_LAYOUTS_MAX = keep
+    _plan.clear_plans()
+
+
 def test_grouped_fast_signature_with_fake_torch(monkeypatch):
     """fp4kit._grouped_device._fast_signature: which grouped calls may take the fast path, and the
     memo key: device dims by shape and dtype (not values), host dims lists by value, the seed left
