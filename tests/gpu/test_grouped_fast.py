@@ -370,3 +370,36 @@ def test_fast_path_torch_graph_capture_with_host_dims(cp):
             assert g.first_dims == tuple(first)
             rep = fp4kit.compare(g, exp)
             assert rep.ok, f"{fmt} after {other}\n{rep}"
+
+
+@pytest.mark.parametrize("lib", ["torch", "cupy"])
+def test_fast_path_host_dims_with_supplied_amax(cp, counts, lib):
+    """NVFP4 with the caller's device amaxes and host dims that change every call: one amax per
+    member (G,), and one per row with row_scaled (its length the call's row count: a 1-D input
+    whose row count changes gets the general path's error). Memo hits, byte-identical to the
+    general path, equal to the reference."""
+    if lib == "torch":
+        pytest.importorskip("torch")
+    _plan.clear_plans()
+    rng = np.random.default_rng(9)
+    dt = ml_dtypes.bfloat16 if lib == "torch" else np.float16
+    K = 64
+    x = (rng.standard_normal((256, K)) * 3).astype(np.float32).astype(dt)
+    xd = _to_dev(lib, x)
+    for row_scaled in (False, True):
+        runs = counts["run"]
+        for trial, first in enumerate(([64, 0, 192], [2, 126, 128], [256, 0, 0])):
+            n = 256 if row_scaled else 3
+            a = (np.abs(rng.standard_normal(n)) * 4).astype(np.float32)
+            kw = dict(axis="both" if not row_scaled else "rowwise", row_scaled=row_scaled)
+            what = f"{lib} row_scaled={row_scaled} {first}"
+            g = _both_lib(lib, "nvfp4", kw, xd, dict(first_dims=first, amax=_to_dev(lib, a)), what)
+            assert counts["run"] == runs + trial + 1, (what, counts)
+            rep = fp4kit.compare(g, fp4kit.reference.group_quantize(x, "nvfp4", first_dims=first, amax=a, **kw))
+            assert rep.ok, f"{what}\n{rep}"
+    flat = (rng.standard_normal(2048) * 3).astype(np.float32).astype(dt)
+    fd = _to_dev(lib, flat)
+    a = _to_dev(lib, np.ones(48, np.float32))
+    fp4kit.group_quantize(fd, "nvfp4", first_dims=[16, 32], last_dims=[64, 32], amax=a, row_scaled=True)
+    with pytest.raises(ValueError, match="amax"):       # 64 rows now: the amax of 48 does not fit
+        fp4kit.group_quantize(fd, "nvfp4", first_dims=[32, 32], last_dims=[32, 32], amax=a, row_scaled=True)
