@@ -88,7 +88,18 @@ for fmt, f in fp4kit.FORMATS.items():
         gr = fp4kit.group_quantize(xg, fmt, first_dims=first, axis="rowwise", **kw)
         fp4kit.group_dequantize(gr)
         fp4kit.group_quantize(xg, fmt, first_dims=cp.asarray(np.array(first, np.int64)), axis="rowwise", **kw).check()
-        n += 4
+        # host dims on the fast path (CuPy float32): the memo entry of this length with other values
+        # (group_dims_store's parameters, buffers of device-dims bounds)
+        g2 = fp4kit.group_quantize(xg, fmt, first_dims=first[::-1], axis="both", **kw)
+        fp4kit.group_dequantize(g2, operand="columnwise")
+        n += 5
+# 257 host-dims members: two group_dims_store launches of the fast path (480 values each at most)
+dims257 = [int(v) for v in rng.integers(0, 5, 257) * 2]
+x257 = cp.asarray(rng.standard_normal((sum(dims257), 64)).astype(np.float32))
+for fmt257 in ("mxfp8_e4m3", "nvfp4"):
+    fp4kit.group_dequantize(fp4kit.group_quantize(x257, fmt257, first_dims=dims257, axis="both",
+                                                  scale_layout="swizzled"))
+    n += 1
 # NVFP4 tile kernels with the multiplier tables of the nvfp4_amax_out launch (QFLAG_ENC_TABS; by
 # default from fp4kit._plan.ENC_TABS_MIN_TILES tiles on, here for every shape); that launch also
 # stores the amaxes (a caller's, the columnwise copy of a computed one)
