@@ -137,14 +137,14 @@ def group_quantize(x, fmt, num_groups=None, first_dims=None, last_dims=None, ama
 def _host_layout(f, opts, kind: str, first: tuple, last: tuple, lay=None) -> tuple:
     """(kind, the result's host fields (first, last, offsets, rowwise and columnwise scale
     offsets), the dims as the plan's host values, the exact sizes of the outputs that a plan of
-    bounds sizes larger) of validated host dims."""
+    bounds sizes larger, the plan to run (None: the memo entry's)) of validated host dims."""
     if lay is None:
         lay = grouped_layout(f, opts, first, last)
     host = (first, last, lay.offsets, lay.scale_offsets_rowwise if opts.want_rowwise else (),
             lay.scale_offsets_columnwise if opts.want_columnwise else ())
     exact = {"row_scales": lay.scale_offsets_rowwise[-1], "col_scales": lay.scale_offsets_columnwise[-1],
              "row_amax": lay.amax_offsets_rowwise[-1], "col_amax": lay.amax_offsets_columnwise[-1]}
-    return kind, host, first + last, exact
+    return kind, host, first + last, exact, None
 
 
 def _remember_layout(ckey, info) -> None:
@@ -179,8 +179,12 @@ def _host_info(entry, key, hkey, x, num_groups, first_dims, last_dims, amax):
     info = _host_layout(f, opts, kind, first, last)
     if amax is not None and opts.row_scaled and int(amax.shape[0]) != info[3]["row_amax"]:
         return None
-    if not _within(info, entry[7]):
-        return None
+    how, what = entry[7]
+    if how == "bound":
+        if not _within(info, what):
+            return None
+    else:
+        info = _bucketed(info, what)
     _remember_layout(ckey, info)
     return info
 
@@ -191,6 +195,30 @@ def _within(info, caps: dict) -> bool:
     exact = info[3]
     return (exact["row_scales"] <= caps["srow"] and exact["col_scales"] <= caps["scol"]
             and exact["row_amax"] <= caps["arow"] and exact["col_amax"] <= caps["acol"])
+
+
+def _bucket(v: int) -> int:
+    """The smallest m * 2**e (m in 4..8) at least v (v itself below 8): at most 25 % above v, a
+    handful of values per octave."""
+    if v < 8:
+        return v
+    e = v.bit_length() - 3
+    return -(-v >> e) << e
+
+
+def _bucketed(info, build) -> tuple:
+    """`info` with its plan: caps of each output _bucket of its exact size, planned (memoised in
+    _plan.GROUP_PLANS) from `build` = (device, input dtype, options, G, element count, amax size,
+    dbias, one K, row count). For 1-D inputs with dims lists, whose device-dims bounds would be
+    several bytes per input element (any member may have few columns and many rows)."""
+    from . import _cuda_grouped
+    dev, input_dtype, opts, G, n_el, amax_size, dbias, Kshared, rows_total = build
+    exact = info[3]
+    caps = {"srow": _bucket(exact["row_scales"]), "scol": _bucket(exact["col_scales"]),
+            "arow": _bucket(exact["row_amax"]), "acol": _bucket(exact["col_amax"])}
+    plan = _cuda_grouped.group_quantize_plan(dev, input_dtype, opts, G, n_el, caps, amax_size, dbias, Kshared,
+                                             rows_total, ("param", G))
+    return info[:4] + (plan,)
 
 
 def _dims_signature(d, lib: str, nd, dev: int):
@@ -254,8 +282,12 @@ def _run_fast(entry, x, lib: str, dev: int, x_ptr: int, first_dims, last_dims, a
     opts, plan, fname, kind, G, dev_dims, input_dtype, host = entry
     if seed != opts.seed:
         opts = _options_with_seed(opts, seed)
+    host_vals = ()
+    if info is not None:
+        host_vals = info[2]
+        if info[4] is not None:
+            plan = info[4]
     o = plan.outputs
-    host_vals = () if info is None else info[2]
     if lib == "torch":
         fd_ptr = first_dims.data_ptr() if dev_dims and o["fd"] is None else 0
         ld_ptr = last_dims.data_ptr() if dev_dims and o["ld"] is None else 0
@@ -403,32 +435,46 @@ def _group_quantize_checked(x, fmt, num_groups, first_dims, last_dims, amax, dbi
         host = (tuple(host_first), tuple(host_last), lay.offsets,
                 lay.scale_offsets_rowwise if opts.want_rowwise else (),
                 lay.scale_offsets_columnwise if opts.want_columnwise else ())
-    if fast is not None and not dev_dims:
-        # host dims: a plan for any dims of G members (the buffer bounds of device dims, the
-        # results trimmed to this call's sizes), the values passed as kernel parameters
-        info = _host_layout(f, opts, kind, host[0], host[1], lay)
-        bound = _bounds("varying_first" if Kshared is not None else "varying_both", f, opts, G, n_el,
-                        first_dims if type(first_dims) is int else None, Kshared)
-        if _within(info, bound):
-            caps, dims, host = bound, ("param", G), bound
-            if fast[2] is not None:
-                _remember_layout((fast[2], fast[4]), info)
-        else:
-            fast = None                 # rows beyond the bounds: the general path, exact buffers
     if fast is not None:
         lib, dev, key, x_ptr, hkey = fast
-        if dev_dims:
-            info = None
-        plan = _cuda.group_quantize_plan(dev, da.dtype, opts, G, n_el, caps, None if amax_cp is None else int(amax_cp.size),
-                                         dbias, Kshared, rows_total, dims)
-        entry = (opts, plan, f.name, kind, G, dev_dims, da.dtype, host)
-        g = _run_fast(entry, x, lib, dev, x_ptr, first_dims, last_dims, amax, opts.seed, info)
-        if key is not None:
-            memo = _plan.GROUP_FAST_CALLS
-            if len(memo) >= _plan._MAX_PLANS:
-                memo.clear()
-            memo[key] = entry
-        return g
+        amax_size = None if amax_cp is None else int(amax_cp.size)
+        info = plan = None
+        if not dev_dims:
+            # host dims: a plan for many dims of G members, the values passed as kernel parameters,
+            # the results trimmed to this call's sizes. Buffers: with one K or one M, the bounds of
+            # device dims (one plan for every dims); with dims lists for a 1-D input, whose device
+            # bounds grow with the input (any member may have many rows and few columns), each
+            # exact size rounded up (_bucket: a plan per combination of rounded sizes)
+            info = _host_layout(f, opts, kind, host[0], host[1], lay)
+            if Kshared is None and type(first_dims) is not int:
+                host = ("bucket", (dev, da.dtype, opts, G, n_el, amax_size, dbias, Kshared, rows_total))
+                info = _bucketed(info, host[1])
+                plan = info[4]
+            else:
+                bound = _bounds("varying_first" if Kshared is not None else "varying_last", f, opts, G, n_el,
+                                first_dims if type(first_dims) is int else None, Kshared)
+                host = ("bound", bound)
+                if _within(info, bound):
+                    caps, dims = bound, ("param", G)
+                else:
+                    lib = None              # rows beyond the bounds: the general path, exact buffers
+            if lib is not None and key is not None:
+                _remember_layout((key, hkey), info)
+        if lib is not None:
+            if plan is None:
+                plan = _cuda.group_quantize_plan(dev, da.dtype, opts, G, n_el, caps, amax_size, dbias, Kshared,
+                                                 rows_total, dims)
+            entry = (opts, plan, f.name, kind, G, dev_dims, da.dtype, host)
+            g = _run_fast(entry, x, lib, dev, x_ptr, first_dims, last_dims, amax, opts.seed, info)
+            if key is not None:
+                memo = _plan.GROUP_FAST_CALLS
+                if len(memo) >= _plan._MAX_PLANS:
+                    memo.clear()
+                memo[key] = entry
+            return g
+        host = (tuple(host_first), tuple(host_last), lay.offsets,
+                lay.scale_offsets_rowwise if opts.want_rowwise else (),
+                lay.scale_offsets_columnwise if opts.want_columnwise else ())
     # conversions back to the caller's library stay inside the stream context (graph-capture safe)
     with _device_ctx(da.device, da.library), _interop.current_stream(x):
         res = _cuda.group_quantize(da.array.reshape(-1), da.dtype, opts, fd if dev_dims else None,

@@ -1963,7 +1963,7 @@ def test_grouped_fast_path_dispatch_of_host_and_device_dims(monkeypatch):
         if fast is not None:
             dev = isinstance(first_dims, str)
             _plan.GROUP_FAST_CALLS[fast[2]] = (opts, "plan", "mxfp8_e4m3", "varying_first", 3, dev, "bfloat16",
-                                               None if dev else caps.get("caps", big))
+                                               None if dev else ("bound", caps.get("caps", big)))
         return log[-1]
 
     def run_fast(entry, x, lib, dev, x_ptr, first_dims, last_dims, amax, seed, info=None):
@@ -2017,7 +2017,7 @@ def test_grouped_host_layouts_from_threads():
     _plan.clear_plans()
     opts, _ = group_options("bfloat16", "mxfp4_e2m1", dict(axis="both"), False)
     big = {"srow": 10**9, "scol": 10**9, "arow": 10**9, "acol": 10**9}
-    entry = (opts, "plan", "mxfp4_e2m1", "varying_first", 3, False, "bfloat16", big)
+    entry = (opts, "plan", "mxfp4_e2m1", "varying_first", 3, False, "bfloat16", ("bound", big))
     x = types.SimpleNamespace(shape=(256, 64))
     errors = []
 
@@ -2222,6 +2222,54 @@ def test_grouped_param_dims_plan_stores_the_host_values():
                                                    if type(st) is _plan.Launch and st.kernel == "group_meta")
 
 
+def test_grouped_host_dims_lists_of_1d_inputs_round_their_sizes(monkeypatch):
+    """Host dims lists for a 1-D input (kinds varying_last / varying_both): the device-dims bounds
+    would be several bytes per input element, so each call's exact sizes are rounded up
+    (_grouped_device._bucket: at most 25 % above, four values per octave) and planned per rounded
+    combination (memoised: other dims of the same rounded sizes share the plan)."""
+    from fp4kit import _cuda_grouped as cg, _grouped_device as gd
+    from fp4kit._validate import group_options
+
+    monkeypatch.setattr(cg, "_sm_count_of", lambda dev: SM)
+    monkeypatch.setattr(cg, "_resident", lambda module, kernel, cap: cap)
+    _plan.clear_plans()
+    prev = 0
+    for v in range(5000):
+        b = gd._bucket(v)
+        assert b >= v and b >= prev and (b == v if v < 8 else b <= 1.25 * v)
+        prev = b
+    assert len({gd._bucket(v) for v in range(1025, 2049)}) == 4
+    assert gd._bucket(10**12 + 1) <= 1.25 * 10**12 + 1
+    f = FORMATS["mxfp8_e4m3"]
+    opts, _ = group_options("bfloat16", "mxfp8_e4m3", dict(axis="both", scale_layout="swizzled"), False)
+    N = 6144
+    x = types.SimpleNamespace(shape=(N,))
+    build = (0, "bfloat16", opts, 3, N, None, False, None, None)
+    entry = (opts, "plan", "mxfp8_e4m3", "varying_both", 3, False, "bfloat16", ("bucket", build))
+
+    def info_of(first, last):
+        return gd._host_info(entry, ("k",), (("l", tuple(first)), ("l", tuple(last))), x, None, first, last, None)
+
+    def size(plan, name):
+        slot = plan.outputs[name]
+        return next(st.shape[0] for st in plan.steps if type(st) is _plan.Buffer and st.slot == slot)
+
+    a = info_of([16, 16, 16], [128, 0, 256])
+    b = info_of([16, 16, 32], [128, 0, 128])
+    assert a[0] == "varying_last" and b[0] == "varying_both"
+    for info in (a, b):
+        ex = info[3]
+        assert size(info[4], "row_scales") == gd._bucket(ex["row_scales"]) >= ex["row_scales"]
+        assert size(info[4], "col_scales") == gd._bucket(ex["col_scales"]) >= ex["col_scales"]
+        assert [st.kernel for st in info[4].launches()][0] == "group_dims_store"
+    if gd._bucket(a[3]["row_scales"]) == gd._bucket(b[3]["row_scales"]) and \
+            gd._bucket(a[3]["col_scales"]) == gd._bucket(b[3]["col_scales"]):
+        assert a[4] is b[4]                                          # one plan for both
+    bound = gd._bounds("varying_both", f, opts, 3, N, None, None)
+    assert bound["srow"] > 4 * N and bound["srow"] > 16 * size(a[4], "row_scales")   # what rounding saves
+    _plan.clear_plans()
+
+
 def test_grouped_fast_path_host_dims_hit_end_to_end_with_fake_torch(monkeypatch):
     """A memo hit of the grouped fast path with host dims lists that change between calls (fake
     PyTorch): one entry; each call's values reach the device as group_dims_store's parameters
@@ -2246,7 +2294,7 @@ def test_grouped_fast_path_host_dims_hit_end_to_end_with_fake_torch(monkeypatch)
     calls = _fake_torch(monkeypatch, plan)
     monkeypatch.setattr(_torch_exec, "_torch", lambda: torch)
     key = gd._fast_signature(x, "nvfp4", None, [64, 0, 128], None, None, False, None, kw)[2]
-    _plan.GROUP_FAST_CALLS[key] = (opts, plan, "nvfp4", "varying_first", G, False, "bfloat16", caps)
+    _plan.GROUP_FAST_CALLS[key] = (opts, plan, "nvfp4", "varying_first", G, False, "bfloat16", ("bound", caps))
     checked = []
     monkeypatch.setattr(gd, "_group_quantize_checked", lambda *a: checked.append(a))
     for first in ([64, 0, 128], [2, 190, 0], [64, 0, 128]):
