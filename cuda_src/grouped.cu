@@ -1,6 +1,8 @@
 // fp4kit: grouped (MoE) quantize / dequantize, SPEC section 7.
 //
-// group_dims_store  host dims passed by value -> a device buffer (the fast path's host dims).
+// group_dims_store  host dims passed by value -> a device buffer (the fast path's host dims past
+//                   what group_meta_dims takes).
+// group_meta_dims   group_meta with the host dims by value (stored for the later kernels).
 // group_meta        one CTA: member dims (device int64) -> prefixes and offsets, checked; on any
 //                   error it sets the error flags and zeroes every work list, so the kernels below
 //                   do nothing and nothing is written out of bounds. With one K it also writes the
@@ -200,10 +202,15 @@ extern "C" __global__ void __launch_bounds__(256) group_dims_store(i64* dst, i64
     for (int i = threadIdx.x; i < n; i += blockDim.x) dst[i] = d.v[i];
 }
 
-extern "C" __global__ void __launch_bounds__(META_THREADS)
-group_meta(i64 G, const i64* first, const i64* last, int block, int bits, i64 max_elements, i64 rows_total,
-           i64 cap_srow, i64 cap_scol, i64 cap_arow, i64 cap_acol, i64* meta, int* err, i64 K1, i64* band,
-           i64 n_band_rows, i64 n_band_tiles, i64 n_band_sq, const float* tab_amax, float* tabs) {
+// BYVAL (group_meta_dims): the dims come as the parameter struct *hv (first then last, 2 G <=
+// DIMS_ARG_MAX values); CTA 0 stores them at first / last (one int64 buffer of the plan) for the
+// kernels after it, so host dims need neither a copy nor a store launch.
+template <bool BYVAL>
+__device__ __forceinline__ void group_meta_body(i64 G, const i64* first, const i64* last, int block, int bits,
+                                                i64 max_elements, i64 rows_total, i64 cap_srow, i64 cap_scol,
+                                                i64 cap_arow, i64 cap_acol, i64* meta, int* err, i64 K1, i64* band,
+                                                i64 n_band_rows, i64 n_band_tiles, i64 n_band_sq,
+                                                const float* tab_amax, float* tabs, const DimsArg* hv) {
     __shared__ i64 val[META_COUNT][META_THREADS];   // member's addition to array k
     __shared__ int chk[META_THREADS];
     __shared__ int e_sh;
@@ -230,13 +237,20 @@ group_meta(i64 G, const i64* first, const i64* last, int block, int bits, i64 ma
         const int n = (int)(G - base < META_THREADS ? G - base : META_THREADS);
         __syncthreads();   // warp 0 is done with the previous chunk
         if (tid < n) {
-            const i64 M = first[base + tid];
-            i64 K;
-            if (bits & 1024) {
-                K = K1;
-                const_cast<i64*>(last)[base + tid] = K1;
+            i64 M, K;
+            if constexpr (BYVAL) {
+                M = hv->v[base + tid];
+                K = hv->v[G + base + tid];
+                const_cast<i64*>(first)[base + tid] = M;
+                const_cast<i64*>(last)[base + tid] = K;
             } else {
-                K = last[base + tid];
+                M = first[base + tid];
+                if (bits & 1024) {
+                    K = K1;
+                    const_cast<i64*>(last)[base + tid] = K1;
+                } else {
+                    K = last[base + tid];
+                }
             }
             int c = 0;
             if (M < 0 || K < 0) c = MCHK_NEGATIVE;
@@ -396,6 +410,26 @@ group_meta(i64 G, const i64* first, const i64* last, int block, int bits, i64 ma
             }
         }
     }
+}
+
+extern "C" __global__ void __launch_bounds__(META_THREADS)
+group_meta(i64 G, const i64* first, const i64* last, int block, int bits, i64 max_elements, i64 rows_total,
+           i64 cap_srow, i64 cap_scol, i64 cap_arow, i64 cap_acol, i64* meta, int* err, i64 K1, i64* band,
+           i64 n_band_rows, i64 n_band_tiles, i64 n_band_sq, const float* tab_amax, float* tabs) {
+    group_meta_body<false>(G, first, last, block, bits, max_elements, rows_total, cap_srow, cap_scol, cap_arow,
+                           cap_acol, meta, err, K1, band, n_band_rows, n_band_tiles, n_band_sq, tab_amax, tabs,
+                           nullptr);
+}
+
+// group_meta with the host dims by value (152 + 8 DIMS_ARG_MAX = 3992 bytes of parameters, within
+// the 4 KB of every CUDA version; __grid_constant__: read in place, no per-thread copy)
+extern "C" __global__ void __launch_bounds__(META_THREADS)
+group_meta_dims(i64 G, i64* first, i64* last, int block, int bits, i64 max_elements, i64 rows_total,
+                i64 cap_srow, i64 cap_scol, i64 cap_arow, i64 cap_acol, i64* meta, int* err, i64 K1, i64* band,
+                i64 n_band_rows, i64 n_band_tiles, i64 n_band_sq, const float* tab_amax, float* tabs,
+                const __grid_constant__ DimsArg d) {
+    group_meta_body<true>(G, first, last, block, bits, max_elements, rows_total, cap_srow, cap_scol, cap_arow,
+                          cap_acol, meta, err, K1, band, n_band_rows, n_band_tiles, n_band_sq, tab_amax, tabs, &d);
 }
 
 namespace fp4kit {

@@ -3,8 +3,8 @@ statistics, quantize, unswizzle of staged scales: build_group_quantize_plan, mem
 group_quantize_plan) and the grouped dequantize launch.
 
 Nothing synchronises with the host: device dims reach the kernels as pointers, host dims as one
-host-to-device copy inside the plan (the general path) or as kernel parameters of a store launch
-(the fast path), and the grids are sized from the SM count and the caller's
+host-to-device copy inside the plan (the general path) or as kernel parameters of the metadata
+launch (the fast path), and the grids are sized from the SM count and the caller's
 bounds (`_quantize_grid`), never from the dims' values. `group_quantize` runs a plan with CuPy on
 the current CuPy stream (the general path); fp4kit._grouped_device's fast path runs the same plans
 with fp4kit._torch_exec.
@@ -163,9 +163,10 @@ def _band_desc_offset(n_rows: int, n_tiles: int) -> int:
 
 
 def _meta(b, G, fd, ld, f, opts, n_el, caps, rows_total, Kshared=None, descriptors=False, squares=False, tables=False,
-          tab_amax=_NULL_ARG, tabs=None, staged=False, fill_last=False):
+          tab_amax=_NULL_ARG, tabs=None, staged=False, fill_last=False, dims_arg=False):
     """Append the group_meta launch (and its buffers) to the plan builder `b`. fd / ld: Args of the
-    int64 dims. Returns (meta, err, band, n_band_rows, n_band_tiles, meta_k, sq_desc): buffer slots
+    int64 dims; with `dims_arg` the launch is group_meta_dims, which takes the call's host values as
+    its last parameter (an Arg "dims": first then last dims) and stores them at fd / ld. Returns (meta, err, band, n_band_rows, n_band_tiles, meta_k, sq_desc): buffer slots
     meta, err and band (None without one K) and the Args meta_k and sq_desc (None without squares).
     With one K (Kshared > 0 and the caller's row count known) `band` memoises the member lookups of
     the quantize kernels (grouped.cu group_meta), with `descriptors` also holds the tile bands'
@@ -204,11 +205,11 @@ def _meta(b, G, fd, ld, f, opts, n_el, caps, rows_total, Kshared=None, descripto
             | int(opts.want_rowwise) << 4 | int(opts.want_columnwise) << 5 | int(descriptors) << 6 | int(squares) << 7
             | int(tables and descriptors) << 8 | int(staged) << 9 | int(bool(fill_last)) << 10)
     i64, ptr = _plan._i64, _plan._ptr
-    b.launch("grouped", "group_meta", 1 + (-(-G // 2) if tabs is not None else 0), (
+    b.launch("grouped", "group_meta_dims" if dims_arg else "group_meta", 1 + (-(-G // 2) if tabs is not None else 0), (
         i64(G), fd, ld, _plan._i32(f.block), _plan._i32(bits), i64(n_el), i64(-1 if rows_total is None else rows_total),
         i64(caps["srow"]), i64(caps["scol"]), i64(caps["arow"]), i64(caps["acol"]), _plan._buf(meta), _plan._buf(err),
         i64(Kshared or 0), ptr(band), i64(n_rows), i64(n_tiles), i64(n_sq), tab_amax if tabs is not None else _NULL_ARG,
-        ptr(tabs)), block=_META_THREADS)
+        ptr(tabs)) + ((Arg("dims", 0),) if dims_arg else ()), block=_META_THREADS)
     return meta, err, band, n_rows, n_tiles, meta_k, _plan._at(band, 8 * sq_at) if squares else None
 
 
@@ -222,9 +223,10 @@ def build_group_quantize_plan(input_dtype, opts, G, n_el, caps, amax_size, dbias
     column sums (float64 buffer "dbias"); Kshared / rows_total: the one K and the caller's row count
     (kinds same / varying_first), else None. dims, where the int64 dims come from:
     ("host", first, last) the host tuples (one H2D copy, first then last); ("param", G) the call's
-    host values (first then last dims, 2 G int64) as kernel parameters ("dims" arguments of
-    group_dims_store launches, DIMS_ARG_MAX values each: the fast-path executors only; with caps
-    that bound any dims, the plan serves every host dims of G members); ("dev", fill_first,
+    host values (first then last dims, 2 G int64) as kernel parameters (a "dims" argument of the
+    metadata launch, group_meta_dims, which stores them; past DIMS_ARG_MAX values, group_dims_store
+    launches of DIMS_ARG_MAX values each: the fast-path executors only; with caps that bound any
+    dims, the plan serves every host dims of G members); ("dev", fill_first,
     fill_last) the caller's device arrays ("fd" / "ld" arguments) but for first dims all equal to
     the int fill_first (not None: a FILL buffer) and, with fill_last, last dims written by
     group_meta (all Kshared) into a new buffer. sm: SMs of the device; resident(module, kernel,
@@ -260,11 +262,12 @@ def build_group_quantize_plan(input_dtype, opts, G, n_el, caps, amax_size, dbias
     if dims[0] in ("host", "param"):
         if dims[0] == "host":       # one host-to-device copy of both
             hd = b.buffer((2 * G,), "int64", P.HOST, value=tuple(dims[1]) + tuple(dims[2]))
-        else:                       # the call's first then last dims, as kernel parameters
-            hd = b.buffer((2 * G,), "int64", P.EMPTY)
-            for c in range(0, 2 * G, P.DIMS_ARG_MAX):
-                b.launch("grouped", "group_dims_store", 1, (
-                    P._at(hd, 8 * c), P._i64(min(P.DIMS_ARG_MAX, 2 * G - c)), Arg("dims", c)))
+        else:       # the call's first then last dims as kernel parameters: of group_meta_dims, or
+            hd = b.buffer((2 * G,), "int64", P.EMPTY)       # past DIMS_ARG_MAX values of store launches
+            if 2 * G > P.DIMS_ARG_MAX:
+                for c in range(0, 2 * G, P.DIMS_ARG_MAX):
+                    b.launch("grouped", "group_dims_store", 1, (
+                        P._at(hd, 8 * c), P._i64(min(P.DIMS_ARG_MAX, 2 * G - c)), Arg("dims", c)))
         out["fd"] = hd
         out["ld"] = b.buffer((G,), "int64", P.VIEW, src=hd, start=G)
         fd, ld, fill_last = P._buf(hd), P._at(hd, 8 * G), False
@@ -282,7 +285,7 @@ def build_group_quantize_plan(input_dtype, opts, G, n_el, caps, amax_size, dbias
     meta, err, band, n_band_rows, n_band_tiles, meta_k, sq_desc = _meta(
         b, G, fd, ld, f, opts, n_el, caps, rows_total, Kshared, descriptors=one and f.packed, squares=quad or staged1,
         tables=tabs_on or tabs_sup, tab_amax=Arg("amax") if tabs_sup else _NULL_ARG, tabs=tabs if tabs_sup else None,
-        staged=staged1, fill_last=fill_last)
+        staged=staged1, fill_last=fill_last, dims_arg=dims[0] == "param" and 2 * G <= P.DIMS_ARG_MAX)
     out["meta"], out["err"] = meta, err
     nbytes = f.packed_len(n_el) if f.packed else n_el
     # the quantize kernel writes every byte of every member's scales, the swizzled padding too

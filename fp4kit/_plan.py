@@ -41,7 +41,7 @@ QFLAG_COL_SCALES_SWZ = 1 << 9
 QFLAG_ROW_SCALES_SWZ = 1 << 10
 QFLAG_ENC_TABS = 1 << 11
 
-DIMS_ARG_MAX = 480  # int64 values of one group_dims_store launch (cuda_src/grouped.cu DIMS_ARG_MAX)
+DIMS_ARG_MAX = 480  # int64 values of the dims struct parameter (cuda_src/grouped.cu DIMS_ARG_MAX)
 
 QT_M = 64           # quantize tile (cuda_src/quantize.cu)
 QT_K = 64
@@ -75,8 +75,8 @@ class Arg(NamedTuple):
     u64), "amax" (pointer to the caller's amax, C-contiguous float32; only in plans built with an
     amax_size), "fd" / "ld" (pointers to the caller's int64 first / last dims of a grouped op),
     "dims" (a struct of DIMS_ARG_MAX int64 passed by value, the call's host values from index
-    `value` on: the last parameter of grouped.cu group_dims_store; the fast-path executors of
-    fp4kit._torch_exec only), or the C type of a scalar holding `value`: "i64" (long long), "i32"
+    `value` on: the last parameter of grouped.cu group_meta_dims / group_dims_store; the fast-path
+    executors of fp4kit._torch_exec only), or the C type of a scalar holding `value`: "i64" (long long), "i32"
     (int), "u32" (unsigned int), "u64" (unsigned long long). Pointers are 8 bytes."""
 
     kind: str

@@ -89,7 +89,7 @@ for fmt, f in fp4kit.FORMATS.items():
         fp4kit.group_dequantize(gr)
         fp4kit.group_quantize(xg, fmt, first_dims=cp.asarray(np.array(first, np.int64)), axis="rowwise", **kw).check()
         # host dims on the fast path (CuPy float32): the memo entry of this length with other values
-        # (group_dims_store's parameters, buffers of device-dims bounds)
+        # (group_meta_dims' parameters, buffers of device-dims bounds)
         g2 = fp4kit.group_quantize(xg, fmt, first_dims=first[::-1], axis="both", **kw)
         fp4kit.group_dequantize(g2, operand="columnwise")
         n += 5

@@ -2188,9 +2188,11 @@ def test_grouped_fast_path_hit_end_to_end_with_fake_torch(monkeypatch):
 
 
 def test_grouped_param_dims_plan_stores_the_host_values():
-    """A ("param", G) plan (the fast path's host dims) is the host-dims plan with its one host copy
-    replaced by group_dims_store launches of at most DIMS_ARG_MAX values each (the "dims" struct
-    last), which fill the same buffer the later launches read; the struct bound matches grouped.cu."""
+    """A ("param", G) plan (the fast path's host dims) is the host-dims plan without its host copy:
+    up to DIMS_ARG_MAX / 2 members the metadata launch is group_meta_dims, which takes the values
+    as its last parameter (a "dims" struct) and stores them in the buffer the later launches read;
+    beyond that group_dims_store launches of at most DIMS_ARG_MAX values each fill it first. The
+    struct bound matches grouped.cu and keeps group_meta_dims' parameters within 4 KB."""
     from fp4kit import _cuda_grouped as cg
     from fp4kit._grouped_device import _bounds
     from fp4kit._loader import cuda_src_dir
@@ -2198,8 +2200,15 @@ def test_grouped_param_dims_plan_stores_the_host_values():
 
     src = (cuda_src_dir() / "grouped.cu").read_text()
     assert re.search(r"#define DIMS_ARG_MAX (\d+)", src).group(1) == str(_plan.DIMS_ARG_MAX)
-    assert 16 + 8 * _plan.DIMS_ARG_MAX <= 4096                  # the parameter block's limit
     assert re.search(r"group_dims_store\(i64\* dst, i64 n, DimsArg d\)", src)
+    sig = re.search(r"group_meta_dims\(([^)]*)\)", src).group(1)
+    params = [" ".join(p.split()[:-1]) for p in sig.split(",")]
+    assert params[-1] == "const __grid_constant__ DimsArg"
+    size = 0
+    for p in params[:-1]:                                  # C alignment of each parameter
+        n = 4 if p == "int" else 8
+        size = -(-size // n) * n + n
+    assert -(-size // 8) * 8 + 8 * _plan.DIMS_ARG_MAX <= 4096
     f = FORMATS["mxfp4_e2m1"]
     opts, _ = group_options("bfloat16", "mxfp4_e2m1", dict(axis="both"), False)
     for G in (3, 240, 241, 300):
@@ -2209,17 +2218,24 @@ def test_grouped_param_dims_plan_stores_the_host_values():
         args = ("bfloat16", opts, G, rows * K, caps, None, False, K, rows)
         host = cg.build_group_quantize_plan(*args, ("host", tuple(first), (K,) * G), SM, lambda m, k, cap: cap)
         par = cg.build_group_quantize_plan(*args, ("param", G), SM, lambda m, k, cap: cap)
-        stores = [st for st in par.steps if type(st) is _plan.Launch and st.kernel == "group_dims_store"]
-        chunks = [(c, min(_plan.DIMS_ARG_MAX, 2 * G - c)) for c in range(0, 2 * G, _plan.DIMS_ARG_MAX)]
         hd = par.outputs["fd"]
-        assert [(st.grid, st.args) for st in stores] == [
-            (1, (_plan.Arg("buf", hd, 8 * c), _plan.Arg("i64", n), _plan.Arg("dims", c))) for c, n in chunks]
-        rest = [st for st in par.steps if st not in stores]
+        stores = [st for st in par.steps if type(st) is _plan.Launch and st.kernel == "group_dims_store"]
+        metas = [st for st in par.steps if type(st) is _plan.Launch and st.kernel.startswith("group_meta")]
+        host_meta = next(st for st in host.steps if type(st) is _plan.Launch and st.kernel == "group_meta")
+        if 2 * G <= _plan.DIMS_ARG_MAX:
+            assert not stores and metas[0].kernel == "group_meta_dims"
+            assert metas[0].args == host_meta.args + (_plan.Arg("dims", 0),)
+        else:
+            chunks = [(c, min(_plan.DIMS_ARG_MAX, 2 * G - c)) for c in range(0, 2 * G, _plan.DIMS_ARG_MAX)]
+            assert [(st.grid, st.args) for st in stores] == [
+                (1, (_plan.Arg("buf", hd, 8 * c), _plan.Arg("i64", n), _plan.Arg("dims", c))) for c, n in chunks]
+            assert metas == [host_meta] and par.steps.index(stores[-1]) < par.steps.index(metas[0])
+        assert host_meta.args[1:3] == (_plan.Arg("buf", hd), _plan.Arg("buf", hd, 8 * G))
+        rest = [st._replace(kernel="group_meta", args=st.args[:-1]) if st in metas and st.kernel == "group_meta_dims"
+                else st for st in par.steps if st not in stores]
         swapped = [st._replace(init=_plan.HOST, value=tuple(first) + (K,) * G) if type(st) is _plan.Buffer
                    and st.slot == hd else st for st in rest]
         assert swapped == list(host.steps) and par.outputs == host.outputs and par.arena
-        assert par.steps.index(stores[-1]) < min(i for i, st in enumerate(par.steps)
-                                                   if type(st) is _plan.Launch and st.kernel == "group_meta")
 
 
 def test_grouped_host_dims_lists_of_1d_inputs_round_their_sizes(monkeypatch):
@@ -2261,7 +2277,7 @@ def test_grouped_host_dims_lists_of_1d_inputs_round_their_sizes(monkeypatch):
         ex = info[3]
         assert size(info[4], "row_scales") == gd._bucket(ex["row_scales"]) >= ex["row_scales"]
         assert size(info[4], "col_scales") == gd._bucket(ex["col_scales"]) >= ex["col_scales"]
-        assert [st.kernel for st in info[4].launches()][0] == "group_dims_store"
+        assert [st.kernel for st in info[4].launches()][0] == "group_meta_dims"
     if gd._bucket(a[3]["row_scales"]) == gd._bucket(b[3]["row_scales"]) and \
             gd._bucket(a[3]["col_scales"]) == gd._bucket(b[3]["col_scales"]):
         assert a[4] is b[4]                                          # one plan for both
@@ -2272,8 +2288,8 @@ def test_grouped_host_dims_lists_of_1d_inputs_round_their_sizes(monkeypatch):
 
 def test_grouped_fast_path_host_dims_hit_end_to_end_with_fake_torch(monkeypatch):
     """A memo hit of the grouped fast path with host dims lists that change between calls (fake
-    PyTorch): one entry; each call's values reach the device as group_dims_store's parameters
-    (no host-to-device copy), the metadata launch reads that buffer, the results carry the call's
+    PyTorch): one entry; each call's values reach the device as group_meta_dims' last parameter
+    (no host-to-device copy), stored in the buffer the result holds, the results carry the call's
     host metadata and scale arrays of the call's exact sizes (views of bound-sized buffers); bad
     values raise before any launch."""
     import fp4kit
@@ -2311,13 +2327,11 @@ def test_grouped_fast_path_host_dims_hit_end_to_end_with_fake_torch(monkeypatch)
             assert getattr(g, name).arr.shape == (n,), (first, name)
         assert caps["srow"] > lay.scale_offsets_rowwise[-1]         # trimmed views, not the buffers
         kernels = [c[0] for c in calls if c[0] != "memset"]
-        assert kernels == [st.kernel for st in plan.launches()] and kernels[0] == "group_dims_store"
-        dst, n, words = next(c for c in calls if c[0] == "group_dims_store")[4]
-        assert n == 2 * G and words[:2 * G] == tuple(first) + (K,) * G
+        assert kernels == [st.kernel for st in plan.launches()] and kernels[0] == "group_meta_dims"
+        meta = next(c for c in calls if c[0] == "group_meta_dims")[4]
         hd = g.extra["fd"]
-        assert dst == hd.data_ptr() and hd.arr.shape == (2 * G,)
-        meta = next(c for c in calls if c[0] == "group_meta")[4]
-        assert meta[:3] == (G, dst, dst + 8 * G)
+        assert meta[:3] == (G, hd.data_ptr(), hd.data_ptr() + 8 * G) and hd.arr.shape == (2 * G,)
+        assert meta[-1][:2 * G] == tuple(first) + (K,) * G              # the struct: first, then last dims
     assert len(_plan.GROUP_FAST_CALLS) == 1
     del calls[:]
     with pytest.raises(ValueError, match=r"first_dims\[1\]: nvfp4 columnwise packs two codes"):

@@ -282,7 +282,7 @@ def _both_lib(lib, fmt, kw, x, call, what):
                                     ("mxfp6_e2m3", dict(axis="columnwise"))])
 def test_fast_path_host_dims_new_every_call(cp, counts, lib, fmt, kw):
     """Host dims lists that change every call: one memo entry per lists' length serves them all
-    (the values as group_dims_store parameters, results trimmed to the call's sizes): every call
+    (the values as group_meta_dims' parameters, results trimmed to the call's sizes): every call
     after the first is a memo hit, byte-identical to the general path and equal to the reference,
     for varying_first and for 1-D inputs whose kind moves between varying_last and varying_both."""
     if lib == "torch":
