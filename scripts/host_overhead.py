@@ -157,6 +157,7 @@ GK = 2048
 gx = torch.randn(sum(GF), GK, device="cuda").to(torch.bfloat16)
 gxc = cp.asarray(np.random.default_rng(1).standard_normal((sum(GF), GK)).astype(np.float16))
 gd, gdc = torch.tensor(GF, device="cuda"), cp.asarray(np.array(GF, np.int64))
+gx1, GL = gx.reshape(-1), [GK] * len(GF)       # the same bytes as a 1-D input (kinds varying_last / _both)
 _moving = [0]
 
 
@@ -189,6 +190,8 @@ grows = [
      lambda: fp4kit.group_quantize(gx, "mxfp8_e4m3", first_dims=moving_dims(), **BOTH)),
     ("group_quantize torch bf16 mxfp8_e4m3 both swizzled, host dims, new every call (general path)",
      general(lambda: fp4kit.group_quantize(gx, "mxfp8_e4m3", first_dims=moving_dims(), **BOTH))),
+    ("group_quantize torch bf16 mxfp8_e4m3 both swizzled, 1-D input, host first and last dims, new every call "
+     "(fast path)", lambda: fp4kit.group_quantize(gx1, "mxfp8_e4m3", first_dims=moving_dims(), last_dims=GL, **BOTH)),
     ("group_quantize cupy f16 mxfp8_e4m3 both swizzled, device dims (fast path)",
      lambda: fp4kit.group_quantize(gxc, "mxfp8_e4m3", first_dims=gdc, **BOTH)),
     ("group_quantize cupy f16 mxfp8_e4m3 both swizzled, device dims (general path)",
