@@ -113,11 +113,12 @@ def group_quantize(x, fmt, num_groups=None, first_dims=None, last_dims=None, ama
     checks. The seed is not in the signature (a kernel argument); an int seed in [0, 2**64 - 1]
     reuses the entry, any other goes through the checks. Host dims lists enter the signature by
     their length only: their plan serves any values (buffers sized from the bounds of device dims,
-    the values passed as kernel parameters of one small launch, results trimmed to the call's
-    sizes), and each call's values are checked on the host before any launch (_host_info;
-    the last _plan.GROUP_HOST_LAYOUTS_MAX distinct dims are remembered with their layouts).
+    or for a 1-D input from the call's sizes rounded up; the values passed as kernel parameters of
+    the metadata launch, group_meta_dims; results trimmed to the call's sizes), and each call's
+    values are checked on the host before any launch (_host_info; the last
+    _plan.GROUP_HOST_LAYOUTS_MAX distinct dims are remembered with their layouts).
     Anything else takes the general path (CuPy buffers, results handed back through DLPack). Both
-    issue the same launches, but for the fast path's store of host dims."""
+    issue the same kernels on the same bytes; host dims reach the general path's plan by a copy."""
     fast = _fast_signature(x, fmt, num_groups, first_dims, last_dims, amax, dbias, max_elements, options)
     if fast is not None and fast[2] is not None:
         entry = _plan.GROUP_FAST_CALLS.get(fast[2])
@@ -190,8 +191,8 @@ def _host_info(entry, key, hkey, x, num_groups, first_dims, last_dims, amax):
 
 
 def _within(info, caps: dict) -> bool:
-    """Whether the exact sizes of _host_layout `info` fit a plan of buffer bounds `caps` (they do
-    but for rows of members with no columns, which the bounds of device dims leave out)."""
+    """Whether the exact sizes of _host_layout `info` fit a plan of buffer bounds `caps` (those of
+    device dims with one K or one int M always hold valid host dims: a safety net)."""
     exact = info[3]
     return (exact["row_scales"] <= caps["srow"] and exact["col_scales"] <= caps["scol"]
             and exact["row_amax"] <= caps["arow"] and exact["col_amax"] <= caps["acol"])
