@@ -411,10 +411,10 @@ def build_group_quantize_plan(input_dtype, opts, G, n_el, caps, amax_size, dbias
 def group_quantize_plan(device: int, input_dtype, opts, G, n_el, caps, amax_size, dbias, Kshared, rows_total,
                         dims) -> _plan.Plan:
     """The memoised build_group_quantize_plan for `device` (the current one): the key holds every
-    input of the plan but the seed. Plans of host dims are built, not memoised: their values are
-    part of the key, so dims that change every call would fill the memo (the dict's growth alone
-    doubled a call's planning time, 34 -> 62-68 us per call over 3000 distinct dims, CPU); the
-    grouped fast path's memo entry keeps the plan of a host-dims signature seen twice."""
+    input of the plan but the seed. Plans of ("host", ...) dims (the general path) are built, not
+    memoised: their values are part of the key, so dims that change every call would fill the
+    memo (the dict's growth alone doubled a call's planning time, 34 -> 62-68 us per call over 3000
+    distinct dims, CPU). The fast path's ("param", G) plans hold no dims values and are memoised."""
     if dims[0] == "host":       # ("param", G) plans hold no dims values: memoised
         return build_group_quantize_plan(input_dtype, opts, G, n_el, caps, amax_size, dbias, Kshared, rows_total, dims,
                                          _sm_count_of(device), _resident)
