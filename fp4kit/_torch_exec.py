@@ -282,6 +282,15 @@ def _launch(prep, values, fn, grid, block, dyn, vals, stream) -> None:
     prep.launch(fn, grid[0], grid[1], grid[2], block, 1, 1, 0, stream, values[2], 0)
 
 
+def _launch_dims(prep, values, fn, grid, block, d, vals, stream, host_vals: tuple) -> None:
+    """A launch whose last parameter is a "dims" struct (_OP_LAUNCH_DIMS; d: (dynamic slots, the
+    struct's first slot, its first host value)): the call's host values into the struct's slots,
+    then _launch."""
+    h = host_vals[d[2]:d[2] + _plan.DIMS_ARG_MAX]
+    values[0][d[1]:d[1] + len(h)] = h
+    _launch(prep, values, fn, grid, block, d[0], vals, stream)
+
+
 def run(plan, x, amax, seed: int, device: int, x_ptr: int | None = None, fd_ptr: int = 0, ld_ptr: int = 0,
         host_vals: tuple = ()) -> list:
     """Run `plan` with PyTorch on `device` (the current device of PyTorch and CuPy, where x is) and
@@ -311,11 +320,8 @@ def run(plan, x, amax, seed: int, device: int, x_ptr: int | None = None, fd_ptr:
         if op == _OP_LAUNCH:                            # slot: launch number; a, b, c, d: fn, (gx, gy, gz), block, dyn
             _launch(prep, packs[slot], a, b, c, d, vals, stream)
             continue
-        if op == _OP_LAUNCH_DIMS:                       # d: (dyn, the struct's first slot, first host value)
-            pack = packs[slot]
-            h = host_vals[d[2]:d[2] + _plan.DIMS_ARG_MAX]
-            pack[0][d[1]:d[1] + len(h)] = h
-            _launch(prep, pack, a, b, c, d[0], vals, stream)
+        if op == _OP_LAUNCH_DIMS:
+            _launch_dims(prep, packs[slot], a, b, c, d, vals, stream, host_vals)
             continue
         if op == _OP_ARENA:                             # slot: bytes; a: split sizes; b: views; c: pointers; d: zeros
             t = empty(slot, dtype=prep.uint8, device=where)
@@ -387,11 +393,8 @@ def run_cupy(plan, x, amax, seed: int, x_ptr: int, fd_ptr: int = 0, ld_ptr: int 
         if op == _OP_LAUNCH:
             _launch(prep, packs[slot], a, b, c, d, vals, stream)
             continue
-        if op == _OP_LAUNCH_DIMS:                       # d: (dyn, the struct's first slot, first host value)
-            pack = packs[slot]
-            h = host_vals[d[2]:d[2] + _plan.DIMS_ARG_MAX]
-            pack[0][d[1]:d[1] + len(h)] = h
-            _launch(prep, pack, a, b, c, d[0], vals, stream)
+        if op == _OP_LAUNCH_DIMS:
+            _launch_dims(prep, packs[slot], a, b, c, d, vals, stream, host_vals)
             continue
         if op == _OP_ARENA:                         # slot: bytes; b: views; c: pointers; d: zeros
             t = empty((slot,), dtype=prep.uint8)

@@ -265,6 +265,18 @@ def test_fast_path_torch_graph_capture_then_change_dims(cp):
                 assert rep.ok, f"{fmt} {new} member {i}\n{rep}"
 
 
+def _fresh_input(lib, seed, shape):
+    """No memoised plans; (rng, the element dtype, a random host input, the same on the GPU in
+    `lib`: bfloat16 for PyTorch, float16 for CuPy)."""
+    if lib == "torch":
+        pytest.importorskip("torch")
+    _plan.clear_plans()
+    rng = np.random.default_rng(seed)
+    dt = ml_dtypes.bfloat16 if lib == "torch" else np.float16
+    x = (rng.standard_normal(shape) * 3).astype(np.float32).astype(dt)
+    return rng, dt, x, _to_dev(lib, x)
+
+
 def _both_lib(lib, fmt, kw, x, call, what):
     """The fast path's result (a memo hit or miss) against the general path's, byte for byte."""
     g = fp4kit.group_quantize(x, fmt, **call, **kw)
@@ -285,14 +297,8 @@ def test_fast_path_host_dims_new_every_call(cp, counts, lib, fmt, kw):
     (the values as group_meta_dims' parameters, results trimmed to the call's sizes): every call
     after the first is a memo hit, byte-identical to the general path and equal to the reference,
     for varying_first and for 1-D inputs whose kind moves between varying_last and varying_both."""
-    if lib == "torch":
-        pytest.importorskip("torch")
-    _plan.clear_plans()
-    rng = np.random.default_rng(7)
-    dt = ml_dtypes.bfloat16 if lib == "torch" else np.float16
     K = 96
-    x = (rng.standard_normal((512, K)) * 3).astype(np.float32).astype(dt)
-    xd = _to_dev(lib, x)
+    rng, dt, x, xd = _fresh_input(lib, 7, (512, K))
     runs = counts["run"]
     for trial, first in enumerate(([128, 0, 250, 134], [0, 0, 512, 0], [2, 300, 80, 130], [128, 0, 250, 134])):
         what = f"{lib} {fmt} varying_first {first}"
@@ -383,14 +389,8 @@ def test_fast_path_host_dims_with_supplied_amax(cp, counts, lib):
     member (G,), and one per row with row_scaled (its length the call's row count: a 1-D input
     whose row count changes gets the general path's error). Memo hits, byte-identical to the
     general path, equal to the reference."""
-    if lib == "torch":
-        pytest.importorskip("torch")
-    _plan.clear_plans()
-    rng = np.random.default_rng(9)
-    dt = ml_dtypes.bfloat16 if lib == "torch" else np.float16
     K = 64
-    x = (rng.standard_normal((256, K)) * 3).astype(np.float32).astype(dt)
-    xd = _to_dev(lib, x)
+    rng, dt, x, xd = _fresh_input(lib, 9, (256, K))
     for row_scaled in (False, True):
         runs = counts["run"]
         for trial, first in enumerate(([64, 0, 192], [2, 126, 128], [256, 0, 0])):
