@@ -166,8 +166,9 @@ def _meta(b, G, fd, ld, f, opts, n_el, caps, rows_total, Kshared=None, descripto
           tab_amax=_NULL_ARG, tabs=None, staged=False, fill_last=False, dims_arg=False):
     """Append the group_meta launch (and its buffers) to the plan builder `b`. fd / ld: Args of the
     int64 dims; with `dims_arg` the launch is group_meta_dims, which takes the call's host values as
-    its last parameter (an Arg "dims": first then last dims) and stores them at fd / ld. Returns (meta, err, band, n_band_rows, n_band_tiles, meta_k, sq_desc): buffer slots
-    meta, err and band (None without one K) and the Args meta_k and sq_desc (None without squares).
+    its last parameter (an Arg "dims": first then last dims) and stores them at fd / ld. Returns
+    (meta, err, band, n_band_rows, n_band_tiles, meta_k, sq_desc): buffer slots meta, err and band
+    (None without one K) and the Args meta_k and sq_desc (None without squares).
     With one K (Kshared > 0 and the caller's row count known) `band` memoises the member lookups of
     the quantize kernels (grouped.cu group_meta), with `descriptors` also holds the tile bands'
     descriptors (from _band_desc_offset, 8 int64 each: grouped.cu BandDesc); with `squares` it
