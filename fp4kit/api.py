@@ -156,7 +156,11 @@ def group_quantize(x, fmt, num_groups=None, first_dims=None, last_dims=None, **o
         num_groups, first_dims, last_dims: the kind. ``same`` — x (G*M, K), num_groups=G;
             ``varying_first`` — x (sum M_i, K), first_dims; ``varying_last`` — x 1-D,
             first_dims=M (or [M]*G), last_dims; ``varying_both`` — x 1-D, both. Dims are host
-            sequences of ints, or device int64 arrays (then give ``max_elements``).
+            sequences of ints, or device int64 arrays (then give ``max_elements``). Device dims
+            are read by the kernels, never by the host (change them on the device and replay a
+            captured graph). For contiguous PyTorch tensors and CuPy arrays, host dims travel as
+            kernel parameters: no copy, values that change every call reuse one plan, and a CUDA
+            graph captured with host dims replays those dims.
         options: quantize's (axis, scale_layout, scale_rule, amax — float32 (G,), or (sum M_i,)
             row-scaled — ...) plus ``dbias=True`` (kinds same / varying_first: float32 (G, K) column
             sums) and ``max_elements``, the output bound that device-array dims need on the GPU
