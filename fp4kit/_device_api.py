@@ -278,71 +278,80 @@ def dequantize_operand(op: Operand, dtype: str, stream_src=None, shape=None):
         return _interop.to_library(y, data.library, dtype=dtype)
 
 
-def _dequantize_fast(op: Operand, dtype: str, shape):
-    """dequantize's fast path, or None: the operand's data and scales are C-contiguous uint8 arrays
-    of one library, PyTorch CUDA tensors or CuPy arrays, on the device current for that library and
-    CuPy (its amax None or a C-contiguous float32 array of the same kind there). The output comes
-    from that library's allocator and the kernel is launched directly on its current stream
-    (fp4kit._torch_exec.dequantize_launch): the general path's bytes, without DLPack or CuPy
-    wrappers. Anything else returns None and takes the general path."""
-    data, scales, amax = op.data, op.scales, op.amax
-    t = type(data)
-    if type(scales) is not t or (amax is not None and type(amax) is not t):
-        return None
+def _fast_arrays(arrays: tuple, kinds: tuple):
+    """(library, device) when `arrays` are all C-contiguous PyTorch CUDA tensors or all CuPy arrays
+    (exact types), of the dtypes named by `kinds`, on one device that is current for that library
+    and CuPy; else None. The dequantize fast paths take their operands only so."""
+    t = type(arrays[0])
+    for a in arrays:
+        if type(a) is not t:
+            return None
     if _torch_mod is None and t.__module__.startswith("torch"):
         _import_torch()
     elif _cupy_ndarray is None and t.__module__.startswith("cupy"):
         _import_cupy_ndarray()
     if _torch_mod is not None and t is _torch_mod.Tensor:
         torch = _torch_mod
-        if not (data.is_cuda and scales.is_cuda and data.dtype == torch.uint8 and scales.dtype == torch.uint8
-                and data.is_contiguous() and scales.is_contiguous()):
+        dev = arrays[0].get_device()
+        for a, k in zip(arrays, kinds):
+            if not a.is_cuda or a.get_device() != dev or not a.is_contiguous() or a.dtype != getattr(torch, k):
+                return None
+        if dev != _torch_current_device() or dev != _runtime().getDevice():
             return None
-        dev = data.get_device()
-        if scales.get_device() != dev or dev != _torch_current_device() or dev != _runtime().getDevice():
+        return "torch", dev
+    if _cupy_ndarray is not None and t is _cupy_ndarray:
+        dev = arrays[0].device.id
+        for a, k in zip(arrays, kinds):
+            if a.device.id != dev or not a.flags.c_contiguous or a.dtype != k:
+                return None
+        if dev != _runtime().getDevice():
             return None
-        if amax is not None and not (amax.is_cuda and amax.dtype == torch.float32 and amax.is_contiguous()
-                                     and amax.get_device() == dev):
-            return None
-        lib = "torch"
-    elif _cupy_ndarray is not None and t is _cupy_ndarray:
-        if not (data.dtype == np.uint8 and scales.dtype == np.uint8 and data.flags.c_contiguous
-                and scales.flags.c_contiguous):
-            return None
-        dev = data.device.id
-        if scales.device.id != dev or dev != _runtime().getDevice():
-            return None
-        if amax is not None and not (amax.dtype == np.float32 and amax.flags.c_contiguous and amax.device.id == dev):
-            return None
-        lib = "cupy"
-    else:
+        return "cupy", dev
+    return None
+
+
+def _fast_output(lib: str, dev: int, shape: tuple, dtype: str, like):
+    """(a dequantize output of `shape` and dtype name `dtype` from `lib`'s allocator on `like`'s
+    device, 0xA5 in every byte when output poisoning is on; its pointer; the stream to launch on:
+    the library's current one)."""
+    c = _cuda()
+    if lib == "torch":
+        out = _torch_mod.empty(*shape, dtype=getattr(_torch_mod, dtype), device=like.device)
+        if c._poison and out.numel():
+            out.view(_torch_mod.uint8).fill_(0xA5)
+        return out, out.data_ptr(), _torch_exec._stream_ptr(dev)
+    import cupy
+    out = cupy.empty(shape, dtype=c.DEQUANT_NP_DTYPES[dtype])
+    if c._poison and out.size:
+        out.view(np.uint8).fill(0xA5)
+    return out, out.data.ptr, cupy.cuda.get_current_stream().ptr
+
+
+def _dequantize_fast(op: Operand, dtype: str, shape):
+    """dequantize's fast path, or None: the operand's data and scales are C-contiguous uint8 arrays
+    of one library, PyTorch CUDA tensors or CuPy arrays, on the device current for that library and
+    CuPy (its amax None or a C-contiguous float32 array of the same kind there: _fast_arrays). The
+    output comes from that library's allocator and the kernel is launched directly on its current
+    stream (fp4kit._torch_exec.dequantize_launch): the general path's bytes, without DLPack or CuPy
+    wrappers. Anything else returns None and takes the general path."""
+    data, scales, amax = op.data, op.scales, op.amax
+    fast = _fast_arrays((data, scales) if amax is None else (data, scales, amax), ("uint8", "uint8", "float32"))
+    if fast is None:
         return None
+    lib, dev = fast
     fmt = FORMATS[op.format]
     if fmt.is_nvfp4 and amax is None:
         return None
     c = _cuda()
     rows, cols = op.rows, op.cols
-    if lib == "torch":
-        out = _torch_mod.empty(rows, cols, dtype=getattr(_torch_mod, dtype), device=data.device)
-        ptrs = (data.data_ptr(), scales.data_ptr(), 0 if amax is None else amax.data_ptr(), out.data_ptr())
-        if c._poison and out.numel():
-            out.view(_torch_mod.uint8).fill_(0xA5)
-    else:
-        import cupy
-        out = cupy.empty((rows, cols), dtype=c.DEQUANT_NP_DTYPES[dtype])
-        ptrs = (data.data.ptr, scales.data.ptr, 0 if amax is None else amax.data.ptr, out.data.ptr)
-        if c._poison and out.size:
-            out.view(np.uint8).fill(0xA5)
+    out, out_ptr, stream = _fast_output(lib, dev, (rows, cols), dtype, data)
     if rows and cols:
-        if lib == "torch":
-            stream = _torch_exec._stream_ptr(dev)
-        else:
-            stream = cupy.cuda.get_current_stream().ptr
+        ptr = (lambda a: a.data_ptr()) if lib == "torch" else (lambda a: a.data.ptr)  # noqa: E731
         kernel, grid = c.dequantize_kernel(fmt, dtype, rows, cols)
         _torch_exec.dequantize_launch(
-            dev, kernel, grid, ptrs[0], ptrs[1], ptrs[2], rows, cols,
+            dev, kernel, grid, ptr(data), ptr(scales), 0 if amax is None else ptr(amax), rows, cols,
             int(op.scale_layout == "swizzled"), int(fmt.is_nvfp4 and (amax.numel() if lib == "torch" else amax.size) > 1),
-            ptrs[3], stream)
+            out_ptr, stream)
     if shape is not None:
         out = out.reshape(shape)
     if lib == "cupy" and dtype == "bfloat16":

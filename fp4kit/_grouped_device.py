@@ -191,8 +191,9 @@ def _host_info(entry, key, hkey, x, num_groups, first_dims, last_dims, amax):
 
 
 def _within(info, caps: dict) -> bool:
-    """Whether the exact sizes of _host_layout `info` fit a plan of buffer bounds `caps` (those of
-    device dims with one K or one int M always hold valid host dims: a safety net)."""
+    """Whether the exact sizes of _host_layout `info` fit a plan of buffer bounds `caps` (the bounds
+    of device dims hold valid dims with one K, and with one int M but for degenerate ones: M = 0
+    with row-scaled NVFP4, whose per-column amaxes the bound of 0 elements leaves out)."""
     exact = info[3]
     return (exact["row_scales"] <= caps["srow"] and exact["col_scales"] <= caps["scol"]
             and exact["row_amax"] <= caps["arow"] and exact["col_amax"] <= caps["acol"])
@@ -448,24 +449,24 @@ def _group_quantize_checked(x, fmt, num_groups, first_dims, last_dims, amax, dbi
             # exact size rounded up (_bucket: a plan per combination of rounded sizes)
             info = _host_layout(f, opts, kind, host[0], host[1], lay)
             if Kshared is None and type(first_dims) is not int:
-                host = ("bucket", (dev, da.dtype, opts, G, n_el, amax_size, dbias, Kshared, rows_total))
-                info = _bucketed(info, host[1])
+                spec = ("bucket", (dev, da.dtype, opts, G, n_el, amax_size, dbias, Kshared, rows_total))
+                info = _bucketed(info, spec[1])
                 plan = info[4]
             else:
                 bound = _bounds("varying_first" if Kshared is not None else "varying_last", f, opts, G, n_el,
                                 first_dims if type(first_dims) is int else None, Kshared)
-                host = ("bound", bound)
+                spec = ("bound", bound)
                 if _within(info, bound):
                     caps, dims = bound, ("param", G)
                 else:
-                    lib = None              # rows beyond the bounds: the general path, exact buffers
+                    lib = None              # sizes beyond the bounds (_within): the general path, exact buffers
             if lib is not None and key is not None:
                 _remember_layout((key, hkey), info)
         if lib is not None:
             if plan is None:
                 plan = _cuda.group_quantize_plan(dev, da.dtype, opts, G, n_el, caps, amax_size, dbias, Kshared,
                                                  rows_total, dims)
-            entry = (opts, plan, f.name, kind, G, dev_dims, da.dtype, host)
+            entry = (opts, plan, f.name, kind, G, dev_dims, da.dtype, None if dev_dims else spec)
             g = _run_fast(entry, x, lib, dev, x_ptr, first_dims, last_dims, amax, opts.seed, info)
             if key is not None:
                 memo = _plan.GROUP_FAST_CALLS
@@ -473,9 +474,6 @@ def _group_quantize_checked(x, fmt, num_groups, first_dims, last_dims, amax, dbi
                     memo.clear()
                 memo[key] = entry
             return g
-        host = (tuple(host_first), tuple(host_last), lay.offsets,
-                lay.scale_offsets_rowwise if opts.want_rowwise else (),
-                lay.scale_offsets_columnwise if opts.want_columnwise else ())
     # conversions back to the caller's library stay inside the stream context (graph-capture safe)
     with _device_ctx(da.device, da.library), _interop.current_stream(x):
         res = _cuda.group_quantize(da.array.reshape(-1), da.dtype, opts, fd if dev_dims else None,
@@ -527,59 +525,25 @@ def _group_dequantize_fast(g, dtype: str, operand: str, data, scales, amax, meta
     path). The output comes from that library's allocator and the kernel the general path runs
     (fp4kit._cuda_grouped.dequantize_kernel) is launched directly on its current stream: the
     general path's bytes, without DLPack or CuPy wrappers. Anything else returns None."""
-    from . import _cuda, _device_api as api
+    from . import _device_api as api
     from ._cuda_grouped import dequantize_kernel
     fd, ld = g.extra.get("fd"), g.extra.get("ld")
     arrays = (data, scales, meta, fd, ld) if amax is None else (data, scales, meta, fd, ld, amax)
-    t = type(data)
-    for a in arrays:
-        if type(a) is not t:
-            return None
-    if api._torch_mod is None and t.__module__.startswith("torch"):
-        api._import_torch()
-    elif api._cupy_ndarray is None and t.__module__.startswith("cupy"):
-        api._import_cupy_ndarray()
-    kinds = ("uint8", "uint8", "int64", "int64", "int64", "float32")
-    if api._torch_mod is not None and t is api._torch_mod.Tensor:
-        torch = api._torch_mod
-        dev = data.get_device()
-        for a, k in zip(arrays, kinds):
-            if not a.is_cuda or a.get_device() != dev or not a.is_contiguous() or a.dtype != getattr(torch, k):
-                return None
-        if dev != api._torch_current_device() or dev != api._runtime().getDevice():
-            return None
-        lib, ptr = "torch", lambda a: a.data_ptr()  # noqa: E731
-        n = data.numel()
-    elif api._cupy_ndarray is not None and t is api._cupy_ndarray:
-        dev = data.device.id
-        for a, k in zip(arrays, kinds):
-            if a.device.id != dev or not a.flags.c_contiguous or a.dtype != k:
-                return None
-        if dev != api._runtime().getDevice():
-            return None
-        lib, ptr = "cupy", lambda a: a.data.ptr  # noqa: E731
-        n = data.size
-    else:
+    fast = api._fast_arrays(arrays, ("uint8", "uint8", "int64", "int64", "int64", "float32"))
+    if fast is None:
         return None
+    lib, dev = fast
+    ptr = (lambda a: a.data_ptr()) if lib == "torch" else (lambda a: a.data.ptr)  # noqa: E731
+    n = data.numel() if lib == "torch" else data.size
     f = FORMATS[g.format]
     n_el = int(n) * (2 if f.packed else 1)
-    if lib == "torch":
-        out = torch.empty(n_el, dtype=getattr(torch, dtype), device=data.device)
-        if _cuda._poison and n_el:
-            out.view(torch.uint8).fill_(0xA5)
-        stream = _torch_exec._stream_ptr(dev)
-    else:
-        import cupy
-        out = cupy.empty(n_el, dtype=_cuda.DEQUANT_NP_DTYPES[dtype])
-        if _cuda._poison and n_el:
-            out.view(np.uint8).fill(0xA5)
-        stream = cupy.cuda.get_current_stream().ptr
+    out, out_ptr, stream = api._fast_output(lib, dev, (n_el,), dtype, data)
     if n_el:
         kernel, grid = dequantize_kernel(g.format, dtype, n_el, api._sm_count_of(dev))
         opts = g.options
         _torch_exec.raw_launch(dev, "grouped", kernel, grid, (
             ptr(data), ptr(scales), 0 if amax is None else ptr(amax), int(g.extra["G"]), ptr(meta), ptr(fd), ptr(ld),
-            int(operand == "columnwise"), int(opts.scale_layout == "swizzled"), int(opts.row_scaled), ptr(out)), stream)
+            int(operand == "columnwise"), int(opts.scale_layout == "swizzled"), int(opts.row_scaled), out_ptr), stream)
     if lib == "cupy" and dtype == "bfloat16":
         out = _interop.to_library(out, "cupy", dtype="bfloat16")
     return GroupedArray(data=out, kind=g.kind, first_dims=g.first_dims, last_dims=g.last_dims, offsets=g.offsets,

@@ -254,8 +254,10 @@ def current_stream(x):
     if library_of(x) == "torch" and getattr(x, "is_cuda", False):
         import torch
 
+        from . import _torch_exec
+
         dev = x.device.index if x.device.index is not None else torch.cuda.current_device()
-        ptr = _torch_stream_ptr(torch, dev)
+        ptr = _torch_exec._stream_ptr(dev)      # the raw pointer, no Stream object
         if ptr == 0:
             return cupy.cuda.Stream.null
         st = _EXTERNAL_STREAMS.get((dev, ptr))
@@ -263,22 +265,6 @@ def current_stream(x):
             st = _external_stream(ptr, dev)
         return st
     return cupy.cuda.get_current_stream()
-
-
-_raw_stream = None
-
-
-def _torch_stream_ptr(torch, dev: int) -> int:
-    """PyTorch's current stream on `dev` as a pointer: torch._C._cuda_getCurrentRawStream (no
-    Stream object, ~0.3 us) where it exists, else the public torch.cuda.current_stream (~5 us)."""
-    global _raw_stream
-    f = _raw_stream
-    if f is None:
-        f = getattr(getattr(torch, "_C", None), "_cuda_getCurrentRawStream", None)
-        if f is None:
-            f = lambda d: torch.cuda.current_stream(d).cuda_stream  # noqa: E731
-        _raw_stream = f
-    return int(f(dev))
 
 
 # (device, stream pointer) -> cupy ExternalStream. The wrapper holds no resources (it neither

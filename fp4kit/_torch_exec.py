@@ -96,10 +96,11 @@ def _stream_ptr(device: int) -> int:
 
 # Operations of a prepared plan (_Prepared.program), one per plan step, each a 6-tuple
 # (op, slot or launch number, a, b, c, d) with the op's fields resolved once (see _Prepared).
-_OP_EMPTY, _OP_ZEROS, _OP_COPY, _OP_VIEW, _OP_LAUNCH, _OP_ZERO_FILL, _OP_FILL, _OP_HOST, _OP_ARENA = range(9)
-# a launch whose last parameter is a "dims" struct (fp4kit._plan.Arg): its 8-byte words follow the
-# other slots in the launch's packed values and are written from the call's host values first
-_OP_LAUNCH_DIMS = 9
+# _OP_LAUNCH_DIMS: a launch whose last parameter is a "dims" struct (fp4kit._plan.Arg): its 8-byte
+# words follow the other slots in the launch's packed values and are written from the call's host
+# values first. HOST buffers (one host-to-device copy) are the general path's alone: the fast path
+# passes host values as "dims" arguments.
+_OP_EMPTY, _OP_ZEROS, _OP_COPY, _OP_VIEW, _OP_LAUNCH, _OP_ZERO_FILL, _OP_FILL, _OP_ARENA, _OP_LAUNCH_DIMS = range(9)
 # A plan with `arena` set: its one-dimensional EMPTY / ZEROS buffers come from one uint8 allocation
 # (_OP_ARENA, at the first of them), each at a multiple of _ARENA_ALIGN bytes; the buffers the
 # caller gets (outputs, sources of views and copies) as views of it, the others only as pointers.
@@ -118,8 +119,7 @@ class _Prepared:
     bounds; per launch the CUDA function, grid, block, the static 8-byte argument values and the
     (slot, value source) pairs written per call); and, per thread, the packed argument arrays."""
 
-    __slots__ = ("launch", "memset", "launches", "program", "empty", "full", "tensor", "uint8", "tls", "stream",
-                 "ndarray")
+    __slots__ = ("launch", "memset", "launches", "program", "empty", "full", "uint8", "tls", "stream", "ndarray")
 
     def __init__(self, plan, lib: str = "torch"):
         if lib == "torch":
@@ -129,7 +129,6 @@ class _Prepared:
             dtypes = _TORCH_DTYPES
             self.empty = torch.empty
             self.full = torch.full
-            self.tensor = torch.tensor
             self.uint8 = torch.uint8
             self.stream = None
         else:                                       # CuPy: NumPy dtypes, cupy.empty, CuPy's current stream
@@ -138,7 +137,6 @@ class _Prepared:
             dtypes = {n: np.dtype(d) for n, d in _cuda._NP_DTYPES.items()}
             self.empty = cupy.empty
             self.full = cupy.full
-            self.tensor = lambda values, dtype: cupy.asarray(np.array(values, dtype=dtype))  # noqa: E731
             self.uint8 = np.uint8
             self.stream = cupy.cuda.get_current_stream
         self.ndarray = None if lib == "torch" else cupy.ndarray
@@ -171,10 +169,10 @@ class _Prepared:
                     program.append((_OP_COPY, step.slot, step.src, None, None, None))
                 elif init == _plan.FILL:                    # (shape, dtype, value)
                     program.append((_OP_FILL, step.slot, step.shape, dtypes[step.dtype], step.value, None))
-                elif init == _plan.HOST:                    # (shape, dtype, values)
-                    program.append((_OP_HOST, step.slot, step.shape, dtypes[step.dtype], tuple(step.value), None))
-                else:                                   # VIEW: (source, start, stop)
+                elif init == _plan.VIEW:                    # (source, start, stop)
                     program.append((_OP_VIEW, step.slot, step.src, step.start, step.start + step.shape[0], None))
+                else:
+                    raise ValueError(f"fp4kit internal: buffer init {init!r} runs on fp4kit._cuda.run_plan only")
             elif kind is _plan.Launch:
                 statics = [0] * len(step.args)
                 dyn = []
@@ -356,9 +354,6 @@ def run(plan, x, amax, seed: int, device: int, x_ptr: int | None = None, fd_ptr:
         elif op == _OP_FILL:                            # a, b, c: shape, dtype, value
             t = prep.full(a, c, dtype=b, device=where)
             ptr = t.data_ptr()
-        elif op == _OP_HOST:                            # a, b, c: shape, dtype, values
-            t = prep.tensor(c, dtype=b, device=where).reshape(a)
-            ptr = t.data_ptr()
         else:                                           # ZeroFill
             bufs[slot].zero_()
             continue
@@ -423,8 +418,6 @@ def run_cupy(plan, x, amax, seed: int, x_ptr: int, fd_ptr: int = 0, ld_ptr: int 
             t = bufs[a][b:c]
         elif op == _OP_FILL:
             t = prep.full(a, c, dtype=b)
-        elif op == _OP_HOST:
-            t = prep.tensor(c, dtype=b).reshape(a)
         else:                                       # ZeroFill
             bufs[slot].fill(0)
             continue

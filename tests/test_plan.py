@@ -1855,7 +1855,7 @@ def test_grouped_plan_arena_executors(monkeypatch, lib, poison, case):
     fmt, kw, dims, amax_size, dbias = {
         "mxfp8_both_dev": ("mxfp8_e4m3", dict(axis="both", scale_layout="swizzled"), ("dev", None, True), None, False),
         "nvfp4_tables": ("nvfp4", dict(axis="both"), ("dev", None, True), None, False),
-        "nvfp4_amax_host": ("nvfp4", dict(axis="both"), ("host", tuple(first), (K,) * G), G, False),
+        "nvfp4_amax_host": ("nvfp4", dict(axis="both"), ("param", G), G, False),
         "mxfp6_staged": ("mxfp6_e2m3", dict(axis="both"), ("dev", None, True), None, False),
         "dbias": ("mxfp8_e4m3", dict(axis="rowwise"), ("dev", None, True), None, True),
     }[case]
@@ -1892,10 +1892,11 @@ def test_grouped_plan_arena_executors(monkeypatch, lib, poison, case):
     x = T(np.zeros((rows, K), np.uint16))
     fdims, ldims = T(np.array(first + [0] * 0, np.int64)), None
     amax = T(np.array([1.0, 2.0, 0.5, 4.0], np.float32)) if amax_size else None
+    host_vals = tuple(first) + (K,) * G if dims[0] == "param" else ()
     if lib == "torch":
-        bufs = _torch_exec.run(p, x, amax, 7, 1, None, fdims.data_ptr(), 0)
+        bufs = _torch_exec.run(p, x, amax, 7, 1, None, fdims.data_ptr(), 0, host_vals)
     else:
-        bufs = _torch_exec.run_cupy(p, x, amax, 7, x.data_ptr(), fdims.data_ptr(), 0)
+        bufs = _torch_exec.run_cupy(p, x, amax, 7, x.data_ptr(), fdims.data_ptr(), 0, host_vals)
     steps = {s.slot: s for s in p.steps if type(s) is Buffer}
     nbytes = {k: int(np.prod(s.shape)) * np.dtype(s.dtype).itemsize for k, s in steps.items()}
     in_arena = {k for k, s in steps.items() if s.init in (EMPTY, ZEROS) and len(s.shape) == 1

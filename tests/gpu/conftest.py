@@ -21,3 +21,19 @@ def gpu():
     finally:
         _cuda.set_poison(old)
 
+
+
+@pytest.fixture
+def dq_spy(monkeypatch):
+    """Counts dequantize fast-path launches (fp4kit._torch_exec.dequantize_launch): a one-item list."""
+    from fp4kit import _torch_exec
+
+    n = [0]
+    launch = _torch_exec.dequantize_launch
+
+    def spy(*a, **k):
+        n[0] += 1
+        return launch(*a, **k)
+
+    monkeypatch.setattr(_torch_exec, "dequantize_launch", spy)
+    return n

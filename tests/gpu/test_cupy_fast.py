@@ -257,20 +257,13 @@ def test_fast_path_from_threads(cp, spy):
 
 
 @pytest.mark.parametrize("fmt", FMTS)
-def test_dequantize_fast_path(cp, monkeypatch, fmt):
+def test_dequantize_fast_path(cp, monkeypatch, dq_spy, fmt):
     """dequantize of CuPy results: the kernel launched directly into a cupy.empty output
     (poisoned), every layout, operand and output dtype (bfloat16 as the general path returns it),
     against the general path and the reference; a strided operand takes the general path."""
-    from fp4kit import _device_api, _torch_exec
+    from fp4kit import _device_api
 
-    n = [0]
-    launch = _torch_exec.dequantize_launch
-
-    def spy(*a, **k):
-        n[0] += 1
-        return launch(*a, **k)
-
-    monkeypatch.setattr(_torch_exec, "dequantize_launch", spy)
+    n = dq_spy
 
     def dq(q, ref, dtype, operand, fast=True):
         before = n[0]

@@ -291,21 +291,6 @@ def test_fast_path_from_threads(torch, spy):
     assert spy["fast"] == 200
 
 
-@pytest.fixture
-def dq_spy(monkeypatch):
-    """Counts dequantize fast-path launches (fp4kit._torch_exec.dequantize_launch)."""
-    from fp4kit import _torch_exec
-
-    n = [0]
-    launch = _torch_exec.dequantize_launch
-
-    def spy(*a, **k):
-        n[0] += 1
-        return launch(*a, **k)
-
-    monkeypatch.setattr(_torch_exec, "dequantize_launch", spy)
-    return n
-
 
 def _dq_general():
     from fp4kit import _device_api
