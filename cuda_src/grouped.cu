@@ -203,8 +203,9 @@ extern "C" __global__ void __launch_bounds__(256) group_dims_store(i64* dst, i64
 }
 
 // BYVAL (group_meta_dims): the dims come as the parameter struct *hv (first then last, 2 G <=
-// DIMS_ARG_MAX values); CTA 0 stores them at first / last (one int64 buffer of the plan) for the
-// kernels after it, so host dims need neither a copy nor a store launch.
+// DIMS_ARG_MAX values; with one K, bit 1024, the first dims only, G <= DIMS_ARG_MAX, and every last
+// dim is K1); CTA 0 stores them at first / last (one int64 buffer of the plan) for the kernels after
+// it, so host dims need neither a copy nor a store launch.
 template <bool BYVAL>
 __device__ __forceinline__ void group_meta_body(i64 G, const i64* first, const i64* last, int block, int bits,
                                                 i64 max_elements, i64 rows_total, i64 cap_srow, i64 cap_scol,
@@ -240,7 +241,7 @@ __device__ __forceinline__ void group_meta_body(i64 G, const i64* first, const i
             i64 M, K;
             if constexpr (BYVAL) {
                 M = hv->v[base + tid];
-                K = hv->v[G + base + tid];
+                K = (bits & 1024) ? K1 : hv->v[G + base + tid];
                 const_cast<i64*>(first)[base + tid] = M;
                 const_cast<i64*>(last)[base + tid] = K;
             } else {

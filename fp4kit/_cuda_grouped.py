@@ -224,10 +224,11 @@ def build_group_quantize_plan(input_dtype, opts, G, n_el, caps, amax_size, dbias
     column sums (float64 buffer "dbias"); Kshared / rows_total: the one K and the caller's row count
     (kinds same / varying_first), else None. dims, where the int64 dims come from:
     ("host", first, last) the host tuples (one H2D copy, first then last); ("param", G) the call's
-    host values (first then last dims, 2 G int64) as kernel parameters (a "dims" argument of the
-    metadata launch, group_meta_dims, which stores them; past DIMS_ARG_MAX values, group_dims_store
-    launches of DIMS_ARG_MAX values each: the fast-path executors only; with caps that bound any
-    dims, the plan serves every host dims of G members); ("dev", fill_first,
+    host values (first then last dims, 2 G int64; with one K the G first dims only, the metadata
+    launch writing K as every last dim) as kernel parameters (a "dims" argument of the metadata
+    launch, group_meta_dims, which stores them; past DIMS_ARG_MAX values, group_dims_store launches
+    of DIMS_ARG_MAX values each: the fast-path executors only; with caps that bound any dims, the
+    plan serves every host dims of G members); ("dev", fill_first,
     fill_last) the caller's device arrays ("fd" / "ld" arguments) but for first dims all equal to
     the int fill_first (not None: a FILL buffer) and, with fill_last, last dims written by
     group_meta (all Kshared) into a new buffer. sm: SMs of the device; resident(module, kernel,
@@ -263,15 +264,18 @@ def build_group_quantize_plan(input_dtype, opts, G, n_el, caps, amax_size, dbias
     if dims[0] in ("host", "param"):
         if dims[0] == "host":       # one host-to-device copy of both
             hd = b.buffer((2 * G,), "int64", P.HOST, value=tuple(dims[1]) + tuple(dims[2]))
-        else:       # the call's first then last dims as kernel parameters: of group_meta_dims, or
-            hd = b.buffer((2 * G,), "int64", P.EMPTY)       # past DIMS_ARG_MAX values of store launches
-            if 2 * G > P.DIMS_ARG_MAX:
-                for c in range(0, 2 * G, P.DIMS_ARG_MAX):
+        else:       # the call's dims as kernel parameters: of group_meta_dims, or past DIMS_ARG_MAX
+            # values of store launches; with one K the first dims only (group_meta writes K as
+            # every last dim), so up to DIMS_ARG_MAX members take no store launch
+            hd = b.buffer((2 * G,), "int64", P.EMPTY)
+            n_vals = G if one_k else 2 * G
+            if n_vals > P.DIMS_ARG_MAX:
+                for c in range(0, n_vals, P.DIMS_ARG_MAX):
                     b.launch("grouped", "group_dims_store", 1, (
-                        P._at(hd, 8 * c), P._i64(min(P.DIMS_ARG_MAX, 2 * G - c)), Arg("dims", c)))
+                        P._at(hd, 8 * c), P._i64(min(P.DIMS_ARG_MAX, n_vals - c)), Arg("dims", c)))
         out["fd"] = hd
         out["ld"] = b.buffer((G,), "int64", P.VIEW, src=hd, start=G)
-        fd, ld, fill_last = P._buf(hd), P._at(hd, 8 * G), False
+        fd, ld, fill_last = P._buf(hd), P._at(hd, 8 * G), dims[0] == "param" and one_k
     else:
         _, fill_first, fill_last = dims
         if fill_first is not None:
@@ -286,7 +290,8 @@ def build_group_quantize_plan(input_dtype, opts, G, n_el, caps, amax_size, dbias
     meta, err, band, n_band_rows, n_band_tiles, meta_k, sq_desc = _meta(
         b, G, fd, ld, f, opts, n_el, caps, rows_total, Kshared, descriptors=one and f.packed, squares=quad or staged1,
         tables=tabs_on or tabs_sup, tab_amax=Arg("amax") if tabs_sup else _NULL_ARG, tabs=tabs if tabs_sup else None,
-        staged=staged1, fill_last=fill_last, dims_arg=dims[0] == "param" and 2 * G <= P.DIMS_ARG_MAX)
+        staged=staged1, fill_last=fill_last,
+        dims_arg=dims[0] == "param" and (G if one_k else 2 * G) <= P.DIMS_ARG_MAX)
     out["meta"], out["err"] = meta, err
     nbytes = f.packed_len(n_el) if f.packed else n_el
     # the quantize kernel writes every byte of every member's scales, the swizzled padding too

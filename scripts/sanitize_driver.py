@@ -93,13 +93,21 @@ for fmt, f in fp4kit.FORMATS.items():
         g2 = fp4kit.group_quantize(xg, fmt, first_dims=first[::-1], axis="both", **kw)
         fp4kit.group_dequantize(g2, operand="columnwise")
         n += 5
-# 257 host-dims members: two group_dims_store launches of the fast path (480 values each at most)
-dims257 = [int(v) for v in rng.integers(0, 5, 257) * 2]
-x257 = cp.asarray(rng.standard_normal((sum(dims257), 64)).astype(np.float32))
-for fmt257 in ("mxfp8_e4m3", "nvfp4"):
-    fp4kit.group_dequantize(fp4kit.group_quantize(x257, fmt257, first_dims=dims257, axis="both",
-                                                  scale_layout="swizzled"))
-    n += 1
+# many host-dims members on the fast path: 257 first dims (one K: group_meta_dims alone), 481 (two
+# group_dims_store launches of at most 480 values, then group_meta writing K as every last dim) and a
+# 1-D input of 241 members (482 first and last dims: two store launches)
+for G_many in (257, 481):
+    dims_many = [int(v) for v in rng.integers(0, 5, G_many) * 2]
+    x_many = cp.asarray(rng.standard_normal((sum(dims_many), 64)).astype(np.float32))
+    for fmt_many in ("mxfp8_e4m3", "nvfp4"):
+        fp4kit.group_dequantize(fp4kit.group_quantize(x_many, fmt_many, first_dims=dims_many, axis="both",
+                                                      scale_layout="swizzled"))
+        n += 1
+first241 = [int(v) for v in rng.integers(1, 3, 241) * 2]
+last241 = [int(v) for v in rng.integers(1, 5, 241) * 8]
+flat241 = cp.asarray(rng.standard_normal(sum(m * k for m, k in zip(first241, last241))).astype(np.float32))
+fp4kit.group_dequantize(fp4kit.group_quantize(flat241, "nvfp4", first_dims=first241, last_dims=last241, axis="both"))
+n += 1
 # NVFP4 tile kernels with the multiplier tables of the nvfp4_amax_out launch (QFLAG_ENC_TABS; by
 # default from fp4kit._plan.ENC_TABS_MIN_TILES tiles on, here for every shape); that launch also
 # stores the amaxes (a caller's, the columnwise copy of a computed one)

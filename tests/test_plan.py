@@ -2190,10 +2190,13 @@ def test_grouped_fast_path_hit_end_to_end_with_fake_torch(monkeypatch):
 
 def test_grouped_param_dims_plan_stores_the_host_values():
     """A ("param", G) plan (the fast path's host dims) is the host-dims plan without its host copy:
-    up to DIMS_ARG_MAX / 2 members the metadata launch is group_meta_dims, which takes the values
-    as its last parameter (a "dims" struct) and stores them in the buffer the later launches read;
-    beyond that group_dims_store launches of at most DIMS_ARG_MAX values each fill it first. The
-    struct bound matches grouped.cu and keeps group_meta_dims' parameters within 4 KB."""
+    up to DIMS_ARG_MAX values the metadata launch is group_meta_dims, which takes them as its last
+    parameter (a "dims" struct) and stores them in the buffer the later launches read; beyond that
+    group_dims_store launches of at most DIMS_ARG_MAX values each fill it first. With one K
+    (varying_first) the values are the G first dims and the metadata launch writes K as every last
+    dim (bit 1024), so up to DIMS_ARG_MAX members take one launch; 1-D inputs send first then last
+    dims (2 G values). The struct bound matches grouped.cu and keeps group_meta_dims' parameters
+    within 4 KB."""
     from fp4kit import _cuda_grouped as cg
     from fp4kit._grouped_device import _bounds
     from fp4kit._loader import cuda_src_dir
@@ -2202,6 +2205,7 @@ def test_grouped_param_dims_plan_stores_the_host_values():
     src = (cuda_src_dir() / "grouped.cu").read_text()
     assert re.search(r"#define DIMS_ARG_MAX (\d+)", src).group(1) == str(_plan.DIMS_ARG_MAX)
     assert re.search(r"group_dims_store\(i64\* dst, i64 n, DimsArg d\)", src)
+    assert "K = (bits & 1024) ? K1 : hv->v[G + base + tid];" in src
     sig = re.search(r"group_meta_dims\(([^)]*)\)", src).group(1)
     params = [" ".join(p.split()[:-1]) for p in sig.split(",")]
     assert params[-1] == "const __grid_constant__ DimsArg"
@@ -2212,31 +2216,42 @@ def test_grouped_param_dims_plan_stores_the_host_values():
     assert -(-size // 8) * 8 + 8 * _plan.DIMS_ARG_MAX <= 4096
     f = FORMATS["mxfp4_e2m1"]
     opts, _ = group_options("bfloat16", "mxfp4_e2m1", dict(axis="both"), False)
-    for G in (3, 240, 241, 300):
-        first, K = [128] * G, 256
-        rows = sum(first)
-        caps = _bounds("varying_first", f, opts, G, rows * K, None, K)
-        args = ("bfloat16", opts, G, rows * K, caps, None, False, K, rows)
-        host = cg.build_group_quantize_plan(*args, ("host", tuple(first), (K,) * G), SM, lambda m, k, cap: cap)
+    cases = [("varying_first", G) for G in (3, 240, 241, 300, 480, 481, 961)]
+    cases += [("varying_both", G) for G in (3, 240, 241, 300)]
+    for kind, G in cases:
+        one_k = kind == "varying_first"
+        K = 256
+        first, last = [128] * G, [K] * G if one_k else [128 + 2 * (i % 3) for i in range(G)]
+        n_el = sum(m * k for m, k in zip(first, last))
+        caps = _bounds(kind, f, opts, G, n_el, None, K if one_k else None)
+        args = ("bfloat16", opts, G, n_el, caps, None, False, K if one_k else None, sum(first) if one_k else None)
+        host = cg.build_group_quantize_plan(*args, ("host", tuple(first), tuple(last)), SM, lambda m, k, cap: cap)
         par = cg.build_group_quantize_plan(*args, ("param", G), SM, lambda m, k, cap: cap)
         hd = par.outputs["fd"]
         stores = [st for st in par.steps if type(st) is _plan.Launch and st.kernel == "group_dims_store"]
         metas = [st for st in par.steps if type(st) is _plan.Launch and st.kernel.startswith("group_meta")]
         host_meta = next(st for st in host.steps if type(st) is _plan.Launch and st.kernel == "group_meta")
-        if 2 * G <= _plan.DIMS_ARG_MAX:
-            assert not stores and metas[0].kernel == "group_meta_dims"
+        bits = host_meta.args[4]
+        assert bits.kind == "i32" and not bits.value & 1024
+        if one_k:       # the last dims are the metadata launch's to write
+            host_meta = host_meta._replace(args=host_meta.args[:4] + (_plan.Arg("i32", bits.value | 1024),)
+                                           + host_meta.args[5:])
+            assert host_meta.args[13] == _plan.Arg("i64", K)
+        n_vals = G if one_k else 2 * G
+        if n_vals <= _plan.DIMS_ARG_MAX:
+            assert not stores and metas[0].kernel == "group_meta_dims", (kind, G)
             assert metas[0].args == host_meta.args + (_plan.Arg("dims", 0),)
         else:
-            chunks = [(c, min(_plan.DIMS_ARG_MAX, 2 * G - c)) for c in range(0, 2 * G, _plan.DIMS_ARG_MAX)]
+            chunks = [(c, min(_plan.DIMS_ARG_MAX, n_vals - c)) for c in range(0, n_vals, _plan.DIMS_ARG_MAX)]
             assert [(st.grid, st.args) for st in stores] == [
                 (1, (_plan.Arg("buf", hd, 8 * c), _plan.Arg("i64", n), _plan.Arg("dims", c))) for c, n in chunks]
             assert metas == [host_meta] and par.steps.index(stores[-1]) < par.steps.index(metas[0])
         assert host_meta.args[1:3] == (_plan.Arg("buf", hd), _plan.Arg("buf", hd, 8 * G))
-        rest = [st._replace(kernel="group_meta", args=st.args[:-1]) if st in metas and st.kernel == "group_meta_dims"
-                else st for st in par.steps if st not in stores]
-        swapped = [st._replace(init=_plan.HOST, value=tuple(first) + (K,) * G) if type(st) is _plan.Buffer
+        rest = [host_meta if st in metas else st for st in par.steps if st not in stores]
+        swapped = [st._replace(init=_plan.HOST, value=tuple(first) + tuple(last)) if type(st) is _plan.Buffer
                    and st.slot == hd else st for st in rest]
-        assert swapped == list(host.steps) and par.outputs == host.outputs and par.arena
+        host_steps = [host_meta if type(st) is _plan.Launch and st.kernel == "group_meta" else st for st in host.steps]
+        assert swapped == host_steps and par.outputs == host.outputs and par.arena, (kind, G)
 
 
 def test_grouped_host_dims_lists_of_1d_inputs_round_their_sizes(monkeypatch):

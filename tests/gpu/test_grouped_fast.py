@@ -328,22 +328,50 @@ def test_fast_path_host_dims_new_every_call(cp, counts, lib, fmt, kw):
         assert_bytes_equal(_u8(back.data), _u8(want.data), f"{what}: group_dequantize")
 
 
+def _store_launches(kind: str, G: int) -> int:
+    """group_dims_store launches of the fast path's plan for host dims of `kind` and G members (the
+    memo entry's plan; for 1-D inputs the plan of the latest call's rounded sizes)."""
+    plans = [e[1] for e in _plan.GROUP_FAST_CALLS.values()
+             if e[3] == kind and e[4] == G and e[7] is not None and e[7][0] == "bound"]
+    plans += [info[4] for info in _plan.GROUP_HOST_LAYOUTS.values() if info[4] is not None and info[0] == kind
+              and len(info[1][0]) == G]
+    assert plans, (kind, G)
+    return sum(st.kernel == "group_dims_store" for st in plans[-1].launches())
+
+
 def test_fast_path_host_dims_many_members_and_the_bounds(cp, counts):
-    """257 host-dims members (their 514 values in two group_dims_store launches), a repeat with
-    other values; and 1-D host dims whose rows exceed the bounds of device dims (row-scaled NVFP4
-    with a long member of no columns): buffers of the call's rounded sizes, the right bytes."""
+    """Many host-dims members: with one K (varying_first) the G first dims are the parameters, so
+    257 and 480 members take group_meta_dims alone and 481 one group_dims_store launch per 480
+    values before the metadata launch; 1-D inputs send first and last dims (241 members: 482
+    values, two store launches). Each with a repeat of other values, byte-identical to the general
+    path and equal to the reference. And 1-D host dims whose rows exceed the bounds of device dims
+    (row-scaled NVFP4 with a long member of no columns): buffers of the call's rounded sizes."""
     pytest.importorskip("torch")
     rng = np.random.default_rng(11)
     K = 64
+    for G, stores in ((257, 0), (480, 0), (481, 2)):
+        for trial in range(2):
+            first = [int(v) for v in rng.integers(0, 9, G) * 2]
+            x = (rng.standard_normal((sum(first), K)) * 2).astype(np.float32).astype(ml_dtypes.bfloat16)
+            xd = _to_dev("torch", x)
+            g = _both_lib("torch", "mxfp4_e2m1", dict(axis="both", scale_layout="swizzled"), xd,
+                          dict(first_dims=first), f"G={G} trial {trial}")
+            rep = fp4kit.compare(g, fp4kit.reference.group_quantize(x, "mxfp4_e2m1", first_dims=first, axis="both",
+                                                                    scale_layout="swizzled"))
+            assert rep.ok, str(rep)
+            assert g.last_dims == (K,) * G
+        assert _store_launches("varying_first", G) == stores, G
     for trial in range(2):
-        first = [int(v) for v in rng.integers(0, 9, 257) * 2]
-        x = (rng.standard_normal((sum(first), K)) * 2).astype(np.float32).astype(ml_dtypes.bfloat16)
-        xd = _to_dev("torch", x)
-        g = _both_lib("torch", "mxfp4_e2m1", dict(axis="both", scale_layout="swizzled"), xd,
-                      dict(first_dims=first), f"G=257 trial {trial}")
-        rep = fp4kit.compare(g, fp4kit.reference.group_quantize(x, "mxfp4_e2m1", first_dims=first, axis="both",
-                                                                scale_layout="swizzled"))
+        first = [int(v) for v in rng.integers(1, 5, 241) * 2]
+        last = [int(v) for v in rng.integers(1, 9, 241) * 8]
+        n = sum(m * k for m, k in zip(first, last))
+        flat = (rng.standard_normal(n) * 2).astype(np.float32).astype(ml_dtypes.bfloat16)
+        g = _both_lib("torch", "nvfp4", dict(axis="both"), _to_dev("torch", flat),
+                      dict(first_dims=first, last_dims=last), f"1-D G=241 trial {trial}")
+        rep = fp4kit.compare(g, fp4kit.reference.group_quantize(flat, "nvfp4", first_dims=first, last_dims=last,
+                                                                axis="both"))
         assert rep.ok, str(rep)
+        assert _store_launches(g.kind, 241) == 2
     first, last = [2048, 16], [0, 32]
     flat = (rng.standard_normal(512) * 2).astype(np.float32).astype(ml_dtypes.bfloat16)
     runs = counts["run"]
