@@ -6,8 +6,11 @@ that cost next to nothing, so what is timed is fp4kit's own Python: option valid
 lookup, argument packing, the executor loop and the result objects. scripts/host_overhead.py
 times the real thing on a GPU.
 
-    python scripts/fastpath_cpu_cost.py
+    python scripts/fastpath_cpu_cost.py [--number N]
+
+(--number: calls per timing, 100000 by default; a CPU test runs it with a few to keep it working.)
 """
+import argparse
 import itertools
 import os
 import sys
@@ -23,7 +26,13 @@ PTR = 0x7F0000000000
 M, K = 16, 4096
 
 
-def us(fn, n=100000):
+_ap = argparse.ArgumentParser(description="fp4kit fast path's Python cost")
+_ap.add_argument("--number", type=int, default=100000, help="calls per timing")
+NUMBER = _ap.parse_args().number
+
+
+def us(fn, n=None):
+    n = n or NUMBER
     return min(timeit.repeat(fn, number=n, repeat=5)) / n * 1e6
 
 
@@ -60,7 +69,9 @@ class StubDtype:
 
 
 Stub.dtype = StubDtype()
-torch = types.SimpleNamespace(uint8=1, float32=2, empty=lambda *shape, dtype, device: Stub(shape))
+torch = types.SimpleNamespace(uint8=1, float32=2, int32=3, int64=4, float64=5,
+                              empty=lambda *shape, dtype, device: Stub(shape),
+                              full=lambda shape, value, dtype, device: Stub(shape))
 _torch_exec._torch = lambda: torch
 _torch_exec._stream_ptr = lambda dev: 0
 _torch_exec._function_handle = lambda module, kernel: 1
@@ -91,14 +102,14 @@ rows = [
 for name, p in plans.items():
     prep = _torch_exec._Prepared(p)
     packs = prep.packs()
-    vals = [PTR, 0] + [PTR + 4096 * i for i in range(p.n_buffers)]
+    vals = [PTR, 0, 0, 0, 0] + [PTR + 4096 * i for i in range(p.n_buffers)]   # x, seed, amax, fd, ld, buffers
 
     def pack(prep=prep, packs=packs, vals=vals):
         for li in range(len(prep.launches)):
             dyn = prep.launches[li][4]
             values = packs[li][0]
-            for i, j in dyn:
-                values[i] = vals[j]
+            for i, j, o in dyn:
+                values[i] = vals[j] + o
 
     slots = sum(len(launch[4]) for launch in prep.launches)
     rows.append((f"argument packing, {name} ({len(prep.launches)} launches, {slots} slots written)", pack))

@@ -54,3 +54,16 @@ def test_bad_shapes_are_a_usage_error(bench, shapes, capsys):
         bench.main(["--shapes", shapes])
     assert e.value.code == 2
     assert "--shapes" in capsys.readouterr().err
+
+
+def test_fastpath_cpu_cost_script_runs():
+    """scripts/fastpath_cpu_cost.py stubs torch and the driver to time fp4kit's own Python on the
+    fast path; it reaches into executor internals, so a quick run keeps it in step with them."""
+    import subprocess
+    script = ROOT / "scripts" / "fastpath_cpu_cost.py"
+    r = subprocess.run([sys.executable, str(script), "--number", "5"], capture_output=True, text=True, timeout=300,
+                       cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = r.stdout.strip().splitlines()[1:]
+    assert len(rows) >= 14 and all(float(row.split()[0]) > 0 for row in rows), r.stdout
+    assert any("_device_api.quantize(x, 'nvfp4')" in row for row in rows)
