@@ -261,16 +261,40 @@ def torchao_mxfp8():
     return call, "torchao to_mx" + (" (RCEIL)" if mode is not None else " (its default rule)")
 
 
+def torchao_nvfp4():
+    """torchao's NVFP4 cast (its PyTorch path `nvfp4_quantize`: blocks of 16, E4M3 block scales
+    under the per-tensor scale torchao derives from an amax) as (callable (x, amax) -> (scales,
+    codes) uint8 tensors, label), or (None, why) when torchao or that function is absent. torchao
+    divides by its block scales where SPEC multiplies by an encode factor, so its bytes may differ
+    from the reference; the row says whether they do."""
+    try:
+        from torchao.prototype.mx_formats import nvfp4_tensor
+        quant, to_scale = nvfp4_tensor.nvfp4_quantize, nvfp4_tensor.per_tensor_amax_to_scale
+    except Exception as e:  # not installed, or an incompatible version
+        return None, f"torchao NVFP4 not importable ({type(e).__name__}: {str(e)[:60]})"
+    torch = _torch()
+
+    def call(x, amax):
+        scales, data = quant(x, 16, to_scale(amax))
+        return scales.view(torch.uint8), data.view(torch.uint8)
+    return call, "torchao nvfp4_quantize"
+
+
+def torchao_rows(shapes) -> int:
+    """Rows bench_torchao adds: one per shape for each torchao cast that imports."""
+    return len(shapes) * ((torchao_mxfp8()[0] is not None) + (torchao_nvfp4()[0] is not None))
+
+
 def bench_torchao(rows, shapes, reps):
-    """torchao's MXFP8 E4M3 cast (torch.compile'd, as torchao uses it) against fp4kit, rowwise."""
+    """torchao's MXFP8 E4M3 and NVFP4 casts (torch.compile'd, as torchao uses them) against fp4kit,
+    rowwise (NVFP4 with a supplied amax, the same for both)."""
     import fp4kit
     import ml_dtypes
     torch = _torch()
     call, label = torchao_mxfp8()
     if call is None:
         print(f"| (torchao baseline skipped: {label}) |", flush=True)
-        return
-    for (M, K) in shapes:
+    for (M, K) in shapes if call is not None else ():
         nxt = rotating(lambda i: (torch.randn(M, K, device="cuda") * (1 + i)).to(torch.bfloat16), M * K * 2)
         sample = nxt()
         try:
@@ -290,6 +314,33 @@ def bench_torchao(rows, shapes, reps):
         rows.append(dict(op="quantize", format="mxfp8_e4m3", axis="rowwise", layout="compact", variant="vs torchao",
                          shape=f"{M}x{K}", us=us, bytes=nbytes, gbs=nbytes / us / 1e3, copy_pct=100 * cu / us,
                          baseline_us=base, speedup=base / us,
+                         baseline_exact=f"{label}, torch.compile (bytes exact vs reference: {'yes' if exact else 'NO'})"))
+        _emit(rows)
+    call, label = torchao_nvfp4()
+    if call is None:
+        print(f"| (torchao NVFP4 baseline skipped: {label}) |", flush=True)
+        return
+    for (M, K) in shapes:
+        nxt = rotating(lambda i: (torch.randn(M, K, device="cuda") * (1 + i)).to(torch.bfloat16), M * K * 2)
+        sample = nxt()
+        amax_t = sample.float().abs().max().reshape(1)
+        try:
+            f = torch.compile(call, dynamic=False)
+            scale, data = f(sample, amax_t)
+            xs = sample.view(torch.int16).cpu().numpy().view(ml_dtypes.bfloat16)
+            ref = fp4kit.reference.quantize(xs, "nvfp4", amax=amax_t.cpu().numpy())
+            exact = bool(np.array_equal(data.reshape(ref.rowwise.data.shape).cpu().numpy(), ref.rowwise.data) and
+                         np.array_equal(scale.reshape(ref.rowwise.scales.shape).cpu().numpy(), ref.rowwise.scales))
+            base = time_fn(lambda: f(nxt(), amax_t), reps=reps)
+        except Exception as e:
+            print(f"| (torchao NVFP4 baseline failed at {M}x{K}: {type(e).__name__}: {str(e)[:80]}) |", flush=True)
+            continue
+        us = time_fn(lambda: fp4kit.quantize(nxt(), "nvfp4", amax=amax_t), reps=reps)
+        nbytes = M * K * 2 + _bytes_out("nvfp4", M, K, "rowwise")
+        cu = copy_us(nbytes, reps)
+        rows.append(dict(op="quantize", format="nvfp4", axis="rowwise", layout="compact",
+                         variant="supplied amax, vs torchao", shape=f"{M}x{K}", us=us, bytes=nbytes,
+                         gbs=nbytes / us / 1e3, copy_pct=100 * cu / us, baseline_us=base, speedup=base / us,
                          baseline_exact=f"{label}, torch.compile (bytes exact vs reference: {'yes' if exact else 'NO'})"))
         _emit(rows)
 
@@ -540,7 +591,7 @@ def main(argv=None):
     print(f"# fp4kit benchmarks on {dev}\n\n{HEADER}", flush=True)
     global _PROGRESS
     from fp4kit.cli import Progress
-    n_rows = expected_rows(shapes, formats, axes) + (len(shapes) if torchao_mxfp8()[0] is not None else 0)
+    n_rows = expected_rows(shapes, formats, axes) + torchao_rows(shapes)
     if only or fmts:
         n_rows = None
     with Progress(total=n_rows, label="bench") as _PROGRESS:

@@ -42,10 +42,47 @@ def test_expected_rows_matches_the_loops(bench):
 
 def test_torchao_baseline_is_optional(bench):
     call, label = bench.torchao_mxfp8()
+    call4, label4 = bench.torchao_nvfp4()
     if importlib.util.find_spec("torchao") is None:
         assert call is None and "torchao not importable" in label
+        assert call4 is None and "torchao NVFP4 not importable" in label4
+        assert bench.torchao_rows([(8192, 8192), (16384, 16384)]) == 0
     else:
         assert callable(call) or "torchao not importable" in label
+        assert callable(call4) or "torchao NVFP4 not importable" in label4
+
+
+def test_torchao_nvfp4_baseline_calls_its_quantizer(bench, monkeypatch):
+    """With a torchao that has nvfp4_quantize (a stand-in module here), the baseline passes the
+    per-tensor scale of the amax and blocks of 16, and hands back uint8 views of its two outputs."""
+    import sys
+    import types
+    seen = []
+
+    class T:
+        def __init__(self, what):
+            self.what = what
+
+        def view(self, dtype):
+            return (self.what, dtype)
+
+    def quant(x, block, scale):
+        seen.append((x, block, scale))
+        return T("scales"), T("codes")
+
+    mod = types.ModuleType("torchao.prototype.mx_formats.nvfp4_tensor")
+    mod.nvfp4_quantize = quant
+    mod.per_tensor_amax_to_scale = lambda a: ("scale of", a)
+    pkg = types.ModuleType("torchao.prototype.mx_formats")
+    pkg.nvfp4_tensor = mod
+    for name, m in (("torchao", types.ModuleType("torchao")), ("torchao.prototype", types.ModuleType("torchao.prototype")),
+                    ("torchao.prototype.mx_formats", pkg), ("torchao.prototype.mx_formats.nvfp4_tensor", mod)):
+        monkeypatch.setitem(sys.modules, name, m)
+    monkeypatch.setattr(bench, "_torch", lambda: types.SimpleNamespace(uint8="u8"))
+    call, label = bench.torchao_nvfp4()
+    assert label == "torchao nvfp4_quantize"
+    assert call("x", 4.0) == (("scales", "u8"), ("codes", "u8"))
+    assert seen == [("x", 16, ("scale of", 4.0))]
 
 
 @pytest.mark.parametrize("shapes", ["4096", "4096x0", "ax8", "4096x4096x2"])
