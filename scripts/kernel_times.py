@@ -78,7 +78,7 @@ OPS = {
     "mxfp4-row": _single("mxfp4_e2m1", axis="rowwise"),
     "mxfp4-col": _single("mxfp4_e2m1", axis="columnwise"),
     "mxfp4-both-swz": _single("mxfp4_e2m1", axis="both", scale_layout="swizzled"),
-    "mxfp4-both-16k": _single("mxfp4_e2m1", M=16384, axis="both", scale_layout="swizzled"),
+    "mxfp4-both-m16k-swz": _single("mxfp4_e2m1", M=16384, axis="both", scale_layout="swizzled"),
     "mxfp4-col-16k": _single("mxfp4_e2m1", M=16384, axis="columnwise"),
     # columnwise alone by row length K (MXFP4 stages its compact scales from _plan.STAGED_MXFP4_COL_MIN_K)
     "mxfp4-col-16k2": _single("mxfp4_e2m1", M=16384, K=16384, axis="columnwise"),

@@ -104,3 +104,15 @@ def test_fastpath_cpu_cost_script_runs():
     rows = r.stdout.strip().splitlines()[1:]
     assert len(rows) >= 14 and all(float(row.split()[0]) > 0 for row in rows), r.stdout
     assert any("_device_api.quantize(x, 'nvfp4')" in row for row in rows)
+
+
+def test_scripts_have_no_repeated_dict_keys():
+    """A dict literal that names a key twice keeps only the last value (scripts/kernel_times.py's
+    OPS once held two different "mxfp4-both-16k" ops, the first unreachable)."""
+    import ast
+    for path in sorted((ROOT / "scripts").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Dict):
+                keys = [k.value for k in node.keys if isinstance(k, ast.Constant)]
+                dup = {k for k in keys if keys.count(k) > 1}
+                assert not dup, f"{path.name}:{node.lineno}: keys given twice: {sorted(dup)}"

@@ -1890,7 +1890,7 @@ def test_grouped_plan_arena_executors(monkeypatch, lib, poison, case):
             asarray=lambda a: _FakeCupyArray2(np.array(a)), ndarray=_fake_cupy_ndarray,
             cuda=types.SimpleNamespace(get_current_stream=lambda: types.SimpleNamespace(ptr=0xABC1))))
     x = T(np.zeros((rows, K), np.uint16))
-    fdims, ldims = T(np.array(first + [0] * 0, np.int64)), None
+    fdims = T(np.array(first, np.int64))
     amax = T(np.array([1.0, 2.0, 0.5, 4.0], np.float32)) if amax_size else None
     host_vals = tuple(first) + (K,) * G if dims[0] == "param" else ()
     if lib == "torch":
@@ -2149,7 +2149,6 @@ def test_grouped_fast_path_hit_end_to_end_with_fake_torch(monkeypatch):
     assert not checked and isinstance(g, fp4kit.GroupedQuantizedTensor)
     assert g.first_dims is dims and g.kind == "varying_first" and len(g) == G and g.offsets is None
     assert g.options is opts and g.input_dtype == "bfloat16" and g.extra["library"] == "torch"
-    o = plan.outputs
     for name, want in (("rowwise_data", rows * K), ("rowwise_scales", caps["srow"]), ("columnwise_data", rows * K),
                        ("columnwise_scales", caps["scol"])):
         t = getattr(g, name)
