@@ -10,7 +10,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import fp4kit  # noqa: F401  (attaches fp4kit.reference in a source tree)
 from fp4kit.reference.golden import byte_diff
 
 
