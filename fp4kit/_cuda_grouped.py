@@ -261,6 +261,7 @@ def build_group_quantize_plan(input_dtype, opts, G, n_el, caps, amax_size, dbias
     tabs_sup = bool(one and f.is_nvfp4 and amax_size is not None and G > 0)
     out = dict.fromkeys(("meta", "err", "fd", "ld", "row_data", "row_scales", "row_amax", "col_data", "col_scales",
                          "col_amax", "dbias"))
+    n_vals = G if one_k else 2 * G     # host values of a ("param", G) plan
     if dims[0] in ("host", "param"):
         if dims[0] == "host":       # one host-to-device copy of both
             hd = b.buffer((2 * G,), "int64", P.HOST, value=tuple(dims[1]) + tuple(dims[2]))
@@ -268,7 +269,6 @@ def build_group_quantize_plan(input_dtype, opts, G, n_el, caps, amax_size, dbias
             # values of store launches; with one K the first dims only (group_meta writes K as
             # every last dim), so up to DIMS_ARG_MAX members take no store launch
             hd = b.buffer((2 * G,), "int64", P.EMPTY)
-            n_vals = G if one_k else 2 * G
             if n_vals > P.DIMS_ARG_MAX:
                 for c in range(0, n_vals, P.DIMS_ARG_MAX):
                     b.launch("grouped", "group_dims_store", 1, (
@@ -291,7 +291,7 @@ def build_group_quantize_plan(input_dtype, opts, G, n_el, caps, amax_size, dbias
         b, G, fd, ld, f, opts, n_el, caps, rows_total, Kshared, descriptors=one and f.packed, squares=quad or staged1,
         tables=tabs_on or tabs_sup, tab_amax=Arg("amax") if tabs_sup else _NULL_ARG, tabs=tabs if tabs_sup else None,
         staged=staged1, fill_last=fill_last,
-        dims_arg=dims[0] == "param" and (G if one_k else 2 * G) <= P.DIMS_ARG_MAX)
+        dims_arg=dims[0] == "param" and n_vals <= P.DIMS_ARG_MAX)
     out["meta"], out["err"] = meta, err
     nbytes = f.packed_len(n_el) if f.packed else n_el
     # the quantize kernel writes every byte of every member's scales, the swizzled padding too
