@@ -239,20 +239,13 @@ __device__ __forceinline__ void group_meta_body(i64 G, const i64* first, const i
         __syncthreads();   // warp 0 is done with the previous chunk
         if (tid < n) {
             i64 M, K;
-            if constexpr (BYVAL) {
-                M = hv->v[base + tid];
-                K = (bits & 1024) ? K1 : hv->v[G + base + tid];
-                const_cast<i64*>(first)[base + tid] = M;
-                const_cast<i64*>(last)[base + tid] = K;
-            } else {
-                M = first[base + tid];
-                if (bits & 1024) {
-                    K = K1;
-                    const_cast<i64*>(last)[base + tid] = K1;
-                } else {
-                    K = last[base + tid];
-                }
-            }
+            if constexpr (BYVAL) M = hv->v[base + tid];
+            else M = first[base + tid];
+            if (bits & 1024) K = K1;                    // one K: every last dim is K1
+            else if constexpr (BYVAL) K = hv->v[G + base + tid];
+            else K = last[base + tid];
+            if constexpr (BYVAL) const_cast<i64*>(first)[base + tid] = M;
+            if (BYVAL || (bits & 1024)) const_cast<i64*>(last)[base + tid] = K;
             int c = 0;
             if (M < 0 || K < 0) c = MCHK_NEGATIVE;
             else if (M != 0 && K > max_elements / M) c = MCHK_TOO_BIG;   // alone past the bound

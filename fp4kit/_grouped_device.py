@@ -428,15 +428,13 @@ def _group_quantize_checked(x, fmt, num_groups, first_dims, last_dims, amax, dbi
         else:              # device values: unchecked (no synchronisation); -0 as +0 where the launcher
             amax_cp = a.array  # copies them into the result (the plan's nvfp4_amax_out launch)
     rows_total = da.shape[0] if kind in ("same", "varying_first") else None
+    host = hl = None
     if not dev_dims:
-        dims = ("host", tuple(host_first), tuple(host_last))
+        hl = _host_layout(f, opts, kind, tuple(host_first), tuple(host_last), lay)
+        host = hl[1]
+        dims = ("host", host[0], host[1])
     else:
         dims = ("dev", Mshared if kind == "varying_last" else None, fill_last)
-    host = None
-    if not dev_dims:
-        host = (tuple(host_first), tuple(host_last), lay.offsets,
-                lay.scale_offsets_rowwise if opts.want_rowwise else (),
-                lay.scale_offsets_columnwise if opts.want_columnwise else ())
     if fast is not None:
         lib, dev, key, x_ptr, hkey = fast
         amax_size = None if amax_cp is None else int(amax_cp.size)
@@ -447,7 +445,7 @@ def _group_quantize_checked(x, fmt, num_groups, first_dims, last_dims, amax, dbi
             # device dims (one plan for every dims); with dims lists for a 1-D input, whose device
             # bounds grow with the input (any member may have many rows and few columns), each
             # exact size rounded up (_bucket: a plan per combination of rounded sizes)
-            info = _host_layout(f, opts, kind, host[0], host[1], lay)
+            info = hl
             if Kshared is None and type(first_dims) is not int:
                 spec = ("bucket", (dev, da.dtype, opts, G, n_el, amax_size, dbias, Kshared, rows_total))
                 info = _bucketed(info, spec[1])

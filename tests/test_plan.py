@@ -2204,7 +2204,10 @@ def test_grouped_param_dims_plan_stores_the_host_values():
     src = (cuda_src_dir() / "grouped.cu").read_text()
     assert re.search(r"#define DIMS_ARG_MAX (\d+)", src).group(1) == str(_plan.DIMS_ARG_MAX)
     assert re.search(r"group_dims_store\(i64\* dst, i64 n, DimsArg d\)", src)
-    assert "K = (bits & 1024) ? K1 : hv->v[G + base + tid];" in src
+    body = re.sub(r"\s+", " ", src)
+    assert "if (bits & 1024) K = K1; // one K: every last dim is K1 else if constexpr (BYVAL) " \
+           "K = hv->v[G + base + tid];" in body
+    assert "if (BYVAL || (bits & 1024)) const_cast<i64*>(last)[base + tid] = K;" in body
     sig = re.search(r"group_meta_dims\(([^)]*)\)", src).group(1)
     params = [" ".join(p.split()[:-1]) for p in sig.split(",")]
     assert params[-1] == "const __grid_constant__ DimsArg"
