@@ -814,7 +814,7 @@ __device__ __forceinline__ void group_quantize(const void* x, i64 G, const i64* 
         const i64 doff = F::packed ? off[g] / 2 : off[g];
         int fl = flags & ~QFLAG_VEC_IN;
         if (((reinterpret_cast<u64>(xg) & 15) == 0) && ((K * input_itemsize(DT)) % 16 == 0)) fl |= QFLAG_VEC_IN;
-        quantize_tile<FMT, DT, EXT>(xg, M, K, row_data ? row_data + doff : row_data, row_scales ? row_scales + srow[g] : row_scales,
+        quantize_tile<FMT, DT, EXT, QFLAG_EXT_ALL, 0, true>(xg, M, K, row_data ? row_data + doff : row_data, row_scales ? row_scales + srow[g] : row_scales,
                                col_data ? col_data + doff : col_data, col_scales ? col_scales + scol[g] : col_scales,
                                amax_row ? amax_row + arow[g] : amax_row, amax_col ? amax_col + acol[g] : amax_col,
                                fl, seed, rht_mask, t - tiles[g], g == prev);
@@ -886,12 +886,12 @@ __device__ __forceinline__ void group_quantize_one(const void* x, i64 G, const i
             // E8M0 in select form (MXFP4, no spills: H100, G = 8, sizes % 128, kernel time: bfloat16
             // 616.3 -> 605.4 us, float16 719.2 -> 699.6, compact 646.1 -> 633.9; NVFP4's code is unchanged)
             if constexpr (BOTH) {   // both operands: no null tests on the four buffers (MX: no amax)
-                quantize_tile_rc<FMT, DT, false, QFLAG_EXT_ALL, 0, true>(
+                quantize_tile_rc<FMT, DT, false, QFLAG_EXT_ALL, 0, true, true>(
                     xg, M, K, row_data + doff, row_scales + d1.x, col_data + doff, col_scales + d1.y,
                     F::mx ? amax_row : amax_row + d2.x, F::mx ? amax_col : amax_col + d2.y, fl, 0ull, 0u, d3.x,
                     (i64)blockIdx.x - j * tiles_k);
             } else {
-                quantize_tile_rc<FMT, DT, false, QFLAG_EXT_ALL, 0, true>(
+                quantize_tile_rc<FMT, DT, false, QFLAG_EXT_ALL, 0, true, true>(
                     xg, M, K, row_data ? row_data + doff : row_data, row_scales ? row_scales + d1.x : row_scales,
                     col_data ? col_data + doff : col_data, col_scales ? col_scales + d1.y : col_scales,
                     amax_row ? amax_row + d2.x : amax_row, amax_col ? amax_col + d2.y : amax_col, fl, 0ull, 0u, d3.x,

@@ -663,7 +663,8 @@ __device__ __forceinline__ void tile_sync() {
 // every thread has read its column from it, and the caller writes them for the whole square after a
 // CTA barrier (ColStage::write_square with the returned buffers; grouped.cu group_quantize4:
 // members of any size).
-template <int FMT, int DT, bool EXT = true, int XM = QFLAG_EXT_ALL, int STASH = 0, bool E8M0_SEL = false>
+template <int FMT, int DT, bool EXT = true, int XM = QFLAG_EXT_ALL, int STASH = 0, bool E8M0_SEL = false,
+          bool RUN4 = false>
 __device__ __forceinline__ const u32* quantize_tile_rc(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales,
                                                  u8* col_data, u8* col_scales, const float* amax_row,
                                                  const float* amax_col, int flags, u64 seed, u32 rht_mask, i64 tq,
@@ -807,6 +808,15 @@ __device__ __forceinline__ const u32* quantize_tile_rc(const void* x, i64 M, i64
         if constexpr (STASH == 3) {
             if (ColStage<FMT>::enabled && stage) tile_sync<GRP>();   // the stage overwrites the tile
         }
+        // RUN4 (grouped.cu's tile kernels): FP4 code rows off an 8-byte boundary (CTA-uniform) go
+        // through the warp's run buffer (single tensors keep store_bytes: the square kernels'
+        // M % 128 rows never need it, and the ragged squares measured no gain)
+        static_assert(!RUN4 || (STASH == 0 && QT_THREADS == 256 && QT_K == 64 && SEG == 16), "a warp: 8 columns x 64 rows");
+        const bool realign4 = RUN4 && F::packed && ((reinterpret_cast<u64>(col_data) | (u64)(M >> 1)) & 7u) != 0;
+        // the warp's run buffer (256 bytes): rows 0 .. 15 of the tile's chunk that holds the warp's 8
+        // columns, which only this warp reads; byte b at row b / 16, byte b % 16 of the chunk
+#define FP4KIT_RUN4 reinterpret_cast<u8*>(tile + RT::chunk_word(0, (tid >> 5) * 8 / RT::epc))
+        if (realign4) __syncwarp();   // every lane of the warp has read its column before any write
         float bamax;
         constexpr bool B7 = !F::mx && !EXT;   // NVFP4 plain: the below-7 encode where it applies (row_segment)
         bool below7 = false;
@@ -848,6 +858,8 @@ __device__ __forceinline__ const u32* quantize_tile_rc(const void* x, i64 M, i64
             else encode_seg<FMT>(v, mul, stochastic, seed, 1u, gkc * M + gmc, w, below7);
             const int n = (int)((M - gmc) < SEG ? (M - gmc) : SEG);
             if (ColStage<FMT>::enabled && stage) ColStage<FMT>::put(stage_buf, c, sc_seg, w);
+            else if (F::packed && realign4)
+                *reinterpret_cast<uint2*>(FP4KIT_RUN4 + (tid & 31) / 2 * (RT::pitch_w * 4) + 8 * (tid & 1)) = make_uint2(w[0], w[1]);
             else if constexpr (F::packed) store_bytes(col_data + gkc * (M / 2) + gmc / 2, w, n / 2, SEG / 2);
             else store_bytes(col_data + gkc * M + gmc, w, n, SEG);
             if (F::block == 16 || (sc_seg & 1) == 0) {
@@ -862,6 +874,27 @@ __device__ __forceinline__ const u32* quantize_tile_rc(const void* x, i64 M, i64
                 }
             }
         }
+        if constexpr (F::packed) {
+            // FP4 code rows off an 8-byte boundary: per-thread 8-byte pieces would leave as 1-, 2- or
+            // 4-byte stores, each instruction touching a sector of 8 runs (H100, grouped MXFP4 "both",
+            // G = 8, even sizes: 2.4x the L2 write sectors of sizes % 128, 870 against 593 us). The
+            // lanes of column c put its run (32 bytes, lane 4 c + j bytes 8 j ..) in the warp's
+            // buffer; then one byte store per lane writes a whole run per instruction.
+            if (realign4) {   // CTA-uniform
+                __syncwarp();
+                const int lane = tid & 31;
+                const u8* sb = FP4KIT_RUN4 + (lane >> 4) * (RT::pitch_w * 4) + (lane & 15);
+                const i64 half = M >> 1, kb = k0 + (tid >> 5) * 8;   // the warp's first column
+                const int nb = (M - m0) >= 64 ? 32 : (int)((M - m0) >> 1);   // valid bytes of a run
+                u8* dst = col_data + kb * half + (m0 >> 1) + lane;
+#pragma unroll
+                for (int r = 0; r < 8; ++r) {
+                    if (lane < nb && kb + r < K) *dst = sb[2 * r * (RT::pitch_w * 4)];
+                    dst += half;
+                }
+            }
+        }
+#undef FP4KIT_RUN4
         if constexpr (STASH != 3) {   // STASH 3: the caller writes the square (ColStage::write_square)
             if (ColStage<FMT>::enabled && stage) {   // CTA-uniform
                 tile_sync<GRP>();
@@ -960,14 +993,14 @@ __device__ __forceinline__ bool grid_tile(i64 M, i64& tq, i64& kt) {
     return tq * QT_M < M;
 }
 
-template <int FMT, int DT, bool EXT = true, int XM = QFLAG_EXT_ALL, int STASH = 0>
+template <int FMT, int DT, bool EXT = true, int XM = QFLAG_EXT_ALL, int STASH = 0, bool RUN4 = false>
 __device__ __forceinline__ void quantize_tile(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales,
                                               u8* col_data, u8* col_scales, const float* amax_row,
                                               const float* amax_col, int flags, u64 seed, u32 rht_mask, i64 tile_idx,
                                               bool tab_ready = false) {
     const i64 tiles_k = (K + QT_K - 1) / QT_K;
     const i64 tq = div_fast(tile_idx, tiles_k);
-    quantize_tile_rc<FMT, DT, EXT, XM, STASH>(x, M, K, row_data, row_scales, col_data, col_scales, amax_row, amax_col, flags,
+    quantize_tile_rc<FMT, DT, EXT, XM, STASH, false, RUN4>(x, M, K, row_data, row_scales, col_data, col_scales, amax_row, amax_col, flags,
                                        seed, rht_mask, tq, tile_idx - tq * tiles_k, tab_ready);
 }
 
