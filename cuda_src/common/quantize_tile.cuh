@@ -496,7 +496,8 @@ __device__ __forceinline__ void store_scale_run(u8* scales, i64 i, i64 j0, i64 C
 // run together, aligned 4-byte words in the middle and single bytes at the two ends, so that one
 // store instruction covers two whole runs (measured on the H200: grouped MXFP8 'both' with even
 // member sizes 1990 -> 1618 us). FP4 runs (32 bytes, 8-byte stores per thread) measured slower
-// staged, so FP4 keeps its per-thread stores. FP6 (one code per byte, as FP8) is staged since its
+// staged, so FP4 keeps its per-thread stores (grouped kernels: a run per store instruction through
+// a per-warp buffer instead, quantize_tile_rc's RUN4). FP6 (one code per byte, as FP8) is staged since its
 // encode went through the FP8 cvt (H100: grouped MXFP6 'both', G = 8, even sizes 1442.8 -> 1005.1
 // us, M = 8200 single tensor 181.1 -> 162.3 us; with the old software encode staging had cost the
 // aligned 'both' 168.8 -> 218.7 us for lack of registers).
