@@ -812,8 +812,9 @@ __device__ __forceinline__ const u32* quantize_tile_rc(const void* x, i64 M, i64
         // RUN4 (grouped.cu's tile kernels): FP4 code rows off an 8-byte boundary (CTA-uniform) go
         // through the warp's run buffer. Single tensors keep store_bytes: a first version with its
         // own 2 KB of shared memory in every FP4 kernel cost them 5-6 % (H100, 8192^2 MXFP4 "both"
-        // 83.5 -> 88.7 us; 8200 x 8192 100.3 -> 104.7); this tile-buffer version was not measured
-        // on them.
+        // 83.5 -> 88.7 us), and this one in the ragged squares (_quadm, 8200 x 8192 MXFP4 "both",
+        // the only single-tensor FP4 kernel that sees such rows without serving aligned shapes too)
+        // 100.2 -> 105.0 us swizzled, 106.6 -> 110.8 compact.
         static_assert(!RUN4 || (STASH == 0 && QT_THREADS == 256 && QT_K == 64 && SEG == 16), "a warp: 8 columns x 64 rows");
         const bool realign4 = RUN4 && F::packed && ((reinterpret_cast<u64>(col_data) | (u64)(M >> 1)) & 7u) != 0;
         // the warp's run buffer (256 bytes): rows 0 .. 15 of the tile's chunk that holds the warp's 8
