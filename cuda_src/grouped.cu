@@ -836,7 +836,7 @@ __device__ __forceinline__ void group_quantize(const void* x, i64 G, const i64* 
 // formats keep the lookups). Each branch has its own quantize_tile call: one shared call after the
 // branches (offsets in variables set by either) made the MX kernels spill 52-68 bytes at their 32
 // registers.
-template <int FMT, int DT, bool BOTH = false>
+template <int FMT, int DT, bool BOTH = false, bool SWZ = false>
 __device__ __forceinline__ void group_quantize_one(const void* x, i64 G, const i64* meta, const i64* first,
                                                    const i64* last, u8* row_data, u8* row_scales, u8* col_data,
                                                    u8* col_scales, const float* amax_row, const float* amax_col,
@@ -888,11 +888,17 @@ __device__ __forceinline__ void group_quantize_one(const void* x, i64 G, const i
             if constexpr (BOTH) {   // both operands: no null tests on the four buffers (MX: no amax); MXFP4:
                 // the two operand flags known (the host sets them for "both"), so their tests fold away
                 // (H100, G = 8, sizes % 128, kernel time 608.3 -> 601.2 us, compact 636.2 -> 629.3, G = 64
-                // 610.8 -> 603.6, even sizes 727.2 -> 728.4; NVFP4 from bfloat16 then spilled 16 bytes)
+                // 610.8 -> 603.6, even sizes 727.2 -> 728.4; NVFP4 from bfloat16 then spilled 16 bytes).
+                // NVFP4: QFLAG_ROWWISE alone known (spill 20 -> 4 bytes from bfloat16; kernel time 695.2 ->
+                // 689.3 us, even sizes 771.1 -> 766.5, G = 64 702.4 -> 696.7). SWZ (the _boths kernels, MXFP4):
+                // swizzled scales and the rceil rule known too (593.5 us against 599.9, compact 620.6 against
+                // 627.5, G = 64 594.9 against 601.9, float16 605.1 against 609.3; even sizes 737.3 against 731.9)
                 quantize_tile_rc<FMT, DT, false, QFLAG_EXT_ALL, 0, true, true>(
                     xg, M, K, row_data + doff, row_scales + d1.x, col_data + doff, col_scales + d1.y,
                     F::mx ? amax_row : amax_row + d2.x, F::mx ? amax_col : amax_col + d2.y,
-                    fl | (F::mx ? QFLAG_ROWWISE | QFLAG_COLUMNWISE : 0), 0ull, 0u, d3.x,
+                    (fl | (F::mx ? QFLAG_ROWWISE | QFLAG_COLUMNWISE : QFLAG_ROWWISE) | (SWZ ? QFLAG_SWIZZLED : 0)) &
+                        ~(SWZ ? QFLAG_RULE_FLOOR : 0),
+                    0ull, 0u, d3.x,
                     (i64)blockIdx.x - j * tiles_k);
             } else {
                 quantize_tile_rc<FMT, DT, false, QFLAG_EXT_ALL, 0, true, true>(
@@ -1019,28 +1025,33 @@ FP4KIT_GROUP_STATS(2)
 // group_quantize1_f<F>_d<D>_both (MXFP4, NVFP4; BOTH): the same for "both", the four buffers known
 // non-null (no null tests and selects on them: H100, G = 8, 65536 x 7168, sizes % 128, kernel time: MXFP4 625.8 -> 616.0 us,
 // compact 654.5 -> 643.8, NVFP4 with supplied amaxes 717.3 -> 701.3; even sizes MXFP4 877.1 -> 880.9)
-#define FP4KIT_GROUP_QUANTIZE1(F, D, SUFFIX, BOTH)                                                      \
+#define FP4KIT_GROUP_QUANTIZE1(F, D, SUFFIX, BOTH, SWZ)                                                 \
     extern "C" __global__ void __launch_bounds__(QT_THREADS, 8)                                        \
     group_quantize1_f##F##_d##D##SUFFIX(const void* x, i64 G, const i64* meta, const i64* first,       \
                                const i64* last, u8* row_data, u8* row_scales, u8* col_data,            \
                                u8* col_scales, const float* amax_row, const float* amax_col, int flags, \
                                u64 rows_total, u32 rht_mask, const i64* band, i64 K1, u32 tk_m,       \
                                u32 tk_p) {                                                             \
-        group_quantize_one<F, D, BOTH>(x, G, meta, first, last, row_data, row_scales, col_data,         \
+        group_quantize_one<F, D, BOTH, SWZ>(x, G, meta, first, last, row_data, row_scales, col_data,    \
                                        col_scales, amax_row, amax_col, flags, band, K1, rows_total, tk_m, tk_p); \
     }
 #define FP4KIT_GROUP_QUANTIZE1_ALL(F)                                                   \
-    FP4KIT_GROUP_QUANTIZE1(F, 0, _plain, false) FP4KIT_GROUP_QUANTIZE1(F, 1, _plain, false) \
-    FP4KIT_GROUP_QUANTIZE1(F, 2, _plain, false)
+    FP4KIT_GROUP_QUANTIZE1(F, 0, _plain, false, false) FP4KIT_GROUP_QUANTIZE1(F, 1, _plain, false, false) \
+    FP4KIT_GROUP_QUANTIZE1(F, 2, _plain, false, false)
 FP4KIT_GROUP_QUANTIZE1_ALL(0)
 FP4KIT_GROUP_QUANTIZE1_ALL(1)
 FP4KIT_GROUP_QUANTIZE1_ALL(2)
 FP4KIT_GROUP_QUANTIZE1_ALL(3)
 FP4KIT_GROUP_QUANTIZE1_ALL(4)
 FP4KIT_GROUP_QUANTIZE1_ALL(5)
-FP4KIT_GROUP_QUANTIZE1(4, 0, _both, true) FP4KIT_GROUP_QUANTIZE1(4, 1, _both, true)
-FP4KIT_GROUP_QUANTIZE1(4, 2, _both, true) FP4KIT_GROUP_QUANTIZE1(5, 0, _both, true)
-FP4KIT_GROUP_QUANTIZE1(5, 1, _both, true) FP4KIT_GROUP_QUANTIZE1(5, 2, _both, true)
+FP4KIT_GROUP_QUANTIZE1(4, 0, _both, true, false) FP4KIT_GROUP_QUANTIZE1(4, 1, _both, true, false)
+FP4KIT_GROUP_QUANTIZE1(4, 2, _both, true, false) FP4KIT_GROUP_QUANTIZE1(5, 0, _both, true, false)
+FP4KIT_GROUP_QUANTIZE1(5, 1, _both, true, false) FP4KIT_GROUP_QUANTIZE1(5, 2, _both, true, false)
+// group_quantize1_f4_d<D>_boths (SWZ): MXFP4 "both" with swizzled scales (the caller's, or the staged
+// ones that group_unswizzle_scales turns compact) and the rceil rule as compile-time facts; the host
+// picks it for those options (fp4kit/_cuda_grouped.py), group_quantize1_f4_d<D>_both otherwise
+FP4KIT_GROUP_QUANTIZE1(4, 0, _boths, true, true) FP4KIT_GROUP_QUANTIZE1(4, 1, _boths, true, true)
+FP4KIT_GROUP_QUANTIZE1(4, 2, _boths, true, true)
 
 // group_quantize4_f<F>_d<D>: 128 x 128 squares (group_quantize_quad), 2 CTAs of 1024 threads per SM
 #define FP4KIT_GROUP_QUANTIZE4(F, D)                                                                    \

@@ -638,10 +638,10 @@ struct ColStage {
 // 16 x 2r .. of the buffer sb, 16 bytes per row of PB bytes), one byte store per lane and run. Not
 // inlined, as ColStage::write: the one-tile kernels keep their registers for the aligned path (H100,
 // grouped MXFP4 "both" from bfloat16, G = 8: spill 12 -> 0 bytes, kernel time 610.9 -> 608.6 us with
-// sizes % 128, 732.1 -> 729.9 with even sizes). NVFP4 keeps the writer inline: not inlined it
-// measured 700.3 -> 702.9 us and 775.0 -> 783.6.
+// sizes % 128, 732.1 -> 729.9 with even sizes). NVFP4 keeps the writer inline (run4_store): not
+// inlined it measured 700.3 -> 702.9 us and 775.0 -> 783.6.
 template <int PB>
-__device__ __noinline__ void run4_write(const u8* sb, u8* col_data, i64 M, i64 K, i64 m0, i64 k0) {
+__device__ __forceinline__ void run4_store(const u8* sb, u8* col_data, i64 M, i64 K, i64 m0, i64 k0) {
     const int lane = (int)threadIdx.x & 31;
     sb += (lane >> 4) * PB + (lane & 15);
     const i64 half = M >> 1, kb = k0 + (i64)(threadIdx.x >> 5) * 8;   // the warp's first column
@@ -652,6 +652,10 @@ __device__ __noinline__ void run4_write(const u8* sb, u8* col_data, i64 M, i64 K
         if (lane < nb && kb + r < K) *dst = sb[2 * r * PB];
         dst += half;
     }
+}
+template <int PB>
+__device__ __noinline__ void run4_write(const u8* sb, u8* col_data, i64 M, i64 K, i64 m0, i64 k0) {
+    run4_store<PB>(sb, col_data, M, K, m0, k0);
 }
 // Barrier of the threads that share a tile: the CTA, or (GRP) its group of 256 threads
 // (named barrier 1 + group; barrier 0 stays __syncthreads').
@@ -907,17 +911,8 @@ __device__ __forceinline__ const u32* quantize_tile_rc(const void* x, i64 M, i64
                 __syncwarp();
                 if constexpr (F::mx) {
                     run4_write<RT::pitch_w * 4>(FP4KIT_RUN4, col_data, M, K, m0, k0);
-                } else {   // inline, this code (its SASS as measured)
-                    const int lane = tid & 31;
-                    const u8* sb = FP4KIT_RUN4 + (lane >> 4) * (RT::pitch_w * 4) + (lane & 15);
-                    const i64 half = M >> 1, kb = k0 + (tid >> 5) * 8;   // the warp's first column
-                    const int nb = (M - m0) >= 64 ? 32 : (int)((M - m0) >> 1);   // valid bytes of a run
-                    u8* dst = col_data + kb * half + (m0 >> 1) + lane;
-#pragma unroll
-                    for (int r = 0; r < 8; ++r) {
-                        if (lane < nb && kb + r < K) *dst = sb[2 * r * (RT::pitch_w * 4)];
-                        dst += half;
-                    }
+                } else {   // inline
+                    run4_store<RT::pitch_w * 4>(FP4KIT_RUN4, col_data, M, K, m0, k0);
                 }
             }
         }
