@@ -889,7 +889,7 @@ __device__ __forceinline__ void group_quantize_one(const void* x, i64 G, const i
                 // the two operand flags known (the host sets them for "both"), so their tests fold away
                 // (H100, G = 8, sizes % 128, kernel time 608.3 -> 601.2 us, compact 636.2 -> 629.3, G = 64
                 // 610.8 -> 603.6, even sizes 727.2 -> 728.4; NVFP4 from bfloat16 then spilled 16 bytes).
-                // NVFP4: QFLAG_ROWWISE alone known (spill 20 -> 4 bytes from bfloat16; kernel time 695.2 ->
+                // NVFP4: QFLAG_ROWWISE alone known (spill 20 -> 4 bytes from float32; kernel time 695.2 ->
                 // 689.3 us, even sizes 771.1 -> 766.5, G = 64 702.4 -> 696.7). SWZ (the _boths kernels, MXFP4):
                 // swizzled scales and the rceil rule known too (593.5 us against 599.9, compact 620.6 against
                 // 627.5, G = 64 594.9 against 601.9, float16 605.1 against 609.3; even sizes 737.3 against 731.9)
