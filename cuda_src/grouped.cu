@@ -890,9 +890,11 @@ __device__ __forceinline__ void group_quantize_one(const void* x, i64 G, const i
                 // (H100, G = 8, sizes % 128, kernel time 608.3 -> 601.2 us, compact 636.2 -> 629.3, G = 64
                 // 610.8 -> 603.6, even sizes 727.2 -> 728.4; NVFP4 from bfloat16 then spilled 16 bytes).
                 // NVFP4: QFLAG_ROWWISE alone known (spill 20 -> 4 bytes from float32; kernel time 695.2 ->
-                // 689.3 us, even sizes 771.1 -> 766.5, G = 64 702.4 -> 696.7). SWZ (the _boths kernels, MXFP4):
-                // swizzled scales and the rceil rule known too (593.5 us against 599.9, compact 620.6 against
-                // 627.5, G = 64 594.9 against 601.9, float16 605.1 against 609.3; even sizes 737.3 against 731.9)
+                // 689.3 us, even sizes 771.1 -> 766.5, G = 64 702.4 -> 696.7). SWZ (the _boths kernels):
+                // swizzled scales and the rceil rule known too; MXFP4 593.5 us against 599.9, compact 620.6
+                // against 627.5, G = 64 594.9 against 601.9, float16 605.1 against 609.3, even sizes 737.3
+                // against 731.9; NVFP4 (its code 31744 -> 31488 bytes, same spill) 694.0 -> 688.9 us, even
+                // sizes 770.4 -> 766.9, G = 64 701.3 -> 695.5, computed amaxes 1020.3 -> 1014.7
                 quantize_tile_rc<FMT, DT, false, QFLAG_EXT_ALL, 0, true, true>(
                     xg, M, K, row_data + doff, row_scales + d1.x, col_data + doff, col_scales + d1.y,
                     F::mx ? amax_row : amax_row + d2.x, F::mx ? amax_col : amax_col + d2.y,
@@ -1047,11 +1049,14 @@ FP4KIT_GROUP_QUANTIZE1_ALL(5)
 FP4KIT_GROUP_QUANTIZE1(4, 0, _both, true, false) FP4KIT_GROUP_QUANTIZE1(4, 1, _both, true, false)
 FP4KIT_GROUP_QUANTIZE1(4, 2, _both, true, false) FP4KIT_GROUP_QUANTIZE1(5, 0, _both, true, false)
 FP4KIT_GROUP_QUANTIZE1(5, 1, _both, true, false) FP4KIT_GROUP_QUANTIZE1(5, 2, _both, true, false)
-// group_quantize1_f4_d<D>_boths (SWZ): MXFP4 "both" with swizzled scales (the caller's, or the staged
-// ones that group_unswizzle_scales turns compact) and the rceil rule as compile-time facts; the host
-// picks it for those options (fp4kit/_cuda_grouped.py), group_quantize1_f4_d<D>_both otherwise
+// group_quantize1_f<4|5>_d<D>_boths (SWZ): MXFP4 / NVFP4 "both" with swizzled scales (the caller's, or
+// the staged ones that group_unswizzle_scales turns compact) and the rceil rule as compile-time facts;
+// the host picks it for those options (fp4kit/_cuda_grouped.py), group_quantize1_f<F>_d<D>_both
+// otherwise. (For MXFP6's one-tile kernel the same facts, with its buffers known non-null, measured
+// slower: ptxas spilled 8 bytes, G = 8 745.9 -> 766.0 us; the operand flags alone 755.0.)
 FP4KIT_GROUP_QUANTIZE1(4, 0, _boths, true, true) FP4KIT_GROUP_QUANTIZE1(4, 1, _boths, true, true)
-FP4KIT_GROUP_QUANTIZE1(4, 2, _boths, true, true)
+FP4KIT_GROUP_QUANTIZE1(4, 2, _boths, true, true) FP4KIT_GROUP_QUANTIZE1(5, 0, _boths, true, true)
+FP4KIT_GROUP_QUANTIZE1(5, 1, _boths, true, true) FP4KIT_GROUP_QUANTIZE1(5, 2, _boths, true, true)
 
 // group_quantize4_f<F>_d<D>: 128 x 128 squares (group_quantize_quad), 2 CTAs of 1024 threads per SM
 #define FP4KIT_GROUP_QUANTIZE4(F, D)                                                                    \

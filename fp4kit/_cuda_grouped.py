@@ -314,8 +314,8 @@ def build_group_quantize_plan(input_dtype, opts, G, n_el, caps, amax_size, dbias
             # MXFP4 / NVFP4 "both": the variant that knows its four buffers are non-null
             both = f.packed and opts.want_rowwise and opts.want_columnwise
             qname = f"group_quantize1_f{f.format_id}_d{dt}_{'both' if both else 'plain'}"
-            if both and f.is_mx and (opts.scale_layout == "swizzled" or staged1) and opts.scale_rule != "floor":
-                qname += "s"   # MXFP4: swizzled scales, rceil rule, as compile-time facts
+            if both and (opts.scale_layout == "swizzled" or staged1) and opts.scale_rule != "floor":
+                qname += "s"   # swizzled (or staged) scales and the rceil rule as compile-time facts
             if f.packed:
                 band_arg = P._at(band, 8 * _band_desc_offset(n_band_rows, n_band_tiles))
     # statistics pass: NVFP4 amaxes (unless supplied) and dbias, one read of the input

@@ -155,7 +155,7 @@ def canonical(events, results):
     out = []
     for e in events:
         if e[0] == "launch":
-            # group_quantize1_f4_d<D>_boths is group_quantize1_f4_d<D>_both with swizzled scales and the
+            # group_quantize1_f<4|5>_d<D>_boths is group_quantize1_f<F>_d<D>_both with swizzled scales and the
             # rceil rule as compile-time facts (same parameters, same bytes): it compares as _both
             k = e[2][:-1] if e[2].startswith("group_quantize1_") and e[2].endswith("_boths") else e[2]
             out.append(e[:2] + (k,) + e[3:5] + (tuple(rename(a) for a in e[5]),))
