@@ -784,60 +784,187 @@ def test_torch_executor_threads_do_not_share_argument_slots(monkeypatch):
 # ---------------------------------------------------------------------------------------------
 # every planned launch matches its kernel's C signature in cuda_src/
 
-_SIG = re.compile(r'extern "C" __global__ void(?:\s+__launch_bounds__\([^)]*\)|\s+__cluster_dims__\([^)]*\)|\s+LB'
-                  r'|\s+FP4KIT_[\w#]+)*\s*([\w#]+)\s*\(([^)]*)\)')
-_MACRO_PARAMS = {"F": r"\d+", "D": r"\d+", "SUFFIX": r"(?:_\w+)?"}
 # C type of a kernel parameter -> the Arg kinds that may fill it (pointers: 8 bytes)
 _KINDS = {"i64": {"i64"}, "int": {"i32"}, "u32": {"u32"}, "u64": {"u64", "seed"}}
 
 
-def _signatures():
-    from fp4kit._loader import cuda_src_dir
-
-    sigs = []
-    for module in ("quantize", "quantize_cols", "amax", "swizzle"):
-        text = (cuda_src_dir() / f"{module}.cu").read_text()
-        text = re.sub(r"//[^\n]*?(\\?)\n", r"\1\n", text).replace("\\\n", " ")   # comments, continuations
-        for name, params in _SIG.findall(text):
-            pieces = name.split("##")
-            pattern = re.escape(pieces[0]) + "".join(_MACRO_PARAMS.get(p, re.escape(p)) for p in pieces[1:])
-            types_ = [" ".join(p.split()[:-1]) for p in params.split(",")]
-            sigs.append((module, re.compile(pattern + "$"), types_))
-    return sigs
-
-
-def _fits(ctype: str, kind: str) -> bool:
-    if ctype.endswith("*"):
-        return kind in ("x", "buf", "null", "amax")
-    return kind in _KINDS[ctype]
-
-
 def test_planned_arguments_match_the_kernel_signatures():
-    sigs = _signatures()
-    assert len(sigs) >= 6
+    """Every launch of the single-tensor plans names a kernel that its cuda_src module defines
+    (_defined_kernels, below: the exact name), with one argument per parameter, each of a kind that
+    fits the parameter's C type."""
+    defined = {}
     seen = set()
-    fmts = ["mxfp8_e4m3", "mxfp6_e2m3", "mxfp4_e2m1", "nvfp4"]
+    fmts = ["mxfp8_e4m3", "mxfp6_e2m3", "mxfp6_e3m2", "mxfp4_e2m1", "nvfp4"]
     variants = [{}, {"axis": "both"}, {"axis": "columnwise"}, {"axis": "both", "scale_layout": "swizzled"},
                 {"rounding": "stochastic"}, {"axis": "both", "rht": True}, {"axis": "both", "row_scaled": True},
                 {"tile_2d": True}, {"axis": "both", "amax_shape": (1,)}]
     for fmt in fmts:
         for kw in variants:
-            for dtype in ("float32", "bfloat16"):
+            for dtype in ("float32", "bfloat16", "float16"):
                 for align, shape in ((16, (32, 96)), (4, (32, 96)), (1, (32, 96)), (16, (128, 256)),
-                                     (16, (8192, 4096))):   # the last: NVFP4 enc tables (ENC_TABS_MIN_TILES)
+                                     (16, (8192, 4096)),    # NVFP4 enc tables (ENC_TABS_MIN_TILES), squares
+                                     (16, (8200, 8192)),    # squares for any M (_quadm)
+                                     (16, (16384, 16384))):   # MXFP4 squares
                     try:
                         p = plan_of(shape, dtype, fmt, align=align, **kw)
                     except (TypeError, ValueError):
                         continue
                     for s in p.launches():
+                        if s.module not in defined:
+                            defined[s.module] = _defined_kernels(s.module)
+                        params = defined[s.module].get(s.kernel)
+                        assert params is not None, (s.module, s.kernel, fmt, kw, dtype, shape)
                         kinds = [a.kind for a in s.args]
-                        match = [t for m, rx, t in sigs if m == s.module and rx.match(s.kernel) and len(t) == len(kinds)]
-                        # one signature (quantize_f5_d1_rht also fits the macro's name pattern, with the same types)
-                        assert len({tuple(t) for t in match}) == 1, (s.kernel, kinds, match)
-                        assert all(_fits(c, k) for c, k in zip(match[0], kinds)), (s.kernel, list(zip(match[0], kinds)))
+                        assert len(params) == len(kinds), (s.kernel, params, kinds)
+                        assert all(_fits_c(c, k) for c, k in zip(params, kinds)), (s.kernel, list(zip(params, kinds)))
                         seen.add(s.kernel.split("_f")[0] if s.module.startswith("quantize") else s.kernel)
+                        seen.add(s.kernel)
     assert {"quantize", "quantize_cols", "amax_global_d0", "amax_global_d1", "amax_rows_cols_d1", "amax_rht_bf16",
             "amax_plain_rht_bf16", "swizzle_zero_padding", "unswizzle_scales", "nvfp4_amax_out"} <= seen
+    assert {"quantize_f4_d1_quad", "quantize_f0_d1_quadm", "quantize_f5_d1_plain"} <= seen
+
+
+def _defined_kernels(module: str) -> dict:
+    """The extern "C" kernels that cuda_src/<module>.cu defines, name -> parameter C types, read from
+    the source with its function-like macros expanded (a small preprocessor, enough for cuda_src's
+    kernel-defining macros: parameters substituted as whole words, then `##` pasted, the result
+    rescanned; object-like macros, strings and #if are left alone; no kernel of cuda_src sits under
+    an #if)."""
+    from fp4kit._loader import cuda_src_dir
+
+    text = (cuda_src_dir() / f"{module}.cu").read_text()
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+    text = re.sub(r"//[^\n]*?(\\?)\n", r"\1\n", text).replace("\\\n", " ")   # comments, continuations
+    macros, lines = {}, []
+    for line in text.split("\n"):
+        m = re.match(r"\s*#\s*define\s+(\w+)\(([^)]*)\)(.*)$", line)
+        if m:
+            macros[m.group(1)] = ([q.strip() for q in m.group(2).split(",") if q.strip()], m.group(3))
+        elif not line.lstrip().startswith("#"):
+            lines.append(line)
+    text = "\n".join(lines)
+    call = re.compile(r"\b(" + "|".join(map(re.escape, macros)) + r")\s*\(") if macros else None
+    pos, expansions = 0, 0
+    while call is not None:
+        m = call.search(text, pos)
+        if m is None:
+            break
+        i, depth, start, args = m.end(), 1, m.end(), []
+        while depth:
+            c = text[i]
+            depth += (c == "(") - (c == ")")
+            if (c == "," and depth == 1) or depth == 0:
+                args.append(text[start:i].strip())
+                start = i + 1
+            i += 1
+        params, body = macros[m.group(1)]
+        args = [] if args == [""] and not params else args
+        assert len(args) == len(params), (module, m.group(1), args)
+        sub = dict(zip(params, args))
+        body = re.sub(r"\s*##\s*", "##", body)
+        body = re.sub(r"\b\w+\b", lambda t: sub.get(t.group(0), t.group(0)), body).replace("##", "")
+        text = text[:m.start()] + body + text[i:]
+        pos = m.start()   # rescan the expansion
+        expansions += 1
+        assert expansions < 20000, module
+    kernels = {}
+    for m in re.finditer(r'extern\s+"C"\s+__global__\s+void\b', text):
+        head = text[m.end():text.index("{", m.end())].rstrip()
+        assert head.endswith(")"), head
+        depth, i = 0, len(head) - 1
+        while True:   # the parameter list: the last balanced group of the declaration
+            depth += (head[i] == ")") - (head[i] == "(")
+            if depth == 0:
+                break
+            i -= 1
+        name = re.search(r"(\w+)\s*$", head[:i]).group(1)
+        params = [q.strip() for q in head[i + 1:-1].split(",") if q.strip()]
+        assert name not in kernels, (module, name)
+        kernels[name] = [" ".join(q.split()[:-1]) for q in params]
+    return kernels
+
+
+def _fits_c(ctype: str, kind: str) -> bool:
+    if ctype.endswith("*"):
+        return kind in ("x", "buf", "null", "amax", "fd", "ld")
+    if ctype.endswith("DimsArg"):
+        return kind == "dims"
+    return kind in _KINDS[ctype]
+
+
+def test_defined_kernels_reads_the_macro_instantiations():
+    """The small preprocessor of _defined_kernels against known instantiations: nested macros
+    (grouped.cu FP4KIT_GROUP_QUANTIZE1_ALL), pasted suffixes, an empty macro argument (quantize.cu
+    FP4KIT_QUANTIZE_KERNEL(F, D, true, )), plain kernels, and nothing that is not defined."""
+    g = _defined_kernels("grouped")
+    for name in ("group_quantize1_f0_d1_plain", "group_quantize1_f4_d1_both", "group_quantize1_f4_d1_boths",
+                 "group_quantize1_f5_d2_boths", "group_meta", "group_meta_dims", "group_quantize4_f0_d1"):
+        assert name in g, name
+    for name in ("group_quantize1_f2_d1_boths", "group_quantize1_f0_d1_both", "group_quantize1_f6_d0_plain"):
+        assert name not in g, name
+    assert g["group_meta_dims"][-1].endswith("DimsArg") and len(g["group_meta_dims"]) == 21
+    q = _defined_kernels("quantize")
+    assert {"quantize_f0_d1", "quantize_f0_d1_plain", "quantize_f5_d2_rowsx", "quantize_f4_d1_quad"} <= set(q)
+    assert "quantize_f2_d1_quad" not in q and "quantize_f2_d1_quadm" in q
+    assert q["quantize_f0_d1"] == q["quantize_f0_d1_plain"] and q["quantize_f0_d1"][0] == "const void*"
+
+
+def test_grouped_planned_launches_name_defined_kernels():
+    """Every launch of the grouped plans (formats, operands, scale layouts, rules, input dtypes,
+    recipes, dims kinds, member-size bounds that reach the one-tile, square, staged and persistent
+    kernels) names a kernel that its cuda_src module defines, with as many arguments as the kernel
+    has parameters, each of a kind that fits the parameter's C type. The GPU tests load each kernel
+    by name; this catches a name the host picks but no source defines (a kernel variant added on one
+    side only) without a GPU."""
+    from fp4kit import _cuda_grouped as cg
+    from fp4kit._grouped_device import _bounds
+    from fp4kit._validate import group_options
+
+    defined = {}
+    seen = set()
+    G = 3
+    variants = [dict(axis="rowwise"), dict(axis="columnwise"), dict(axis="both"),
+                dict(axis="both", scale_layout="swizzled"), dict(axis="both", scale_rule="floor"),
+                dict(axis="both", scale_layout="swizzled", scale_rule="floor"),
+                dict(axis="both", rounding="stochastic"), dict(axis="both", rht=True),
+                dict(axis="both", row_scaled=True), dict(axis="both", tile_2d=True)]
+    for fmt in ("mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2", "mxfp4_e2m1", "nvfp4"):
+        for kw in variants:
+            for dtype in ("float32", "bfloat16", "float16"):
+                for kind, K, rows in (("varying_first", 7168, 65536), ("varying_first", 7168, 256),
+                                      ("varying_first", 128, 8192), ("varying_first", 96, 512),
+                                      ("same", 256, 3 * 512), ("varying_both", None, None)):
+                    try:
+                        opts, _ = group_options(dtype, fmt, kw, False)
+                    except (TypeError, ValueError):
+                        continue
+                    n_el = (rows or 4096) * (K or 256)
+                    for amax_size, dbias, dims in ((None, False, ("dev", None, True)), (G, False, ("param", G)),
+                                                   (None, True, ("dev", None, True))):
+                        if (amax_size is not None and fmt != "nvfp4") or (dbias and kind == "varying_both"):
+                            continue
+                        try:
+                            caps = _bounds(kind, FORMATS[fmt], opts, G, n_el, None, K)
+                            p = cg.build_group_quantize_plan(dtype, opts, G, n_el, caps, amax_size, dbias, K, rows,
+                                                             dims, SM, lambda module, kernel, cap: cap)
+                        except (TypeError, ValueError):
+                            continue
+                        for s in p.launches():
+                            if s.module not in defined:
+                                defined[s.module] = _defined_kernels(s.module)
+                            params = defined[s.module].get(s.kernel)
+                            assert params is not None, (s.module, s.kernel, fmt, kw, dtype, kind)
+                            kinds = [a.kind for a in s.args]
+                            assert len(params) == len(kinds), (s.kernel, params, kinds)
+                            assert all(_fits_c(c, k) for c, k in zip(params, kinds)), (s.kernel, list(zip(params, kinds)))
+                            seen.add(s.kernel)
+    # the variants this test is for were reached
+    for name in ("group_quantize1_f4_d1_boths", "group_quantize1_f4_d1_both", "group_quantize1_f5_d1_boths",
+                 "group_quantize1_f5_d0_both", "group_quantize1_f2_d1_plain", "group_quantize4_f0_d1",
+                 "group_meta", "group_meta_dims", "group_unswizzle_scales", "group_stats_d1"):
+        assert name in seen, (name, sorted(seen))
+    assert any(k.startswith("group_quantize_rowsk_") for k in seen) and any(k.startswith("group_quantize_f") for k in seen)
+
 
 
 # ---------------------------------------------------------------------------------------------
