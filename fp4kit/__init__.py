@@ -40,8 +40,9 @@ def warmup():
     """Compile (or load from the disk cache) every CUDA kernel for the current GPU.
 
     Takes no arguments; call it once at start-up so that the first quantize does not pay for
-    NVRTC compilation. Needs CuPy and a GPU (sm_90 or later); without CuPy it raises
-    ``fp4kit.BackendUnavailableError`` (an ImportError) saying how to install it.
+    NVRTC compilation. Needs CuPy and a GPU (sm_90 or later); without CuPy, or on an older GPU,
+    it raises ``fp4kit.BackendUnavailableError`` (an ImportError) saying how to install CuPy, or
+    which device is too old (the same error as any kernel call on such a device).
 
     Example:
         >>> import fp4kit

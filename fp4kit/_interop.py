@@ -18,7 +18,8 @@ __all__ = ["DeviceArray", "BackendUnavailableError", "require_cupy", "not_a_devi
 
 
 class BackendUnavailableError(ImportError):
-    """fp4kit's GPU backend cannot load: CuPy is not installed (or fails to import)."""
+    """fp4kit's GPU backend cannot run: CuPy is not installed (or fails to import), or the device
+    is older than Hopper (compute capability below 9.0: fp4kit._loader.device_arch)."""
 
 
 def require_cupy():

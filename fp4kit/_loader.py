@@ -24,11 +24,14 @@ from pathlib import Path
 from . import _nvrtc
 
 __all__ = ["cuda_src_dir", "module_names", "options_for", "arch_for_capability", "device_arch",
-           "build_cubin", "get_function", "get_module", "warmup", "compile_check", "cache_dir"]
+           "MIN_COMPUTE_CAPABILITY", "build_cubin", "get_function", "get_module", "warmup", "compile_check", "cache_dir"]
 
 log = logging.getLogger("fp4kit")
 
 _LOADER_VERSION = "1"
+# The oldest device the kernels build for: Hopper. Below it NVRTC fails on the FP8 conversions
+# (sm_89) and the thread-block clusters (sm_90) with a compiler log; device_arch says so instead.
+MIN_COMPUTE_CAPABILITY = (9, 0)
 _BASE_OPTIONS = ("--std=c++17", "-ftz=false", "-prec-div=true", "-prec-sqrt=true", "-fmad=false")
 
 _key_locks: dict[str, threading.Lock] = {}
@@ -80,12 +83,32 @@ def arch_for_capability(major: int, minor: int, supported: list[int] | None = No
 
 
 def device_arch(device=None) -> str:
+    """The NVRTC architecture for `device` (default: the current one). A device older than
+    MIN_COMPUTE_CAPABILITY raises fp4kit.BackendUnavailableError naming it, before anything is
+    compiled or launched (every kernel is fetched through get_module, which asks this first)."""
     import cupy
 
     dev = cupy.cuda.Device(device)
     cc = str(dev.compute_capability)
     major, minor = int(cc[:-1]), int(cc[-1])
+    if (major, minor) < MIN_COMPUTE_CAPABILITY:
+        raise _unsupported_device(cupy, int(dev.id), major, minor)
     return arch_for_capability(major, minor)
+
+
+def _unsupported_device(cupy, dev: int, major: int, minor: int) -> Exception:
+    from ._interop import BackendUnavailableError
+
+    try:
+        name = cupy.cuda.runtime.getDeviceProperties(dev)["name"]
+        name = f" ({name.decode() if isinstance(name, bytes) else name})"
+    except Exception:   # the name is a courtesy: the capability says it all
+        name = ""
+    need = ".".join(map(str, MIN_COMPUTE_CAPABILITY))
+    return BackendUnavailableError(
+        f"fp4kit's CUDA kernels need an NVIDIA GPU of compute capability {need} (Hopper) or later; "
+        f"device {dev}{name} has {major}.{minor}. NumPy arrays run the reference on the CPU "
+        f"with the same bytes (copy the array to the host)")
 
 
 def cache_dir() -> Path:

@@ -22,6 +22,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
+from ._loader import MIN_COMPUTE_CAPABILITY as _MIN_CC
 from .formats import FORMATS
 
 __all__ = ["main", "Progress", "CheckResult", "run_reference_checks", "detect_gpu", "SUITES"]
@@ -39,7 +40,7 @@ KERNEL_FAMILIES = (
     "swizzle_scales/unswizzle_scales",
     "group_quantize/group_dequantize",
 )
-MIN_COMPUTE_CAPABILITY = 90  # Hopper
+MIN_COMPUTE_CAPABILITY = 10 * _MIN_CC[0] + _MIN_CC[1]  # 90: Hopper, the loader's bound
 
 
 # --------------------------------------------------------------------------------------------

@@ -206,3 +206,46 @@ print('loaded:', ','.join(loaded))
     assert r.returncode == 0, r.stderr
     assert "loaded: \n" in r.stdout or r.stdout.rstrip().endswith("loaded:"), \
         f"`import fp4kit` imported array libraries: {r.stdout.strip()}"
+
+
+def _version(v: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in v.split("."))
+
+
+def test_ci_tests_the_declared_lower_bounds():
+    """pyproject.toml's `name>=X` dependencies are what .ci/run's second test run installs: the
+    constraints file pins each to an X.* release (for the Pythons that X has wheels for) and pins
+    nothing that is not a dependency; so a lower bound that cannot work (ml_dtypes 0.4, which lacks
+    the FP6 types) fails CI instead of a user's install."""
+    text = (REPO / "pyproject.toml").read_text()
+    deps = re.search(r"^dependencies = \[([^\]]*)\]", text, re.M).group(1)
+    bounds = dict(re.findall(r'"([A-Za-z0-9_.-]+)>=([0-9.]+)"', deps))
+    assert set(bounds) == {"numpy", "ml_dtypes"}, f"dependencies without a lower bound: {deps}"
+    pins: dict[str, list[tuple[str, str]]] = {}
+    for line in (REPO / ".ci" / "min-versions.txt").read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if line:
+            m = re.fullmatch(r"([A-Za-z0-9_.-]+)==([0-9.]+)\s*(?:;\s*(.+))?", line)
+            assert m, f".ci/min-versions.txt: {line!r} is not 'name==version[; marker]'"
+            pins.setdefault(m.group(1), []).append((m.group(2), m.group(3) or ""))
+    assert set(pins) == set(bounds), f"pinned {sorted(pins)}, declared {sorted(bounds)}"
+    for name, lo in bounds.items():
+        versions = [_version(v) for v, _ in pins[name]]
+        assert min(versions) >= _version(lo), f"{name}: a pin below the declared >= {lo}"
+        first = min(pins[name], key=lambda p: _version(p[0]))
+        assert _version(first[0])[:len(_version(lo))] == _version(lo), (
+            f"{name}: the lowest pin {first[0]} is not a {lo}.* release, so >= {lo} is untested")
+        assert not first[1] or "<" in first[1], f"{name}: the lowest pin must cover the oldest Pythons"
+    assert ".ci/min-versions.txt" in (REPO / ".ci" / "run").read_text(), ".ci/run does not install the pins"
+
+
+def test_installed_numpy_and_ml_dtypes_meet_the_declared_bounds():
+    """The versions these tests run with are within what pyproject.toml declares (both CI runs)."""
+    import ml_dtypes
+    import numpy
+
+    deps = re.search(r"^dependencies = \[([^\]]*)\]", (REPO / "pyproject.toml").read_text(), re.M).group(1)
+    bounds = dict(re.findall(r'"([A-Za-z0-9_.-]+)>=([0-9.]+)"', deps))
+    for name, mod in (("numpy", numpy), ("ml_dtypes", ml_dtypes)):
+        have = _version(re.match(r"[0-9.]+", mod.__version__).group(0).rstrip("."))
+        assert have >= _version(bounds[name]), f"{name} {mod.__version__} is below the declared >= {bounds[name]}"
