@@ -1,9 +1,13 @@
 """Public ops: validate -> pick the backend (NumPy -> reference, device array -> CUDA) -> run."""
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from . import reference as _ref
+from ._grouped_views import GroupedArray
+from ._types import Axis, Dims, FormatLike, OperandName, OutDType, Rounding, ScaleLayout, ScaleRule
 from .tensor import GroupedQuantizedTensor, QuantizedTensor
 
 __all__ = ["quantize", "dequantize", "swizzle_scales", "unswizzle_scales", "group_quantize", "group_dequantize",
@@ -46,9 +50,10 @@ def _device(x=None, name="x"):
     return mod
 
 
-def quantize(x, fmt, axis="rowwise", scale_layout="compact", scale_rule="rceil", amax=None,
-             tile_2d=False, row_scaled=False, rht=False, rht_sign_mask=0xD7E8,
-             rounding="nearest", seed=0) -> QuantizedTensor:
+def quantize(x: Any, fmt: FormatLike, axis: Axis = "rowwise", scale_layout: ScaleLayout = "compact",
+             scale_rule: ScaleRule = "rceil", amax: Any = None, tile_2d: bool = False, row_scaled: bool = False,
+             rht: bool = False, rht_sign_mask: int = 0xD7E8, rounding: Rounding = "nearest",
+             seed: int = 0) -> QuantizedTensor:
     """Quantize `x` to a block-scaled format.
 
     Args:
@@ -83,7 +88,7 @@ def quantize(x, fmt, axis="rowwise", scale_layout="compact", scale_rule="rceil",
     raise _bad_input(x)
 
 
-def dequantize(q, dtype="float32", operand="rowwise"):
+def dequantize(q: QuantizedTensor, dtype: OutDType = "float32", operand: OperandName = "rowwise") -> Any:
     """Decode one operand of `q` to float32 / bfloat16 / float16.
 
     Args:
@@ -108,7 +113,7 @@ def dequantize(q, dtype="float32", operand="rowwise"):
     return _device().dequantize(q, dtype=dtype, operand=operand)
 
 
-def swizzle_scales(compact):
+def swizzle_scales(compact: Any) -> Any:
     """(R, C) uint8 compact scales -> (roundup(R,128), roundup(C,4)) in the cuBLASLt 128x4 layout.
 
     Args:
@@ -126,7 +131,7 @@ def swizzle_scales(compact):
     raise _bad_input(compact, "compact")
 
 
-def unswizzle_scales(swizzled, shape):
+def unswizzle_scales(swizzled: Any, shape: tuple[int, int]) -> Any:
     """Swizzled scales -> the (R, C) compact matrix; `shape` = (R, C). Padding bytes are ignored.
 
     Args:
@@ -146,7 +151,8 @@ def unswizzle_scales(swizzled, shape):
     raise _bad_input(swizzled, "swizzled")
 
 
-def group_quantize(x, fmt, num_groups=None, first_dims=None, last_dims=None, **options) -> GroupedQuantizedTensor:
+def group_quantize(x: Any, fmt: FormatLike, num_groups: int | None = None, first_dims: Dims = None,
+                   last_dims: Dims = None, **options: Any) -> GroupedQuantizedTensor:
     """Quantize G member tensors stored back to back (SPEC section 7).
 
     Args:
@@ -183,7 +189,8 @@ def group_quantize(x, fmt, num_groups=None, first_dims=None, last_dims=None, **o
     raise _bad_input(x)
 
 
-def group_dequantize(g, dtype="float32", operand="rowwise"):
+def group_dequantize(g: GroupedQuantizedTensor, dtype: OutDType = "float32",
+                     operand: OperandName = "rowwise") -> GroupedArray:
     """Dequantize every member of a grouped result; returns a GroupedArray (flat buffer + metadata).
 
     Args:
@@ -209,7 +216,8 @@ def group_dequantize(g, dtype="float32", operand="rowwise"):
     return _device().group_dequantize(g, dtype=dtype, operand=operand)
 
 
-def qmatmul(a, b, a_operand="rowwise", b_operand="rowwise"):
+def qmatmul(a: QuantizedTensor, b: QuantizedTensor, a_operand: OperandName = "rowwise",
+            b_operand: OperandName = "rowwise") -> Any:
     """What a block-scaled GEMM gives for two quantized operands: float32 (M, N) = A_hat @ B_hat^T.
 
     Each element is decode(code) x decode(block scale), exactly, in float64; the products are
@@ -244,7 +252,7 @@ def qmatmul(a, b, a_operand="rowwise", b_operand="rowwise"):
     return _device().qmatmul(a, b, a_operand=a_operand, b_operand=b_operand)
 
 
-def rht_transform(x, sign_mask=0xD7E8):
+def rht_transform(x: Any, sign_mask: int = 0xD7E8) -> Any:
     """The 16-point random Hadamard transform of NVFP4's columnwise operand, on its own.
 
     Args:

@@ -12,6 +12,7 @@ import ml_dtypes
 import numpy as np
 
 from .._validate import check_amax_values, check_choice, check_dtype, native_order, quantize_options
+from .._types import Axis, FormatLike, OperandName, OutDType, Rounding, ScaleLayout, ScaleRule
 from ..formats import FORMATS
 from ..tensor import Operand, QuantizedTensor
 from . import mx, nvfp4
@@ -68,9 +69,10 @@ def _operand(x2: np.ndarray, opts, A, stream: int, layout: str) -> Operand:
     return Operand(data=codes, scales=sc, scale_layout=layout, amax=amax, rows=r, cols=c, format=f.name)
 
 
-def quantize(x, fmt, axis="rowwise", scale_layout="compact", scale_rule="rceil", amax=None,
-             tile_2d=False, row_scaled=False, rht=False, rht_sign_mask=0xD7E8,
-             rounding="nearest", seed=0) -> QuantizedTensor:
+def quantize(x: np.ndarray, fmt: FormatLike, axis: Axis = "rowwise", scale_layout: ScaleLayout = "compact",
+             scale_rule: ScaleRule = "rceil", amax: np.ndarray | None = None, tile_2d: bool = False,
+             row_scaled: bool = False, rht: bool = False, rht_sign_mask: int = 0xD7E8,
+             rounding: Rounding = "nearest", seed: int = 0) -> QuantizedTensor:
     """Reference quantize (SPEC sections 2-6). See ``fp4kit.quantize`` for the arguments."""
     x, dn = _np_input(x)
     amax = _np_amax(amax)
@@ -119,7 +121,7 @@ def dequantize_operand(op: Operand, dtype: str = "float32") -> np.ndarray:
     return from_f32(y, dtype)
 
 
-def dequantize(q, dtype="float32", operand="rowwise") -> np.ndarray:
+def dequantize(q: QuantizedTensor, dtype: OutDType = "float32", operand: OperandName = "rowwise") -> np.ndarray:
     """Reference dequantize: rowwise -> the input's shape; columnwise -> (K, M)."""
     if not isinstance(q, QuantizedTensor):
         raise TypeError(f"q: expected a QuantizedTensor, got {type(q).__name__}")
@@ -140,7 +142,7 @@ def _scale_matrix(a, name):
     return a
 
 
-def swizzle_scales(compact) -> np.ndarray:
+def swizzle_scales(compact: np.ndarray) -> np.ndarray:
     """(R, C) compact scales -> (roundup(R,128), roundup(C,4)) swizzled, zero padded."""
     return swizzle(_scale_matrix(compact, "compact"))
 
@@ -159,7 +161,7 @@ def check_unswizzle_shape(s_shape, shape):
     return r, c
 
 
-def unswizzle_scales(swizzled, shape) -> np.ndarray:
+def unswizzle_scales(swizzled: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
     """Swizzled scales -> the (R, C) compact matrix (padding ignored)."""
     s = _scale_matrix(swizzled, "swizzled")
     r, c = check_unswizzle_shape(s.shape, shape)

@@ -12,8 +12,11 @@ unless the caller supplies them. The result equals quantizing every member on it
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
+from .._types import Dims, FormatLike, OperandName, OutDType
 from .._validate import (check_amax_values, check_choice, check_dtype, check_max_elements, group_dims,
                          group_member_checks, group_options)
 from ..tensor import GroupedQuantizedTensor
@@ -23,8 +26,9 @@ from .api import _np_input, dequantize_operand, dtype_name, quantize
 __all__ = ["group_quantize", "group_dequantize"]
 
 
-def group_quantize(x, fmt, num_groups=None, first_dims=None, last_dims=None, amax=None, dbias=False,
-                   max_elements=None, **options) -> GroupedQuantizedTensor:
+def group_quantize(x: np.ndarray, fmt: FormatLike, num_groups: int | None = None, first_dims: Dims = None,
+                   last_dims: Dims = None, amax: np.ndarray | None = None, dbias: bool = False,
+                   max_elements: int | None = None, **options: Any) -> GroupedQuantizedTensor:
     """Reference grouped quantize; ``options`` are those of ``quantize`` (axis, scale_layout, ...).
 
     ``max_elements`` is the GPU's output bound for device-side dims; it is accepted here with the
@@ -86,7 +90,8 @@ def _split_amax(amax, f, opts, first, G):
     return [amax[i:i + 1] for i in range(G)]
 
 
-def group_dequantize(g, dtype="float32", operand="rowwise") -> GroupedArray:
+def group_dequantize(g: GroupedQuantizedTensor, dtype: OutDType = "float32",
+                     operand: OperandName = "rowwise") -> GroupedArray:
     """Dequantize every member; returns the flat buffer (members at ``g.offsets``) with g's metadata."""
     if not isinstance(g, GroupedQuantizedTensor):
         raise TypeError(f"g: expected a GroupedQuantizedTensor, got {type(g).__name__}")

@@ -24,6 +24,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..formats import FORMATS
+from ..tensor import QuantizedTensor
+from .._types import OperandName
 from .layouts import unpack_fp4, unswizzle
 from .numerics import decode, e8m0_decode
 
@@ -48,7 +50,8 @@ def operand_f64(op):
     return v, alpha
 
 
-def qmatmul(a, b, a_operand="rowwise", b_operand="rowwise") -> np.ndarray:
+def qmatmul(a: QuantizedTensor, b: QuantizedTensor, a_operand: OperandName = "rowwise",
+            b_operand: OperandName = "rowwise") -> np.ndarray:
     """float32 (M, N) product of two quantized operands; see the module contract."""
     from .._validate import check_qmatmul
     oa, ob = check_qmatmul(a, b, a_operand, b_operand)

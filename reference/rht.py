@@ -35,7 +35,7 @@ def rht16(v: np.ndarray, sign_mask: int = DEFAULT_SIGN_MASK) -> np.ndarray:
     return np.where(u == 0, np.float32(0), u)
 
 
-def rht_transform(x, sign_mask: int = DEFAULT_SIGN_MASK) -> np.ndarray:
+def rht_transform(x: np.ndarray, sign_mask: int = DEFAULT_SIGN_MASK) -> np.ndarray:
     """Reference of ``fp4kit.rht_transform``: bfloat16 x (..., K) flattened to (M, K) -> the
     transformed columnwise input u, bfloat16 (K, M). Quantizing u rowwise gives NVFP4's RHT
     columnwise operand (with nearest rounding; stochastic rounding draws from stream 1 there)."""
