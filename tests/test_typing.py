@@ -76,3 +76,34 @@ def test_mistakes_are_flagged_on_their_lines(mypypath, tmp_path, monkeypatch):
     flagged = {int(e.split(":")[1]) for e in errors}
     assert flagged == marked, ("mypy flagged lines " + str(sorted(flagged)) + ", marked " + str(sorted(marked))
                                + "\n" + "\n".join(errors))
+
+
+def test_literal_types_are_the_validated_choices():
+    """The Literal types of the signatures accept exactly what the run-time checks accept."""
+    import typing
+
+    from fp4kit import _types, formats
+
+    assert typing.get_args(_types.Axis) == formats.AXES
+    assert typing.get_args(_types.ScaleLayout) == formats.SCALE_LAYOUTS
+    assert typing.get_args(_types.ScaleRule) == formats.SCALE_RULES
+    assert typing.get_args(_types.Rounding) == formats.ROUNDINGS
+    assert typing.get_args(_types.OperandName) == ("rowwise", "columnwise")
+
+
+def test_public_signatures_match_the_reference():
+    """fp4kit.X and fp4kit.reference.X take the same parameters with the same annotations (the
+    reference's array parameters are NumPy arrays where the dispatcher takes any array)."""
+    import inspect
+
+    import fp4kit
+
+    for name in fp4kit.reference.__all__:
+        pub = inspect.signature(getattr(fp4kit, name)).parameters
+        ref = inspect.signature(getattr(fp4kit.reference, name)).parameters
+        assert [p for p in pub if p in ref] == [p for p in ref if p in pub], f"{name}: parameter order differs"
+        assert set(pub) <= set(ref), f"{name}: fp4kit.{name} has parameters the reference lacks"
+        for p in set(pub) & set(ref):
+            a, b = pub[p].annotation, ref[p].annotation
+            assert a == b or a == "Any", f"{name}({p}): {a} vs {b}"
+            assert pub[p].default == ref[p].default, f"{name}({p}) defaults differ"
