@@ -104,7 +104,7 @@ def _resident_per_sm(fn, fallback: int) -> int:
     return n
 
 
-_NP_DTYPES = {"uint8": np.uint8, "float32": np.float32, "int32": np.int32, "int64": np.int64, "float64": np.float64}
+_NP_DTYPES: dict[str, type[np.generic]] = {"uint8": np.uint8, "float32": np.float32, "int32": np.int32, "int64": np.int64, "float64": np.float64}
 _NP_SCALARS = {"i64": np.int64, "i32": np.int32, "u32": np.uint32, "u64": np.uint64}
 
 

@@ -259,7 +259,7 @@ def build_group_quantize_plan(input_dtype, opts, G, n_el, caps, amax_size, dbias
     # supplied amaxes the metadata launch builds them (extra CTAs), for any number of members
     tabs_on = bool(one and f.is_nvfp4 and amax_size is None and not dbias and G <= STATS_TABS_MAX_G)
     tabs_sup = bool(one and f.is_nvfp4 and amax_size is not None and G > 0)
-    out = dict.fromkeys(("meta", "err", "fd", "ld", "row_data", "row_scales", "row_amax", "col_data", "col_scales",
+    out: dict[str, int | None] = dict.fromkeys(("meta", "err", "fd", "ld", "row_data", "row_scales", "row_amax", "col_data", "col_scales",
                          "col_amax", "dbias"))
     n_vals = G if one_k else 2 * G     # host values of a ("param", G) plan
     if dims[0] in ("host", "param"):
@@ -377,17 +377,17 @@ def build_group_quantize_plan(input_dtype, opts, G, n_el, caps, amax_size, dbias
     ptr = P._ptr
     if quad:
         if not staged:
-            st_row, st_col = P._buf(out["row_scales"]), P._buf(out["col_scales"])
+            st_row, st_col = P._buf(out["row_scales"]), P._buf(out["col_scales"])  # type: ignore[arg-type]  # quad: both operands
         b.launch("grouped", f"group_quantize4_f{f.format_id}_d{dt}", max(1, n_sq * (Kshared // 128)), (
-            Arg("x"), P._i64(G), P._buf(meta), P._buf(out["row_data"]), st_row, P._buf(out["col_data"]), st_col,
+            Arg("x"), P._i64(G), P._buf(meta), P._buf(out["row_data"]), st_row, P._buf(out["col_data"]), st_col,  # type: ignore[arg-type]  # quad: both operands
             P._i32(flags), sq_desc, P._i64(Kshared)), block=4 * _THREADS)
     elif rows_only and one_k:
         b.launch("grouped", qname, grid, (
-            Arg("x"), P._i64(G), P._buf(meta), ptr(band), P._i64(Kshared), P._buf(out["row_data"]),
-            P._buf(out["row_scales"]), ptr(a_row), P._i32(flags), Arg("seed"), P._i32(rows_lw(Kshared))))
+            Arg("x"), P._i64(G), P._buf(meta), ptr(band), P._i64(Kshared), P._buf(out["row_data"]),  # type: ignore[arg-type]  # rows_only: rowwise
+            P._buf(out["row_scales"]), ptr(a_row), P._i32(flags), Arg("seed"), P._i32(rows_lw(Kshared))))  # type: ignore[arg-type]  # rows_only: rowwise
     elif rows_only:
         b.launch("grouped", qname, grid, (
-            Arg("x"), P._i64(G), P._buf(meta), fd, ld, P._buf(out["row_data"]), P._buf(out["row_scales"]),
+            Arg("x"), P._i64(G), P._buf(meta), fd, ld, P._buf(out["row_data"]), P._buf(out["row_scales"]),  # type: ignore[arg-type]  # rows_only: rowwise
             ptr(a_row), P._i32(flags), Arg("seed")))
     else:
         # staged: the one-tile kernel writes swizzled scales (and their padding) into the staging
@@ -406,7 +406,7 @@ def build_group_quantize_plan(input_dtype, opts, G, n_el, caps, amax_size, dbias
         U = -(-Kshared // 2048)
         b.launch("swizzle", "group_unswizzle_scales", max(1, min(3 * U * n_sq, _MAX_GRID)), (
             P._i64(n_sq), P._i64(Kshared), sq_desc, P._at(meta, 8 * _META_SQ * W), P._at(meta, 8 * _META_SROW * W),
-            P._at(meta, 8 * _META_SCOL * W), st_row, st_col, P._buf(out["row_scales"]), P._buf(out["col_scales"])))
+            P._at(meta, 8 * _META_SCOL * W), st_row, st_col, P._buf(out["row_scales"]), P._buf(out["col_scales"])))  # type: ignore[arg-type]  # staged: both operands
     if f.is_nvfp4:
         if opts.want_rowwise:
             out["row_amax"] = a_row

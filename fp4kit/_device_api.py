@@ -127,7 +127,7 @@ def _torch_fast_device(x, amax) -> int | None:
     if amax is not None and (type(amax) is not torch.Tensor or not amax.is_cuda or amax.layout is not torch.strided
                              or amax.dtype != torch.float32 or amax.get_device() != dev):
         return None
-    if dev != _torch_current_device() or dev != _runtime().getDevice():
+    if dev != _torch_current_device() or dev != _runtime().getDevice():  # type: ignore[misc]  # set with _torch_mod
         return None
     return dev
 
@@ -189,7 +189,7 @@ def _quantize_fast(x, dev: int, fmt, amax, options: tuple, seed, lib: str = "tor
     """
     x_ptr = x.data_ptr() if lib == "torch" else x.data.ptr
     try:
-        key = (lib, dev, x.shape, x.dtype, _plan.align_class(x_ptr),
+        key: tuple | None = (lib, dev, x.shape, x.dtype, _plan.align_class(x_ptr),
                None if amax is None else amax.shape, fmt, type(fmt), options, tuple(map(type, options)))
         hit = _plan.FAST_CALLS.get(key)
     except TypeError:                   # an unhashable format or option: the checks will name it
@@ -296,7 +296,7 @@ def _fast_arrays(arrays: tuple, kinds: tuple):
         for a, k in zip(arrays, kinds):
             if not a.is_cuda or a.get_device() != dev or not a.is_contiguous() or a.dtype != getattr(torch, k):
                 return None
-        if dev != _torch_current_device() or dev != _runtime().getDevice():
+        if dev != _torch_current_device() or dev != _runtime().getDevice():  # type: ignore[misc]  # set with _torch_mod
             return None
         return "torch", dev
     if _cupy_ndarray is not None and t is _cupy_ndarray:
@@ -316,9 +316,9 @@ def _fast_output(lib: str, dev: int, shape: tuple, dtype: str, like):
     the library's current one)."""
     c = _cuda()
     if lib == "torch":
-        out = _torch_mod.empty(*shape, dtype=getattr(_torch_mod, dtype), device=like.device)
+        out = _torch_mod.empty(*shape, dtype=getattr(_torch_mod, dtype), device=like.device)  # type: ignore[union-attr]  # lib "torch": imported
         if c._poison and out.numel():
-            out.view(_torch_mod.uint8).fill_(0xA5)
+            out.view(_torch_mod.uint8).fill_(0xA5)  # type: ignore[union-attr]
         return out, out.data_ptr(), _torch_exec._stream_ptr(dev)
     import cupy
     out = cupy.empty(shape, dtype=c.DEQUANT_NP_DTYPES[dtype])

@@ -45,7 +45,7 @@ def variants(fmt: str, shape, dtype: str):
         axis = "rowwise"
     if f.packed and K % 2:
         axis = "columnwise"
-    out = []
+    out: list[dict] = []
     if f.is_mx:
         out.append(dict(axis=axis, scale_layout="compact", scale_rule="rceil"))
         out.append(dict(axis=axis, scale_layout="swizzled", scale_rule="floor"))
@@ -210,7 +210,7 @@ def run(quick: bool = False, full: bool = False, formats=None) -> int:
         for rec in recs:
             results.append((rec[0], f"{label} {rec[1]}", rec[2], bool(rec[3]), rec[4] if len(rec) > 4 else ""))
     bad = [r for r in results if not r[3]]
-    by = {}
+    by: dict[tuple[str, str], tuple[int, int]] = {}
     for f_, op, case, ok, _ in results:
         k = (f_, op)
         a, b = by.get(k, (0, 0))

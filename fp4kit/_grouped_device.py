@@ -432,7 +432,7 @@ def _group_quantize_checked(x, fmt, num_groups, first_dims, last_dims, amax, dbi
     if not dev_dims:
         hl = _host_layout(f, opts, kind, tuple(host_first), tuple(host_last), lay)
         host = hl[1]
-        dims = ("host", host[0], host[1])
+        dims: tuple = ("host", host[0], host[1])     # ("host" | "dev", ...) or ("param", G) below
     else:
         dims = ("dev", Mshared if kind == "varying_last" else None, fill_last)
     if fast is not None:

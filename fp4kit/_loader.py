@@ -275,7 +275,7 @@ def warmup() -> list[str]:
 def compile_check(arch: str, modules: list[str] | None = None, verbose: bool = True) -> list[dict]:
     """Compile every cuda_src/*.cu for `arch` (e.g. "sm_90", "sm_100a") with NVRTC alone: no GPU
     and no CuPy needed, no cache. Returns one dict per file; raises RuntimeError if any failed."""
-    results = []
+    results: list[dict] = []
     sources = _read_sources()
     options = options_for(arch)
     for m in modules or module_names():

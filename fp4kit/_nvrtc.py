@@ -57,6 +57,7 @@ def _candidate_paths() -> list[str]:
     if sys.platform == "win32":
         names = ["nvrtc64_130_0.dll", "nvrtc64_120_0.dll"]
     found: list[str] = []
+    p: Path | str      # a candidate's Path below, then a str of `found`
     # 1. the nvidia-cuda-nvrtc wheel (namespace package `nvidia`)
     try:
         import nvidia  # type: ignore

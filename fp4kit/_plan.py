@@ -193,7 +193,7 @@ def _at(slot: int, offset: int) -> Arg:
 
 
 class _Builder:
-    def __init__(self):
+    def __init__(self) -> None:
         self.steps: list = []
         self.n = 0
 
@@ -550,7 +550,7 @@ def _amax_steps(b: _Builder, M: int, K: int, input_dtype: str, mode: str, rht_si
             if both and M * K:
                 # the plain amax in a second pass (the global launch above, into the zeroed view)
                 b.launch("amax", "amax_global_d1", grid_stride_blocks(-(-(M * K) // 8), 8, sm),
-                         (_X, _i64(M * K), _i32(align >= 16), _buf(plain)))
+                         (_X, _i64(M * K), _i32(align >= 16), _buf(plain)))  # type: ignore[arg-type]  # both: a slot
         return (plain, rht) if both else (out,)
     raise ValueError(f"mode: expected 'global', 'rows', 'cols', 'rht' or 'global+rht', got {mode!r}")
 
@@ -587,7 +587,8 @@ def build_quantize_plan(M: int, K: int, input_dtype: str, opts, amax_size: int |
     layout = opts.scale_layout
     b = _Builder()
 
-    ops = {}   # name -> [data, scales, amax, rows, nb, scales shape]
+    ops: dict[str, list] = {}   # name -> [data, scales, amax, rows, nb, scales shape]
+    cols: int | str | None      # a loop variable here, cols_kernel's suffix below
     for name, want, rows, cols in (("rowwise", opts.want_rowwise, M, K), ("columnwise", opts.want_columnwise, K, M)):
         if want:
             data = b.buffer((rows, fmt.packed_len(cols)), "uint8", EMPTY)
@@ -672,7 +673,7 @@ def build_quantize_plan(M: int, K: int, input_dtype: str, opts, amax_size: int |
             store_amaxes()
         # the tile kernel's compact scales through a swizzled staging buffer (see stage_scales):
         # operand -> staging slot (the rows kernel writes whole sectors of compact scales itself)
-        staged = {}
+        staged: dict[str, int] = {}
         # M % 128 != 0: the squares of quantize_f<F>_d<D>_quadm (they write whole swizzled blocks)
         quadm = (not ext and not rows_kernel and cols is None
                  and quadm_tiles(opts.format, input_dtype, M, K, r is not None and c is not None))
@@ -697,7 +698,7 @@ def build_quantize_plan(M: int, K: int, input_dtype: str, opts, amax_size: int |
             # columnwise alone: compact scales as whole sectors, swizzled ones as whole blocks
             grid, threads = cols_launch(cols, M, K)
             b.launch("quantize_cols", f"quantize_cols_f{fmt.format_id}_d{DTYPE_IDS[input_dtype]}{cols}", grid,
-                     (_X, _i64(M), _i64(K), _buf(c[0]), _buf(c[1]), _ptr(c[2]), _i32(flags)), threads)
+                     (_X, _i64(M), _i64(K), _buf(c[0]), _buf(c[1]), _ptr(c[2]), _i32(flags)), threads)  # type: ignore[index]  # c is set: cols is columnwise alone
         elif rows_kernel:
             # rowwise alone: CTAs of R x (256 / 2^lw) rows x 16 * 2^lw columns, loads issued up front
             # (quantize_rows_direct in cuda_src/common/quantize_tile.cuh)
@@ -705,11 +706,11 @@ def build_quantize_plan(M: int, K: int, input_dtype: str, opts, amax_size: int |
             nblocks = rows_blocks(M, K, rows_stack(ext, input_dtype), lw)
             if fused:       # the same blocks, after every cluster of the grid has computed the amax
                 b.launch("quantize", name + "_rowsam", small_fused_grid(nblocks),
-                         (_X, _i64(M), _i64(K), _buf(r[0]), _buf(rs), _buf(r[2]), _i32(flags), _SEED, _i32(lw),
+                         (_X, _i64(M), _i64(K), _buf(r[0]), _buf(rs), _buf(r[2]), _i32(flags), _SEED, _i32(lw),  # type: ignore[index, arg-type]  # r is set: rows kernel
                           _i64(nblocks)))
             else:
                 b.launch("quantize", name + ("_rowssr" if sr_only(opts) else "_rowsx" if ext else "_rows"), nblocks,
-                         (_X, _i64(M), _i64(K), _buf(r[0]), _buf(rs), _ptr(r[2]), _i32(flags), _SEED, _i32(lw)))
+                         (_X, _i64(M), _i64(K), _buf(r[0]), _buf(rs), _ptr(r[2]), _i32(flags), _SEED, _i32(lw)))  # type: ignore[index, arg-type]  # r is set
         else:
             tiles = -(-M // QT_M) * -(-K // QT_K)
             rd, ra = (r[0], r[2]) if r else (None, None)

@@ -142,7 +142,7 @@ class _Prepared:
         self.ndarray = None if lib == "torch" else cupy.ndarray
         self.launch = _driver_launch()
         self.memset = _memset_async()
-        self.launches = []
+        self.launches: list[tuple] = []
         program = []
         arena = _arena_layout(plan, torch_views=lib == "torch", dtypes=dtypes) if plan.arena else None
         for step in plan.steps:
@@ -232,6 +232,7 @@ def _arena_layout(plan, torch_views: bool, dtypes: dict):
             if nbytes <= _ARENA_MAX:
                 members.append((st.slot in needed, st, nbytes))
     members.sort(key=lambda m: not m[0])            # the views first (stable: plan order within)
+    views: list[tuple]      # torch: (slot, dtype or None, chunk); CuPy: (slot, offset, elements, dtype)
     off, end, ptrs, zeros, views, sizes = 0, 0, [], [], [], []    # end: where the last torch chunk ends
     for keep, st, nbytes in members:
         ptrs.append((st.slot, off))

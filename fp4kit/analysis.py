@@ -14,12 +14,16 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .comparator import to_numpy
 from .formats import FORMATS
 from .tensor import QuantizedTensor
+
+if TYPE_CHECKING:
+    from ._types import OperandName
 
 __all__ = ["error_report", "ErrorReport", "OperandError", "operand_reference", "operand_codes",
            "compact_scales", "scale_values"]
@@ -197,7 +201,7 @@ def scale_values(op) -> np.ndarray:
     return np.repeat(v, f.block, axis=1)[:, :op.cols]
 
 
-def _operand_error(x, q: QuantizedTensor, name: str) -> OperandError:
+def _operand_error(x, q: QuantizedTensor, name: OperandName) -> OperandError:
     from . import api
     op = q.operand(name)
     f = FORMATS[q.format]

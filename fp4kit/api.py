@@ -108,7 +108,7 @@ def dequantize(q: QuantizedTensor, dtype: OutDType = "float32", operand: Operand
     if not isinstance(q, QuantizedTensor):
         raise TypeError(f"q: expected a QuantizedTensor, got {type(q).__name__}")
     op = q.rowwise if q.rowwise is not None else q.columnwise
-    if _is_host(op.data):
+    if _is_host(op.data):  # type: ignore[union-attr]  # one operand at least (QuantizedTensor.__post_init__)
         return _ref.dequantize(q, dtype=dtype, operand=operand)
     return _device().dequantize(q, dtype=dtype, operand=operand)
 

@@ -226,6 +226,7 @@ def format_table(results: list[CheckResult], failures_only: bool = False) -> str
 def format_summary(results: list[CheckResult]) -> str:
     """A format x op matrix of passed/total."""
     cells: dict[tuple[str, str], list[int]] = {}
+    c: list[int] | None       # a cell; below, None where a format lacks an op
     for r in results:
         c = cells.setdefault((r.format, r.op), [0, 0])
         c[0] += r.passed

@@ -46,8 +46,8 @@ import numpy as np
 
 __all__ = ["Arr", "GoldenCase", "CASES", "CASES_BY_NAME", "run_all", "check_case", "byte_diff", "as_bits"]
 
-_NP = {"uint8": np.dtype(np.uint8), "float32": np.dtype(np.float32), "float16": np.dtype(np.float16),
-       "bfloat16": np.dtype(ml_dtypes.bfloat16)}
+_NP: dict[str, np.dtype] = {"uint8": np.dtype(np.uint8), "float32": np.dtype(np.float32), "float16": np.dtype(np.float16),
+                           "bfloat16": np.dtype(ml_dtypes.bfloat16)}
 _UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 

@@ -46,7 +46,7 @@ def group_quantize(x: np.ndarray, fmt: FormatLike, num_groups: int | None = None
     lay = grouped_layout(f, opts, first, last)
     flat = x.reshape(-1)
     amaxes = _split_amax(amax, f, opts, first, G)
-    parts = {k: [] for k in ("rd", "rs", "ra", "cd", "cs", "ca")}
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("rd", "rs", "ra", "cd", "cs", "ca")}
     bias = np.zeros((G, last[0] if G else 0), np.float32) if dbias else None
     for i, (m, k) in enumerate(zip(first, last)):
         xi = flat[lay.offsets[i]:lay.offsets[i + 1]].reshape(m, k)
@@ -58,7 +58,7 @@ def group_quantize(x: np.ndarray, fmt: FormatLike, num_groups: int | None = None
             parts["cd"].append(q.columnwise.data.reshape(-1)); parts["cs"].append(q.columnwise.scales.reshape(-1))
             if q.columnwise.amax is not None: parts["ca"].append(q.columnwise.amax)
         if dbias:
-            bias[i] = xi.astype(np.float64).sum(axis=0).astype(np.float32)
+            bias[i] = xi.astype(np.float64).sum(axis=0).astype(np.float32)  # type: ignore[index]  # not None: dbias
     cat = lambda k, dt: (np.concatenate(parts[k]) if parts[k] else np.zeros(0, dt))  # noqa: E731
     row, col = opts.want_rowwise, opts.want_columnwise
     return GroupedQuantizedTensor(

@@ -22,7 +22,7 @@ def rht16(v: np.ndarray, sign_mask: int = DEFAULT_SIGN_MASK) -> np.ndarray:
     """Transform (R, C) values (C a multiple of 16, blocks along C); returns bf16-exact fp32 (R, C)."""
     v = np.asarray(v, dtype=np.float32)
     r, c = v.shape
-    w = v.astype(np.float64).reshape(r, c // 16, 16)
+    w: np.ndarray = v.astype(np.float64).reshape(r, c // 16, 16)
     signs = np.where((int(sign_mask) >> np.arange(16)) & 1, -1.0, 1.0)
     w = w * signs
     with np.errstate(invalid="ignore", over="ignore"):      # inf - inf -> NaN is the defined result
