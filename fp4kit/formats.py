@@ -5,6 +5,9 @@ SPEC.md section 1. Nothing else in fp4kit infers a format property from a dtype 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import get_args
+
+from . import _types
 
 __all__ = [
     "ElementType", "Format", "ELEMENTS", "FORMATS", "AXES", "SCALE_LAYOUTS", "SCALE_RULES",
@@ -95,12 +98,13 @@ FORMATS: dict[str, Format] = {
     "nvfp4": Format("nvfp4", "e2m1", 6.0, 16, "e4m3", "fp32 amax", 5),
 }
 
-# Every choice is a literal string; the integer codes are mirrored in cuda_src/common/enums.cuh
+# Every choice is a literal string, read from the Literal types of the public signatures
+# (fp4kit._types); the integer codes are mirrored in cuda_src/common/enums.cuh
 # (tests/reference/test_enums_sync.py keeps the two in step).
-AXES = ("rowwise", "columnwise", "both")
-SCALE_LAYOUTS = ("compact", "swizzled")
-SCALE_RULES = ("rceil", "floor")
-ROUNDINGS = ("nearest", "stochastic")
+AXES: tuple[str, ...] = get_args(_types.Axis)
+SCALE_LAYOUTS: tuple[str, ...] = get_args(_types.ScaleLayout)
+SCALE_RULES: tuple[str, ...] = get_args(_types.ScaleRule)
+ROUNDINGS: tuple[str, ...] = get_args(_types.Rounding)
 DTYPES = ("float32", "bfloat16", "float16")
 
 

@@ -1,7 +1,24 @@
 """Fixtures shared by the CPU and GPU tests."""
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def installed_layout(tmp_path_factory) -> Path:
+    """A folder holding fp4kit as it is installed (fp4kit/ with reference/ inside, py.typed), copied
+    from the source tree, where `fp4kit.reference` lives beside the package: the root that mypy is
+    pointed at (MYPYPATH) by tests/test_typing.py and tests/test_mypy_clean.py. Read-only."""
+    root = tmp_path_factory.mktemp("site")
+    pkg = root / "fp4kit"
+    shutil.copytree(REPO / "fp4kit", pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "reference", pkg / "reference", ignore=shutil.ignore_patterns("__pycache__", "data"))
+    return root
 
 
 @pytest.fixture

@@ -6,20 +6,12 @@ implementation's own annotations consistent, the GPU-only modules included (whic
 Where the code is right but mypy cannot see it, the line carries `# type: ignore[<code>]`."""
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
 
-
-def test_package_type_checks(tmp_path, monkeypatch):
+def test_package_type_checks(installed_layout, tmp_path, monkeypatch):
     api = pytest.importorskip("mypy.api", reason="mypy is in the [test] extra")
-    site = tmp_path / "site"
-    pkg = site / "fp4kit"
-    shutil.copytree(REPO / "fp4kit", pkg, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(REPO / "reference", pkg / "reference", ignore=shutil.ignore_patterns("__pycache__", "data"))
+    site = installed_layout
     # the copy is what `-p fp4kit` finds: the working directory and MYPYPATH both point at it
     monkeypatch.chdir(site)
     monkeypatch.setenv("MYPYPATH", str(site))

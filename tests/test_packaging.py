@@ -212,14 +212,18 @@ def _version(v: str) -> tuple[int, ...]:
     return tuple(int(p) for p in v.split("."))
 
 
+def _declared_bounds() -> tuple[str, dict[str, str]]:
+    """pyproject.toml's dependencies line, and its `name>=X` bounds {name: X}."""
+    deps = re.search(r"^dependencies = \[([^\]]*)\]", (REPO / "pyproject.toml").read_text(), re.M).group(1)
+    return deps, dict(re.findall(r'"([A-Za-z0-9_.-]+)>=([0-9.]+)"', deps))
+
+
 def test_ci_tests_the_declared_lower_bounds():
     """pyproject.toml's `name>=X` dependencies are what .ci/run's second test run installs: the
     constraints file pins each to an X.* release (for the Pythons that X has wheels for) and pins
     nothing that is not a dependency; so a lower bound that cannot work (ml_dtypes 0.4, which lacks
     the FP6 types) fails CI instead of a user's install."""
-    text = (REPO / "pyproject.toml").read_text()
-    deps = re.search(r"^dependencies = \[([^\]]*)\]", text, re.M).group(1)
-    bounds = dict(re.findall(r'"([A-Za-z0-9_.-]+)>=([0-9.]+)"', deps))
+    deps, bounds = _declared_bounds()
     assert set(bounds) == {"numpy", "ml_dtypes"}, f"dependencies without a lower bound: {deps}"
     pins: dict[str, list[tuple[str, str]]] = {}
     for line in (REPO / ".ci" / "min-versions.txt").read_text().splitlines():
@@ -244,8 +248,7 @@ def test_installed_numpy_and_ml_dtypes_meet_the_declared_bounds():
     import ml_dtypes
     import numpy
 
-    deps = re.search(r"^dependencies = \[([^\]]*)\]", (REPO / "pyproject.toml").read_text(), re.M).group(1)
-    bounds = dict(re.findall(r'"([A-Za-z0-9_.-]+)>=([0-9.]+)"', deps))
+    _, bounds = _declared_bounds()
     for name, mod in (("numpy", numpy), ("ml_dtypes", ml_dtypes)):
         have = _version(re.match(r"[0-9.]+", mod.__version__).group(0).rstrip("."))
         assert have >= _version(bounds[name]), f"{name} {mod.__version__} is below the declared >= {bounds[name]}"

@@ -23,20 +23,16 @@ def _installed_parent() -> Path | None:
 
 
 @pytest.fixture(scope="module", params=["source", "installed"])
-def mypypath(request, tmp_path_factory) -> str | None:
-    """'source': the installed layout (fp4kit/ with reference/ inside, py.typed) copied from the
-    source tree onto MYPYPATH. 'installed': no MYPYPATH, so mypy finds the installed package in
-    site-packages, which it reads only with a py.typed marker (what .ci/run tests)."""
+def mypypath(request) -> str | None:
+    """'source': the installed layout copied from the source tree (conftest's installed_layout) on
+    MYPYPATH. 'installed': no MYPYPATH, so mypy finds the installed package in site-packages, which
+    it reads only with a py.typed marker (what .ci/run tests)."""
     pytest.importorskip("mypy.api", reason="mypy is in the [test] extra")
     if request.param == "installed":
         if _installed_parent() is None:
             pytest.skip("fp4kit is imported from the source tree; .ci/run tests the installed package")
         return None
-    root = tmp_path_factory.mktemp("site")
-    pkg = root / "fp4kit"
-    shutil.copytree(REPO / "fp4kit", pkg, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(REPO / "reference", pkg / "reference", ignore=shutil.ignore_patterns("__pycache__", "data"))
-    return str(root)
+    return str(request.getfixturevalue("installed_layout"))
 
 
 def _mypy_errors(case: str, mypypath: str | None, tmp_path: Path, monkeypatch) -> list[str]:
