@@ -13,7 +13,7 @@
 // Conditions (the planner's): 16-bit input with 16-byte aligned rows (K % 8 == 0, 16-byte aligned
 // base), M % 16 == 0.
 #define FP4KIT_E8M0_SELECT 1
-#include "common/quantize_tile.cuh"
+#include "quantize_cols.cu"   // the c2 kernel with other CTA orders and store policies (experiment)
 
 using namespace fp4kit;
 
@@ -58,12 +58,45 @@ __device__ __forceinline__ void bulk_load(void* dst, const void* src, u32 bytes,
 }
 
 // a 2-D box of the tensor map tm, whose element (c0, c1) (c0 the column) lands at shared dst
+// LDH 1: with an L2 evict-first policy
+template <int LDH = 0>
 __device__ __forceinline__ void bulk_tensor_load(void* dst, const void* tm, int c0, int c1, u64* bar) {
+    if constexpr (LDH == 1) {
+        asm volatile(
+            "{\n\t.reg .b64 pol;\n\tcreatepolicy.fractional.L2::evict_first.b64 pol, 1.0;\n\t"
+            "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, {%2, %3}], [%4], pol;\n\t}" ::"r"(
+                smem_u32(dst)),
+            "l"(tm), "r"(c0), "r"(c1), "r"(smem_u32(bar))
+            : "memory");
+        return;
+    }
     asm volatile(
         "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
             smem_u32(dst)),
         "l"(tm), "r"(c0), "r"(c1), "r"(smem_u32(bar))
         : "memory");
+}
+
+// 16-byte code store; STP 0: plain, 1: streaming (.cs), 2: L2 evict-last policy, 3: L2 evict-first policy
+template <int STP>
+__device__ __forceinline__ void st_codes(u8* p, uint4 v) {
+    if constexpr (STP == 0) {
+        *reinterpret_cast<uint4*>(p) = v;
+    } else if constexpr (STP == 1) {
+        __stcs(reinterpret_cast<uint4*>(p), v);
+    } else if constexpr (STP == 2) {
+        asm volatile(
+            "{\n\t.reg .b64 pol;\n\tcreatepolicy.fractional.L2::evict_last.b64 pol, 1.0;\n\t"
+            "st.global.L2::cache_hint.v4.u32 [%0], {%1, %2, %3, %4}, pol;\n\t}" ::"l"(p),
+            "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+            : "memory");
+    } else {
+        asm volatile(
+            "{\n\t.reg .b64 pol;\n\tcreatepolicy.fractional.L2::evict_first.b64 pol, 1.0;\n\t"
+            "st.global.L2::cache_hint.v4.u32 [%0], {%1, %2, %3, %4}, pol;\n\t}" ::"l"(p),
+            "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+            : "memory");
+    }
 }
 
 __device__ __forceinline__ void consumer_sync() { asm volatile("bar.sync 1, 256;" ::: "memory"); }
@@ -90,13 +123,27 @@ constexpr int BK_THREADS = 288;            // 8 consumer warps + 1 producer warp
 
 }  // namespace
 
+// The first column and row of unit u: ORD 0 column strips fastest, 1 row bands fastest.
+template <int ORD>
+__device__ __forceinline__ void unit_origin(i64 u, i64 nkc, i64 nmb, i64& k0, i64& m0) {
+    if constexpr (ORD == 0) {
+        const i64 bm = u / nkc;
+        k0 = (u - bm * nkc) * BK_CW;
+        m0 = bm * BK_UR;
+    } else {
+        const i64 bk = u / nmb;
+        m0 = (u - bk * nmb) * BK_UR;
+        k0 = bk * BK_CW;
+    }
+}
+
 // A CUtensorMap (cuTensorMapEncodeTiled's 128 opaque bytes), passed by value.
 struct __align__(64) TensorMap {
     u64 v[16];
 };
 
 // Dynamic shared memory: NS * 16 KB of stages, 2 x 2 KB of scale bytes, 2 * NS mbarriers.
-template <int FMT, int DT, int NS, bool TM>
+template <int FMT, int DT, int NS, bool TM, int STP = 0, int LDH = 0, int ORD = 0>
 __device__ __forceinline__ void quantize_cols_bulk(const void* x, const TensorMap* tm, i64 M, i64 K, u8* col_data, u8* col_scales,
                                                    const float* amax_col, int flags) {
     typedef Fmt<FMT> F;
@@ -121,13 +168,14 @@ __device__ __forceinline__ void quantize_cols_bulk(const void* x, const TensorMa
     __syncthreads();
 
     const i64 nkc = (K + BK_CW - 1) / BK_CW;
-    const i64 nunits = nkc * ((M + BK_UR - 1) / BK_UR);
+    const i64 nmb = (M + BK_UR - 1) / BK_UR;
+    const i64 nunits = nkc * nmb;
 
     if (warp == 8) {   // producer
         u32 i = 0;
         for (i64 u = blockIdx.x; u < nunits; u += gridDim.x) {
-            const i64 bm = u / nkc;
-            const i64 k0 = (u - bm * nkc) * BK_CW, m0 = bm * BK_UR;
+            i64 k0, m0;
+            unit_origin<ORD>(u, nkc, nmb, k0, m0);
             const u32 cb = (u32)((K - k0) < BK_CW ? (K - k0) : BK_CW) * 2;
             for (int c = 0; c < BK_NCH; ++c, ++i) {
                 const int s = i % NS;
@@ -138,7 +186,7 @@ __device__ __forceinline__ void quantize_cols_bulk(const void* x, const TensorMa
                 if constexpr (TM) {   // one box of 64 columns x 128 rows; zeros outside the tensor
                     if (lane == 0) {
                         mbar_arrive_expect_tx(&full[s], nr ? BK_STAGE : 0u);
-                        if (nr) bulk_tensor_load(stages + s * BK_STAGE, tm, (int)k0, (int)r0, &full[s]);
+                        if (nr) bulk_tensor_load<LDH>(stages + s * BK_STAGE, tm, (int)k0, (int)r0, &full[s]);
                     }
                     continue;
                 }
@@ -160,8 +208,8 @@ __device__ __forceinline__ void quantize_cols_bulk(const void* x, const TensorMa
     u32 i = 0;
     int ul = 0;
     for (i64 u = blockIdx.x; u < nunits; u += gridDim.x, ++ul, i += BK_NCH) {
-        const i64 bm = u / nkc;
-        const i64 k0 = (u - bm * nkc) * BK_CW, m0 = bm * BK_UR;
+        i64 k0, m0;
+        unit_origin<ORD>(u, nkc, nmb, k0, m0);
         const i64 kp = k0 + cl;
         u8* scb = sc + (ul & 1) * (BK_CW * RB);
 #pragma unroll 1
@@ -198,7 +246,7 @@ __device__ __forceinline__ void quantize_cols_bulk(const void* x, const TensorMa
                     u32 cw[4];
                     encode_seg<FMT>(v, mul, false, 0ull, 1u, 0, cw);
                     const i64 k = kp + 2 * n + h;
-                    if (ok) *reinterpret_cast<uint4*>(col_data + k * M + gm) = make_uint4(cw[0], cw[1], cw[2], cw[3]);
+                    if (ok) st_codes<STP>(col_data + k * M + gm, make_uint4(cw[0], cw[1], cw[2], cw[3]));
                     if (j == 0) scb[(cl + 2 * n + h) * RB + c * 4 + wy] = (u8)code;
                 }
             }
@@ -240,3 +288,39 @@ FP4KIT_BULK_KERNEL(0, 1, 2, 3)
 FP4KIT_BULK_KERNEL(0, 1, 8, 1)
 FP4KIT_BULK_KERNEL(0, 2, 4, 2)
 FP4KIT_BULK_KERNEL(2, 1, 4, 2)
+
+// store-policy / load-hint / unit-order variants of the tensor kernel (MXFP8 E4M3, bfloat16, NS 4)
+#define FP4KIT_BULK_VARIANT(STP, LDH, ORD, MB)                                                            \
+    extern "C" __global__ void __launch_bounds__(BK_THREADS, MB)                                         \
+    quantize_colst_f0_d1_n4_v##STP##LDH##ORD##_m##MB(const __grid_constant__ TensorMap tm, i64 M, i64 K,  \
+                                                  u8* col_data, u8* col_scales, const float* amax_col,   \
+                                                  int flags) {                                            \
+        quantize_cols_bulk<0, 1, 4, true, STP, LDH, ORD>(nullptr, &tm, M, K, col_data, col_scales, amax_col, \
+                                                         flags);                                          \
+    }
+FP4KIT_BULK_VARIANT(0, 0, 0, 1)
+FP4KIT_BULK_VARIANT(1, 0, 0, 1)
+FP4KIT_BULK_VARIANT(2, 0, 0, 1)
+FP4KIT_BULK_VARIANT(3, 0, 0, 1)
+FP4KIT_BULK_VARIANT(0, 1, 0, 1)
+FP4KIT_BULK_VARIANT(2, 1, 0, 1)
+FP4KIT_BULK_VARIANT(0, 0, 1, 1)
+FP4KIT_BULK_VARIANT(2, 1, 1, 1)
+FP4KIT_BULK_VARIANT(0, 0, 1, 2)
+FP4KIT_BULK_VARIANT(3, 0, 1, 1)
+FP4KIT_BULK_VARIANT(3, 0, 1, 2)
+FP4KIT_BULK_VARIANT(3, 0, 0, 2)
+
+// quantize_cols' c2 kernel (MXFP8 E4M3, bfloat16) with row bands fastest (ORD 1) and / or L2
+// evict-first code stores (STP 3)
+#define FP4KIT_C2_VARIANT(ORD, STP)                                                                       \
+    extern "C" __global__ void __launch_bounds__(512, 1)                                                 \
+    quantize_cols_f0_d1_c2_o##ORD##_s##STP(const void* x, i64 M, i64 K, u8* col_data, u8* col_scales,     \
+                                           const float* amax_col, int flags) {                            \
+        quantize_cols<0, 1, 1, 16, 2, false, 2, ORD, STP>(x, M, K, col_data, col_scales, amax_col, flags); \
+    }
+FP4KIT_C2_VARIANT(0, 3)
+FP4KIT_C2_VARIANT(1, 0)
+FP4KIT_C2_VARIANT(1, 3)
+FP4KIT_C2_VARIANT(0, 9)
+FP4KIT_C2_VARIANT(1, 9)

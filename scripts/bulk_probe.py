@@ -155,14 +155,94 @@ def bench(args, sms):
                 print(f"  {name:24s} {t:8.1f} us  {100 * t_copy / t:5.1f} % of copy")
 
 
+VNAMES = ["v000_m1", "v300_m1", "v001_m1", "v001_m2", "v301_m1", "v301_m2", "v300_m2"]
+C2NAMES = ["c2_o0_s3", "c2_o1_s0", "c2_o1_s3"]
+MOVE = ["c2_o0_s9", "c2_o1_s9"]   # data movement only (no encode; codes are not checked)
+
+
+def variants(args, sms):
+    """Store policy (STP: plain, .cs, L2 evict-last, L2 evict-first), input load hint (LDH: evict-first)
+    and unit order (ORD: column strips or row bands fastest) of the tensor kernel, bf16 MXFP8 E4M3."""
+    bad = 0
+    for v in VNAMES:
+        fn = _loader.get_function("quantize_bulk", f"quantize_colst_f0_d1_n4_{v}")
+        fn.max_dynamic_shared_size_bytes = smem_bytes(4)
+        for (M, K) in [(3088, 4104), (2048, 7168)]:
+            x, dname = make_input(M, K, 1, 7)
+            q = fp4kit.quantize(as_fp4kit_input(x, dname), "mxfp8_e4m3", axis="columnwise")
+            data, scales = run_bulk(fn, 4, int(v[-1]), x, M, K, 0, sms, True)
+            ok1 = (bool((data == cp.asarray(q.columnwise.data)).all())
+                   and bool((scales == cp.asarray(q.columnwise.scales)).all()))
+            for c in C2NAMES:
+                f2 = _loader.get_function("quantize_bulk", f"quantize_cols_f0_d1_{c}")
+                d2 = cp.full((K, M), 0xA5, cp.uint8)
+                s2 = cp.full((K, -(-M // 32)), 0x5A, cp.uint8)
+                f2((-(-K // 64) * -(-M // 1024),), (512,), (x, np.int64(M), np.int64(K), d2, s2, np.intp(0),
+                                                           np.int32(0)))
+                if not (bool((d2 == cp.asarray(q.columnwise.data)).all())
+                        and bool((s2 == cp.asarray(q.columnwise.scales)).all())):
+                    bad += 1
+                    print(f"MISMATCH {c} {M}x{K}")
+            if not ok1:
+                bad += 1
+                print(f"MISMATCH {v} {M}x{K}")
+            continue
+            if not (bool((data == cp.asarray(q.columnwise.data)).all())
+                    and bool((scales == cp.asarray(q.columnwise.scales)).all())):
+                bad += 1
+                print(f"MISMATCH {v} {M}x{K}")
+    for sh in args.shapes.split(","):
+        M, K = (int(t) for t in sh.split("x"))
+        nbuf = max(2, min(8, -(-(160 << 20) // (M * K * 2))))
+        xs = [make_input(M, K, 1, i)[0] for i in range(nbuf)]
+        tms = [tensor_map(xb, M, K) for xb in xs]
+        nb = -(-M // 32)
+        data = cp.empty((K, M), cp.uint8)
+        scales = cp.empty((K, nb), cp.uint8)
+        nbytes = M * K * 2 + M * K + K * nb
+        src = cp.empty(nbytes // 2, cp.uint8)
+        dst = cp.empty(nbytes // 2, cp.uint8)
+        units = -(-K // 64) * -(-M // 1024)
+        c2 = _loader.get_function("quantize_cols", "quantize_cols_f0_d1_c2")
+        fns = [(v, _loader.get_function("quantize_bulk", f"quantize_colst_f0_d1_n4_{v}")) for v in VNAMES]
+        for _, fn in fns:
+            fn.max_dynamic_shared_size_bytes = smem_bytes(4)
+        res = {}
+        for rnd in range(2):   # two rounds, interleaved, to see the run-to-run spread
+            res.setdefault("copy", []).append(
+                timed(lambda i: dst.data.copy_from_device_async(src.data, src.nbytes), args.reps))
+            res.setdefault("c2", []).append(timed(lambda i: c2((units,), (512,), (
+                xs[i % nbuf], np.int64(M), np.int64(K), data, scales, np.intp(0), np.int32(0))), args.reps))
+            for c in C2NAMES + MOVE:
+                f2 = _loader.get_function("quantize_bulk", f"quantize_cols_f0_d1_{c}")
+                res.setdefault(c, []).append(timed(lambda i: f2((units,), (512,), (
+                    xs[i % nbuf], np.int64(M), np.int64(K), data, scales, np.intp(0), np.int32(0))), args.reps))
+            for v, fn in fns:
+                grid = min(units, sms * int(v[-1]))
+                res.setdefault(v, []).append(timed(lambda i: fn((grid,), (THREADS,), (
+                    tms[i % nbuf], np.int64(M), np.int64(K), data, scales, np.intp(0), np.int32(0)),
+                    shared_mem=smem_bytes(4)), args.reps))
+        t_copy = min(res["copy"])
+        print(f"\n{M}x{K} bfloat16 MXFP8 columnwise compact, variants (STP LDH ORD _m CTAs/SM); copy "
+              f"{t_copy:.1f} us")
+        for k, ts in res.items():
+            if k != "copy":
+                print(f"  {k:10s} {ts[0]:8.1f} {ts[1]:8.1f} us  {100 * t_copy / min(ts):5.1f} % of copy")
+    print(f"variant check: {bad} mismatching cases")
+    return bad
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shapes", default="8192x8192,16384x16384,4096x4096,65536x7168")
     ap.add_argument("--reps", type=int, default=40)
     ap.add_argument("--no-check", action="store_true")
+    ap.add_argument("--variants", action="store_true")
     args = ap.parse_args()
     sms = cp.cuda.Device().attributes["MultiProcessorCount"]
     print(cp.cuda.runtime.getDeviceProperties(0)["name"].decode(), sms, "SMs")
+    if args.variants:
+        raise SystemExit(1 if variants(args, sms) else 0)
     bad = 0 if args.no_check else check(args, sms)
     bench(args, sms)
     print(f"\nbulk check: {bad} mismatching cases")
