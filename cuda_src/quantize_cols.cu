@@ -57,7 +57,7 @@ struct ColsShape {
 // The CTA's tile: CW = WX * WCOL columns from k0, CR = WY * IT * WROW rows from m0.
 // SWZ: the scales in the swizzled layout (CW = 128, CR / block = 4: one 512-byte block), else compact
 // (RB = CR / block = 32 bytes of each column's scale row: one sector).
-template <int FMT, int DT, int WX, int WY, int IT, bool SWZ, int NW = 1, int ORD = 0, int STP = 0>
+template <int FMT, int DT, int WX, int WY, int IT, bool SWZ, int NW = 1>
 __device__ __forceinline__ void quantize_cols(const void* x, i64 M, i64 K, u8* col_data, u8* col_scales,
                                               const float* amax_col, int flags) {
     typedef Fmt<FMT> F;
@@ -70,18 +70,9 @@ __device__ __forceinline__ void quantize_cols(const void* x, i64 M, i64 K, u8* c
     __shared__ __align__(16) u8 sc[CW * RB];
     __shared__ float enc_tab[F::mx ? 1 : NV_TAB + 1];
 
-    i64 k0, m0;
-    if constexpr (ORD == 0) {   // column tiles fastest
-        const i64 nkc = (K + CW - 1) / CW;
-        const i64 bm = div_fast((i64)blockIdx.x, nkc);
-        k0 = ((i64)blockIdx.x - bm * nkc) * CW;
-        m0 = bm * CR;
-    } else {                    // row bands fastest
-        const i64 nmb = (M + CR - 1) / CR;
-        const i64 bk = div_fast((i64)blockIdx.x, nmb);
-        m0 = ((i64)blockIdx.x - bk * nmb) * CR;
-        k0 = bk * CW;
-    }
+    const i64 nkc = (K + CW - 1) / CW;
+    const i64 bm = div_fast((i64)blockIdx.x, nkc);
+    const i64 k0 = ((i64)blockIdx.x - bm * nkc) * CW, m0 = bm * CR;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int wx = warp % WX, wy = warp / WX;
     const int p = lane / S::G, j = lane % S::G;
@@ -137,39 +128,17 @@ __device__ __forceinline__ void quantize_cols(const void* x, i64 M, i64 K, u8* c
                     code = nvfp4_scale_code(bamax, enc_tab[NV_TAB]);
                     mul = enc_tab[code];
                 }
-                u32 c[4];
-                if constexpr (STP == 9) {   // data movement only: the high byte of each element
-#pragma unroll
-                    for (int q = 0; q < 4; ++q)
-                        c[q] = __byte_perm(w[n][4 * q], w[n][4 * q + 1], h ? 0x7531u : 0x6420u) & 0u;
-#pragma unroll
-                    for (int q = 0; q < 4; ++q)
-                        c[q] |= __byte_perm(__byte_perm(w[n][4 * q], w[n][4 * q + 1], h ? 0x7733u : 0x6622u),
-                                            __byte_perm(w[n][4 * q + 2], w[n][4 * q + 3], h ? 0x7733u : 0x6622u),
-                                            0x6420u);
-                    code ^= (u32)mul;
-                } else {
                 float v[SEG];
 #pragma unroll
                 for (int i = 0; i < SEG; ++i) v[i] = half_f32<DT>(w[n][i], h);
+                u32 c[4];
                 encode_seg<FMT>(v, mul, false, 0ull, 1u, 0, c);
-                }
                 const i64 k = kp + 2 * n + h;
                 if (ok) {
                     if constexpr (F::packed) {
                         *reinterpret_cast<uint2*>(col_data + k * (M >> 1) + (gm >> 1)) = make_uint2(c[0], c[1]);
                     } else {
-                        const uint4 cv = make_uint4(c[0], c[1], c[2], c[3]);
-                        if constexpr (STP == 3 || STP == 9 + 3) {   // L2 evict-first
-                            asm volatile(
-                                "{\n\t.reg .b64 pol;\n\tcreatepolicy.fractional.L2::evict_first.b64 pol, 1.0;\n\t"
-                                "st.global.L2::cache_hint.v4.u32 [%0], {%1, %2, %3, %4}, pol;\n\t}" ::"l"(
-                                    col_data + k * M + gm),
-                                "r"(cv.x), "r"(cv.y), "r"(cv.z), "r"(cv.w)
-                                : "memory");
-                        } else {
-                            *reinterpret_cast<uint4*>(col_data + k * M + gm) = cv;
-                        }
+                        *reinterpret_cast<uint4*>(col_data + k * M + gm) = make_uint4(c[0], c[1], c[2], c[3]);
                     }
                 }
                 if (F::block == 16 || (j & 1) == 0) {

@@ -195,6 +195,25 @@ __device__ __forceinline__ void encode_seg(const float* v, float mul, bool stoch
     typedef Fmt<FMT> F;
     typedef typename F::E E;
     w[0] = w[1] = w[2] = w[3] = 0u;
+#ifdef FP4KIT_MOVE_ONLY   // probe (scripts/move_probe.py): top bits of the inputs, no encode
+    if constexpr (!F::packed) {
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+            w[q] = __byte_perm(__byte_perm(f2u(v[4 * q]), f2u(v[4 * q + 1]), 0x0073u),
+                               __byte_perm(f2u(v[4 * q + 2]), f2u(v[4 * q + 3]), 0x0073u), 0x5410u);
+    } else {
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+            const u32 a = __byte_perm(__byte_perm(f2u(v[8 * q]), f2u(v[8 * q + 1]), 0x0073u),
+                                      __byte_perm(f2u(v[8 * q + 2]), f2u(v[8 * q + 3]), 0x0073u), 0x5410u);
+            const u32 b = __byte_perm(__byte_perm(f2u(v[8 * q + 4]), f2u(v[8 * q + 5]), 0x0073u),
+                                      __byte_perm(f2u(v[8 * q + 6]), f2u(v[8 * q + 7]), 0x0073u), 0x5410u);
+            w[q] = (a & 0xF0F0F0F0u) | ((b >> 4) & 0x0F0F0F0Fu);
+        }
+    }
+    w[0] ^= f2u(mul);
+    return;
+#endif
     u32 codes[SEG];
     bool sr = false;
     if constexpr (E::ebits == 2 && E::mbits == 1) sr = stochastic;
@@ -253,6 +272,12 @@ __device__ __forceinline__ void encode_seg(const float* v, float mul, bool stoch
 template <int FMT>
 __device__ __forceinline__ void encode_seg(const Bf16Seg& v, float mul, bool, u64, u32, i64, u32* w, bool = false) {
     static_assert(FMT == FORMAT_MXFP4_E2M1, "MXFP4 only");
+#ifdef FP4KIT_MOVE_ONLY
+    w[0] = (v.q[0] & 0xF0F0F0F0u) | ((v.q[1] >> 4) & 0x0F0F0F0Fu) ^ f2u(mul);
+    w[1] = (v.q[2] & 0xF0F0F0F0u) | ((v.q[3] >> 4) & 0x0F0F0F0Fu);
+    w[2] = w[3] = 0u;
+    return;
+#endif
     const u32 s2 = bf2_scale(mul);
     w[0] = e2m1_pack8_bf16(v.q, s2);
     w[1] = e2m1_pack8_bf16(v.q + 4, s2);
@@ -261,6 +286,12 @@ __device__ __forceinline__ void encode_seg(const Bf16Seg& v, float mul, bool, u6
 template <int FMT>
 __device__ __forceinline__ void encode_seg(const F16Seg& v, float mul, bool, u64, u32, i64, u32* w, bool = false) {
     static_assert(FMT == FORMAT_MXFP4_E2M1, "MXFP4 only");
+#ifdef FP4KIT_MOVE_ONLY
+    w[0] = (v.q[0] & 0xF0F0F0F0u) | ((v.q[1] >> 4) & 0x0F0F0F0Fu) ^ f2u(mul);
+    w[1] = (v.q[2] & 0xF0F0F0F0u) | ((v.q[3] >> 4) & 0x0F0F0F0Fu);
+    w[2] = w[3] = 0u;
+    return;
+#endif
     u32 s2, p2;
     h2_scales(mul, s2, p2);
     w[0] = e2m1_pack8_f16(v.q, s2, p2);
