@@ -92,36 +92,12 @@ __device__ __forceinline__ void prefetch_tile_l2(const void* x, i64 M, i64 K, co
 // 16384^2 compact 346.0 / 336.5 us, 65536 x 7168 swizzled 579.3 / 559.9, 8192^2 swizzled 84.7 /
 // 83.5, compact 88.3 / 88.5 (docs/performance.md item 83).
 // L2 prefetch (prefetch_square_l2) of square blockIdx.x + 2 x (SM count) (2 CTAs per SM).
-// Square (bq, bk) of CTA b: RAST 0 square rows of qk squares in turn; RAST 1 (experiment) groups of 8
-// square rows walked column by column, so that the 8 squares of a compact columnwise scale sector
-// are consecutive CTAs and those of a rowwise sector 8 groups apart.
-template <int RAST>
-__device__ __forceinline__ void quad_square_of(i64 b, i64 M, i64 qk, i64& bq, i64& bk) {
-    if constexpr (RAST == 0) {
-        bq = div_fast(b, qk);
-        bk = b - bq * qk;
-    } else {
-        const i64 qm = M >> 7;
-        const i64 grp = div_fast(b, 8 * qk), i = b - grp * 8 * qk;
-        const i64 rows = (qm - 8 * grp) < 8 ? (qm - 8 * grp) : 8;
-        bk = div_fast(i, rows);
-        bq = 8 * grp + (i - bk * rows);
-    }
-}
-
-template <int DT, int RAST = 0>
+template <int DT>
 __device__ __forceinline__ void prefetch_quad_l2(const void* x, i64 M, i64 K, i64 qk, int g) {
     if (threadIdx.x % QT_THREADS >= QT_M) return;   // prefetching threads only, before the division
     const i64 b = (i64)blockIdx.x + 2 * sm_count();
-    if constexpr (RAST == 0) {
-        const i64 q = div_fast(b, qk);
-        prefetch_square_l2<DT>(x, q * 128 * K + (b - q * qk) * 128, M - q * 128, K, g);
-    } else {
-        if (b >= (M >> 7) * qk) return;
-        i64 q, k;
-        quad_square_of<RAST>(b, M, qk, q, k);
-        prefetch_square_l2<DT>(x, q * 128 * K + k * 128, M - q * 128, K, g);
-    }
+    const i64 q = div_fast(b, qk);
+    prefetch_square_l2<DT>(x, q * 128 * K + (b - q * qk) * 128, M - q * 128, K, g);
 }
 
 // quantize_f<F>_d<D>_quadm: as _quad for any M (K % 128 == 0, scales swizzled or staged swizzled; also
@@ -134,30 +110,18 @@ __device__ __forceinline__ void prefetch_quad_l2(const void* x, i64 M, i64 K, i6
 // (H100, kernel time, 8200 x 8192 bfloat16, 64 x 64 / this): swizzled 109.3 / 100.8 us, compact 116.7
 // / 106.9 (docs/performance.md item 83). The body of both: quantize_square with STASH 2 (_quad) or 3
 // (_quadm).
-// DIRECT (experiment, STASH 2): compact scales written by the square itself, 4 bytes per row / column.
-template <int F, int D, int STASH, int RAST = 0, bool DIRECT = false>
+template <int F, int D, int STASH>
 __device__ __forceinline__ void quantize_square(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales,
                                                 u8* col_data, u8* col_scales, int flags) {
     __shared__ __align__(16) u8 blk[1024];
     const i64 qk = K >> 7;
-    i64 bq, bk;
-    quad_square_of<RAST>((i64)blockIdx.x, M, qk, bq, bk);
+    const i64 bq = div_fast((i64)blockIdx.x, qk), bk = (i64)blockIdx.x - bq * qk;
     const int g = threadIdx.x >> 8;
     const u32* tiles = quantize_tile_rc<F, D, false, QFLAG_EXT_ALL, STASH>(
         x, M, K, row_data, row_scales, col_data, col_scales, nullptr, nullptr, flags, 0ull, 0u, 2 * bq + (g >> 1),
         2 * bk + (g & 1), false, blk);
     __syncthreads();
-    if constexpr (STASH == 2 && DIRECT) {
-        // row / column t's 4 scale bytes are contiguous in the swizzled block
-        const int t = threadIdx.x;
-        if (t < 128) {
-            reinterpret_cast<u32*>(row_scales + (bq * 128 + t) * (K >> 5))[bk] =
-                *reinterpret_cast<const u32*>(blk + swizzled_block_byte(t, 0));
-        } else if (t < 256) {
-            reinterpret_cast<u32*>(col_scales + (bk * 128 + t - 128) * (M >> 5))[bq] =
-                *reinterpret_cast<const u32*>(blk + 512 + swizzled_block_byte(t - 128, 0));
-        }
-    } else if constexpr (STASH == 2) {
+    if constexpr (STASH == 2) {
         const int t = threadIdx.x;
         if (t < 32) {
             if (flags & QFLAG_ROWWISE)
@@ -171,7 +135,7 @@ __device__ __forceinline__ void quantize_square(const void* x, i64 M, i64 K, u8*
         quad_square_out<F, RawTileStride<D, 3>::words>(tiles, blk, M, bq, bk, qk, col_data, [&] { return row_scales; },
                                                        [&] { return col_scales; });
     }
-    prefetch_quad_l2<D, RAST>(x, M, K, qk, g);
+    prefetch_quad_l2<D>(x, M, K, qk, g);
 }
 
 #define FP4KIT_QUANTIZE_QUAD_KERNEL(F, D, SUFFIX, STASH)                                                \
@@ -331,22 +295,6 @@ FP4KIT_QUANTIZE_QUAD_KERNEL(4, 1, _quadm, 3)
 FP4KIT_QUANTIZE_QUAD_KERNEL(4, 2, _quadm, 3)
 FP4KIT_QUANTIZE_QUAD_KERNEL(2, 1, _quadm, 3)   // MXFP6: _quadm only (_plan.QUADM_MIN_ELEMENTS)
 FP4KIT_QUANTIZE_QUAD_KERNEL(2, 2, _quadm, 3)
-
-// Experiment (docs/performance.md item 114): _quad with the raster order (_quadr), and with compact
-// scales written directly (_quadrc, _quadc without the raster). MXFP8 E4M3 and MXFP4, bfloat16.
-#define FP4KIT_QUANTIZE_QUADX_KERNEL(F, D, SUFFIX, RAST, DIRECT)                                        \
-    extern "C" __global__ void __launch_bounds__(4 * QT_THREADS, 2)                                     \
-    quantize_f##F##_d##D##SUFFIX(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales, u8* col_data, \
-                                 u8* col_scales, const float* amax_row, const float* amax_col, int flags, \
-                                 u64 seed, u32 rht_mask) {                                              \
-        quantize_square<F, D, 2, RAST, DIRECT>(x, M, K, row_data, row_scales, col_data, col_scales, flags); \
-    }
-FP4KIT_QUANTIZE_QUADX_KERNEL(0, 1, _quadr, 1, false)
-FP4KIT_QUANTIZE_QUADX_KERNEL(0, 1, _quadrc, 1, true)
-FP4KIT_QUANTIZE_QUADX_KERNEL(0, 1, _quadc, 0, true)
-FP4KIT_QUANTIZE_QUADX_KERNEL(4, 1, _quadr, 1, false)
-FP4KIT_QUANTIZE_QUADX_KERNEL(4, 1, _quadrc, 1, true)
-FP4KIT_QUANTIZE_QUADX_KERNEL(4, 1, _quadc, 0, true)
 FP4KIT_QUANTIZE_QUAD_KERNEL(3, 1, _quadm, 3)
 FP4KIT_QUANTIZE_QUAD_KERNEL(3, 2, _quadm, 3)
 
