@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Compile every cuda_src/*.cu with NVRTC for sm_90 and sm_100a (no GPU needed).
+"""Compile every cuda_src/*.cu with NVRTC for sm_90 and sm_100a (no GPU needed), and, for the first
+arch, the move-only builds of scripts/move_probe.py (the encode left out: a probe, not shipped).
 
 Prints one line per (file, arch) and a summary; exits non-zero if anything failed.
 Usage: python scripts/compile_check.py [arch ...]
@@ -10,6 +11,24 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from fp4kit import _loader, _nvrtc  # noqa: E402
+
+
+def probe_builds(arch: str) -> int:
+    """Compiles move_probe's builds for `arch`; returns the number that failed."""
+    import time
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from move_probe import MOVE_MODULES, build_move_only
+    bad = 0
+    for m in MOVE_MODULES:
+        t0 = time.perf_counter()
+        try:
+            n = len(build_move_only(m, arch))
+            print(f"{m + '.cu (move-only probe)':32s} {arch:8s} ok     {n} bytes  {time.perf_counter() - t0:.1f}s")
+        except Exception as e:   # a compile error: report and count it
+            print(f"{m + '.cu (move-only probe)':32s} {arch:8s} FAILED\n{e}")
+            bad += 1
+    return bad
 
 
 def main(argv):
@@ -29,9 +48,11 @@ def main(argv):
             total += 1
             continue
         total += len(res)
+        if arch == archs[0]:
+            failed += probe_builds(arch)
     ok = failed == 0
     print(f"summary: {'OK' if ok else 'FAILED'}: {len(archs)} arch(s) {', '.join(archs)}, "
-          f"{'all files compiled' if ok else f'{failed} arch(s) with failures'}")
+          f"{'all files compiled' if ok else f'{failed} failure(s)'}")
     return 0 if ok else 1
 
 

@@ -13,20 +13,32 @@ import os
 import sys
 import tempfile
 
-import torch
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from fp4kit import _loader  # noqa: E402
 
-import fp4kit
-from fp4kit import _loader
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import copy_us, rotating, time_fn  # noqa: E402
+# the modules whose kernels take encode_seg, built move-only; scripts/compile_check.py compiles them
+# too, so the probe's build cannot rot unseen
+MOVE_MODULES = ("quantize_cols", "quantize")
 
 FORMATS = ["mxfp8_e4m3", "mxfp6_e2m3", "mxfp4_e2m1", "nvfp4"]
 AXES = ["rowwise", "columnwise", "both"]
 LAYOUTS = ["compact", "swizzled"]
 
 
+def build_move_only(module: str, arch: str) -> bytes:
+    """The cubin of cuda_src/<module>.cu compiled with FP4KIT_MOVE_ONLY defined (NVRTC, no GPU)."""
+    sources = _loader._read_sources()
+    sources[f"{module}_move.cu"] = f'#define FP4KIT_MOVE_ONLY 1\n#include "{module}.cu"\n'
+    return _loader._compile(f"{module}_move", arch, sources, _loader.options_for(arch))
+
+
 def main():
+    import torch
+
+    import fp4kit
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from bench import copy_us, rotating, time_fn
+
     ap = argparse.ArgumentParser()
     ap.add_argument("--move", action="store_true")
     ap.add_argument("--shapes", default="8192x8192,16384x16384")
@@ -37,14 +49,12 @@ def main():
         tmp = tempfile.mkdtemp(prefix="fp4kit_move_")
 
         def build(module, arch, use_cache=True):
-            if module not in ("quantize", "quantize_cols"):
+            if module not in MOVE_MODULES:
                 return real(module, arch, use_cache)
-            sources = _loader._read_sources()
-            sources[f"{module}_move.cu"] = f'#define FP4KIT_MOVE_ONLY 1\n#include "{module}.cu"\n'
             path = os.path.join(tmp, f"{module}_move-{arch}.cubin")
             if not os.path.exists(path):
                 with open(path, "wb") as f:
-                    f.write(_loader._compile(f"{module}_move", arch, sources, _loader.options_for(arch)))
+                    f.write(build_move_only(module, arch))
             return path
         _loader.build_cubin = build
     mode = "move-only" if args.move else "real"
