@@ -268,15 +268,21 @@ __device__ __forceinline__ void encode_seg(const float* v, float mul, bool stoch
     }
 }
 
+#ifdef FP4KIT_MOVE_ONLY
+// The probe's stand-in for the packed-pair encodes below: top nibbles of the 16-bit inputs.
+__device__ __forceinline__ void move_only_pairs(const u32* q, float mul, u32* w) {
+    w[0] = (q[0] & 0xF0F0F0F0u) | ((q[1] >> 4) & 0x0F0F0F0Fu) ^ f2u(mul);
+    w[1] = (q[2] & 0xF0F0F0F0u) | ((q[3] >> 4) & 0x0F0F0F0Fu);
+    w[2] = w[3] = 0u;
+}
+#endif
+
 // The packed segment (MXFP4, nearest rounding): codes of e0..e7 in w[0], e8..e15 in w[1].
 template <int FMT>
 __device__ __forceinline__ void encode_seg(const Bf16Seg& v, float mul, bool, u64, u32, i64, u32* w, bool = false) {
     static_assert(FMT == FORMAT_MXFP4_E2M1, "MXFP4 only");
 #ifdef FP4KIT_MOVE_ONLY
-    w[0] = (v.q[0] & 0xF0F0F0F0u) | ((v.q[1] >> 4) & 0x0F0F0F0Fu) ^ f2u(mul);
-    w[1] = (v.q[2] & 0xF0F0F0F0u) | ((v.q[3] >> 4) & 0x0F0F0F0Fu);
-    w[2] = w[3] = 0u;
-    return;
+    return move_only_pairs(v.q, mul, w);
 #endif
     const u32 s2 = bf2_scale(mul);
     w[0] = e2m1_pack8_bf16(v.q, s2);
@@ -287,10 +293,7 @@ template <int FMT>
 __device__ __forceinline__ void encode_seg(const F16Seg& v, float mul, bool, u64, u32, i64, u32* w, bool = false) {
     static_assert(FMT == FORMAT_MXFP4_E2M1, "MXFP4 only");
 #ifdef FP4KIT_MOVE_ONLY
-    w[0] = (v.q[0] & 0xF0F0F0F0u) | ((v.q[1] >> 4) & 0x0F0F0F0Fu) ^ f2u(mul);
-    w[1] = (v.q[2] & 0xF0F0F0F0u) | ((v.q[3] >> 4) & 0x0F0F0F0Fu);
-    w[2] = w[3] = 0u;
-    return;
+    return move_only_pairs(v.q, mul, w);
 #endif
     u32 s2, p2;
     h2_scales(mul, s2, p2);
