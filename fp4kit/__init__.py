@@ -3,8 +3,6 @@ Hopper on, with a NumPy reference that every kernel reproduces bit for bit.
 
 ``import fp4kit`` never imports CuPy: the GPU side loads on first use with a device array.
 """
-from __future__ import annotations
-
 import importlib.util as _ilu
 import sys as _sys
 from pathlib import Path as _Path

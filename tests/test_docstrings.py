@@ -13,6 +13,19 @@ import fp4kit.support
 FUNCTIONS = [n for n in fp4kit.__all__ if inspect.isfunction(getattr(fp4kit, n))]
 
 
+@pytest.mark.parametrize("pkg", ["fp4kit", "fp4kit.reference"])
+def test_top_level_names_are_the_api(pkg):
+    """dir(pkg) without underscores is its __all__ plus its submodules: nothing leaks (a __future__
+    feature, a helper import) into what users tab-complete."""
+    import importlib
+    import types
+    mod = importlib.import_module(pkg)
+    public = {n for n in dir(mod) if not n.startswith("_")}
+    extra = {n for n in public - set(mod.__all__) if not isinstance(getattr(mod, n), types.ModuleType)}
+    assert not extra, f"{pkg} exposes names outside __all__: {sorted(extra)}"
+    assert set(mod.__all__) <= public
+
+
 def test_there_are_public_functions():
     assert {"quantize", "dequantize", "error_report"} <= set(FUNCTIONS)
 
