@@ -95,7 +95,21 @@ def rotating(make, nbytes_each: int, l2_bytes: int = 64 << 20):
     def nxt():
         state["i"] = (state["i"] + 1) % n
         return bufs[state["i"]]
+    nxt.bufs, nxt.state = bufs, state
     return nxt
+
+
+def with_amax(nxt):
+    """For a getter from rotating(): a getter of (buffer, its own amax as a (1,) float32 tensor), the
+    same buffer order. NVFP4 "supplied amax" rows pass each input its own amax, as a caller that
+    knows it does: one amax for all the rotated inputs (scaled 1x .. 16x) would push most of their
+    blocks into saturation, which takes the slower encode (item 113 of docs/performance.md)."""
+    amaxes = [b.float().abs().amax().reshape(1) for b in nxt.bufs]
+
+    def get():
+        x = nxt()
+        return x, amaxes[nxt.state["i"]]
+    return get
 
 
 def copy_us(nbytes: int, reps: int) -> float:
@@ -186,25 +200,28 @@ def bench_quantize(rows, shapes, formats, axes, reps):
         mk = lambda i: (torch.randn(M, K, device="cuda", dtype=torch.float32) *  # noqa: E731
                         (1 + i)).to(torch.bfloat16)
         nxt = rotating(mk, M * K * 2)
-        sample = nxt()
-        amax_t = sample.float().abs().amax().reshape(1)
+        nxa = with_amax(nxt)
+        sample, amax_t = nxa()
         for fmt in formats:
             for axis in axes:
                 for layout in ("compact", "swizzled"):
                     if layout == "swizzled" and axis != "both":
                         continue
-                    variants = [("", {})]
-                    if fmt == "nvfp4":
-                        variants = [("computed amax", {}), ("supplied amax", {"amax": amax_t})]
-                    for vname, kw in variants:
-                        fn = lambda: fp4kit.quantize(nxt(), fmt, axis=axis, scale_layout=layout, **kw)  # noqa: E731
+                    variants = ["computed amax", "supplied amax"] if fmt == "nvfp4" else [""]
+                    for vname in variants:
+                        if vname == "supplied amax":   # each input with its own amax
+                            def fn():
+                                x, a = nxa()
+                                return fp4kit.quantize(x, fmt, axis=axis, scale_layout=layout, amax=a)
+                        else:
+                            fn = lambda: fp4kit.quantize(nxt(), fmt, axis=axis, scale_layout=layout)  # noqa: E731
                         us = time_fn(fn, reps=reps)
                         eager = time_fn(fn, reps=max(5, reps // 2), mode="eager")
                         nbytes = M * K * 2 + _bytes_out(fmt, M, K, axis)
                         cu = copy_us(nbytes, reps)
                         base_us, exact = None, ""
                         if axis == "rowwise" and layout == "compact" and fmt in ("mxfp8_e4m3", "nvfp4") and vname != "computed amax":
-                            base_us, exact = _baseline(fmt, sample, amax_t, nxt, reps)
+                            base_us, exact = _baseline(fmt, sample, amax_t, nxa, reps)
                         rows.append(dict(op="quantize", format=fmt, axis=axis, layout=layout, variant=vname,
                                          shape=f"{M}x{K}", us=us, bytes=nbytes, gbs=nbytes / us / 1e3,
                                          copy_pct=100 * cu / us, eager_us=eager, baseline_us=base_us,
@@ -212,7 +229,9 @@ def bench_quantize(rows, shapes, formats, axes, reps):
                         _emit(rows)
 
 
-def _baseline(fmt, sample, amax_t, nxt, reps):
+def _baseline(fmt, sample, amax_t, nxa, reps):
+    """(device us, label) of the torch.compile baseline on the inputs of nxa (with_amax's getter:
+    NVFP4 takes each input's own amax, as fp4kit's row does)."""
     import fp4kit
     import ml_dtypes
     torch = _torch()
@@ -221,17 +240,17 @@ def _baseline(fmt, sample, amax_t, nxt, reps):
         # shape's kernel measured slower and, for NVFP4, not byte-exact)
         if fmt == "mxfp8_e4m3":
             f = torch.compile(mxfp8_rowwise_torch, dynamic=False)
-            call = lambda x: f(x)  # noqa: E731
+            call = lambda x, a: f(x)  # noqa: E731
         else:
             f = torch.compile(nvfp4_rowwise_torch, dynamic=False)
-            call = lambda x: f(x, amax_t)  # noqa: E731
-        q, s = call(sample)
+            call = lambda x, a: f(x, a)  # noqa: E731
+        q, s = call(sample, amax_t)
         xs = sample.view(torch.int16).cpu().numpy().view(ml_dtypes.bfloat16)
         kw = {"amax": amax_t.cpu().numpy()} if fmt == "nvfp4" else {}
         ref = fp4kit.reference.quantize(xs, fmt, **kw)
         exact = bool(np.array_equal(q.cpu().numpy(), ref.rowwise.data) and
                      np.array_equal(s.cpu().numpy(), ref.rowwise.scales))
-        return time_fn(lambda: call(nxt()), reps=reps), f"torch.compile (bytes exact vs reference: {'yes' if exact else 'NO'})"
+        return time_fn(lambda: call(*nxa()), reps=reps), f"torch.compile (bytes exact vs reference: {'yes' if exact else 'NO'})"
     except Exception as e:  # torch.compile unavailable: say so in the table
         return None, f"torch.compile n/a ({type(e).__name__})"
 
@@ -321,9 +340,9 @@ def bench_torchao(rows, shapes, reps):
         print(f"| (torchao NVFP4 baseline skipped: {label}) |", flush=True)
         return
     for (M, K) in shapes:
-        nxt = rotating(lambda i: (torch.randn(M, K, device="cuda") * (1 + i)).to(torch.bfloat16), M * K * 2)
-        sample = nxt()
-        amax_t = sample.float().abs().max().reshape(1)
+        nxa = with_amax(rotating(lambda i: (torch.randn(M, K, device="cuda") * (1 + i)).to(torch.bfloat16),
+                                 M * K * 2))
+        sample, amax_t = nxa()
         try:
             f = torch.compile(call, dynamic=False)
             scale, data = f(sample, amax_t)
@@ -331,11 +350,14 @@ def bench_torchao(rows, shapes, reps):
             ref = fp4kit.reference.quantize(xs, "nvfp4", amax=amax_t.cpu().numpy())
             exact = bool(np.array_equal(data.reshape(ref.rowwise.data.shape).cpu().numpy(), ref.rowwise.data) and
                          np.array_equal(scale.reshape(ref.rowwise.scales.shape).cpu().numpy(), ref.rowwise.scales))
-            base = time_fn(lambda: f(nxt(), amax_t), reps=reps)
+            base = time_fn(lambda: f(*nxa()), reps=reps)
         except Exception as e:
             print(f"| (torchao NVFP4 baseline failed at {M}x{K}: {type(e).__name__}: {str(e)[:80]}) |", flush=True)
             continue
-        us = time_fn(lambda: fp4kit.quantize(nxt(), "nvfp4", amax=amax_t), reps=reps)
+        def ours():
+            x, a = nxa()
+            return fp4kit.quantize(x, "nvfp4", amax=a)
+        us = time_fn(ours, reps=reps)
         nbytes = M * K * 2 + _bytes_out("nvfp4", M, K, "rowwise")
         cu = copy_us(nbytes, reps)
         rows.append(dict(op="quantize", format="nvfp4", axis="rowwise", layout="compact",

@@ -37,12 +37,13 @@ def main():
 
     import fp4kit
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from bench import copy_us, rotating, time_fn
+    from bench import copy_us, rotating, time_fn, with_amax
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--move", action="store_true")
     ap.add_argument("--shapes", default="8192x8192,16384x16384")
     ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--formats", default=",".join(FORMATS))
     args = ap.parse_args()
     if args.move:
         real = _loader.build_cubin
@@ -60,17 +61,17 @@ def main():
     mode = "move-only" if args.move else "real"
     for sh in args.shapes.split(","):
         M, K = (int(v) for v in sh.split("x"))
-        nxt = rotating(lambda i: (torch.randn(M, K, device="cuda") * (1 + i)).to(torch.bfloat16), M * K * 2)
-        amax = torch.full((1,), 4.0, device="cuda")
-        for fmt in FORMATS:
+        nxa = with_amax(rotating(lambda i: (torch.randn(M, K, device="cuda") * (1 + i)).to(torch.bfloat16),
+                                 M * K * 2))
+        for fmt in args.formats.split(","):
             for axis in AXES:
                 for layout in LAYOUTS:
-                    kw = dict(axis=axis, scale_layout=layout)
-                    if fmt == "nvfp4":
-                        kw["amax"] = amax
-                    q = fp4kit.quantize(nxt(), fmt, **kw)
-                    nbytes = M * K * 2 + q.nbytes
-                    t = time_fn(lambda: fp4kit.quantize(nxt(), fmt, **kw), reps=args.reps)
+                    def call():   # NVFP4: each input with its own amax (bench.with_amax)
+                        x, a = nxa()
+                        return fp4kit.quantize(x, fmt, axis=axis, scale_layout=layout,
+                                               amax=a if fmt == "nvfp4" else None)
+                    nbytes = M * K * 2 + call().nbytes
+                    t = time_fn(call, reps=args.reps)
                     c = copy_us(nbytes, args.reps)
                     print(f"{mode:9s} {sh:12s} {fmt:11s} {axis:10s} {layout:8s} {t:9.1f} us "
                           f"{100 * c / t:6.1f} % of copy", flush=True)
