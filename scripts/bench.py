@@ -102,8 +102,8 @@ def rotating(make, nbytes_each: int, l2_bytes: int = 64 << 20):
 def with_amax(nxt):
     """For a getter from rotating(): a getter of (buffer, its own amax as a (1,) float32 tensor), the
     same buffer order. NVFP4 "supplied amax" rows pass each input its own amax, as a caller that
-    knows it does: one amax for all the rotated inputs (scaled 1x .. 16x) would push most of their
-    blocks into saturation, which takes the slower encode (item 113 of docs/performance.md)."""
+    knows it does: one amax for all the rotated inputs (scaled 1x, 2x, ...) would push the larger
+    ones' blocks into saturation, which takes the slower encode (item 113 of docs/performance.md)."""
     amaxes = [b.float().abs().amax().reshape(1) for b in nxt.bufs]
 
     def get():
