@@ -6,7 +6,11 @@ stores top bits of the inputs instead of codes: every load, scale, store and lau
 bytes wrong on purpose, so the time left is the ceiling of the kernels' access pattern (the
 results: docs/performance.md item 113). GPU only; run once per mode in the same device call.
 
-Usage: PYTHONPATH=. python3 scripts/move_probe.py [--move] [--shapes 8192x8192,16384x16384]
+Usage (both modes in one device call, so that the lines compare on one card):
+    export PYTHONPATH=$PWD
+    python3 scripts/move_probe.py [--shapes 8192x8192,16384x16384] [--formats nvfp4,...]
+    python3 scripts/move_probe.py --move [the same options]
+NVFP4 gets each input's own amax (bench.with_amax).
 """
 import argparse
 import os
