@@ -272,11 +272,13 @@ def warmup() -> list[str]:
     return names
 
 
-def compile_check(arch: str, modules: list[str] | None = None, verbose: bool = True) -> list[dict]:
+def compile_check(arch: str, modules: list[str] | None = None, verbose: bool = True,
+                  sources: dict[str, str] | None = None) -> list[dict]:
     """Compile every cuda_src/*.cu for `arch` (e.g. "sm_90", "sm_100a") with NVRTC alone: no GPU
-    and no CuPy needed, no cache. Returns one dict per file; raises RuntimeError if any failed."""
+    and no CuPy needed, no cache. Returns one dict per file; raises RuntimeError if any failed.
+    sources: the sources to compile from instead of cuda_src's (a probe's extra modules)."""
     results: list[dict] = []
-    sources = _read_sources()
+    sources = _read_sources() if sources is None else sources
     options = options_for(arch)
     for m in modules or module_names():
         t0 = time.perf_counter()

@@ -199,8 +199,7 @@ def bench_quantize(rows, shapes, formats, axes, reps):
     for (M, K) in shapes:
         mk = lambda i: (torch.randn(M, K, device="cuda", dtype=torch.float32) *  # noqa: E731
                         (1 + i)).to(torch.bfloat16)
-        nxt = rotating(mk, M * K * 2)
-        nxa = with_amax(nxt)
+        nxa = with_amax(rotating(mk, M * K * 2))
         sample, amax_t = nxa()
         for fmt in formats:
             for axis in axes:
@@ -209,12 +208,9 @@ def bench_quantize(rows, shapes, formats, axes, reps):
                         continue
                     variants = ["computed amax", "supplied amax"] if fmt == "nvfp4" else [""]
                     for vname in variants:
-                        if vname == "supplied amax":   # each input with its own amax
-                            def fn():
-                                x, a = nxa()
-                                return fp4kit.quantize(x, fmt, axis=axis, scale_layout=layout, amax=a)
-                        else:
-                            fn = lambda: fp4kit.quantize(nxt(), fmt, axis=axis, scale_layout=layout)  # noqa: E731
+                        def fn(sup=vname == "supplied amax"):   # supplied: each input its own amax
+                            x, a = nxa()
+                            return fp4kit.quantize(x, fmt, axis=axis, scale_layout=layout, amax=a if sup else None)
                         us = time_fn(fn, reps=reps)
                         eager = time_fn(fn, reps=max(5, reps // 2), mode="eager")
                         nbytes = M * K * 2 + _bytes_out(fmt, M, K, axis)

@@ -29,11 +29,18 @@ AXES = ["rowwise", "columnwise", "both"]
 LAYOUTS = ["compact", "swizzled"]
 
 
+def move_only_sources() -> dict:
+    """cuda_src's sources plus a module <m>_move for each m of MOVE_MODULES: cuda_src/<m>.cu with
+    FP4KIT_MOVE_ONLY defined."""
+    sources = _loader._read_sources()
+    for m in MOVE_MODULES:
+        sources[f"{m}_move.cu"] = f'#define FP4KIT_MOVE_ONLY 1\n#include "{m}.cu"\n'
+    return sources
+
+
 def build_move_only(module: str, arch: str) -> bytes:
     """The cubin of cuda_src/<module>.cu compiled with FP4KIT_MOVE_ONLY defined (NVRTC, no GPU)."""
-    sources = _loader._read_sources()
-    sources[f"{module}_move.cu"] = f'#define FP4KIT_MOVE_ONLY 1\n#include "{module}.cu"\n'
-    return _loader._compile(f"{module}_move", arch, sources, _loader.options_for(arch))
+    return _loader._compile(f"{module}_move", arch, move_only_sources(), _loader.options_for(arch))
 
 
 def main():
