@@ -126,6 +126,7 @@ class QuantizedTensor:
     def __post_init__(self):
         if self.rowwise is None and self.columnwise is None:
             raise ValueError("QuantizedTensor needs at least one operand")
+        _check_parts(self)
 
     @property
     def M(self) -> int:
@@ -157,6 +158,33 @@ class QuantizedTensor:
     def _repr_html_(self) -> str:
         from ._display import quantized_html
         return quantized_html(self)
+
+
+def _check_parts(q: QuantizedTensor) -> None:
+    """The parts of a QuantizedTensor agree (one built by hand from stored bytes included): one
+    format, operand dims (M, K) / (K, M) from `shape`, an NVFP4 amax of shape (1,) or (rows,).
+    Reads shapes only (no array library, no device sync); dtypes are checked where the arrays are
+    read (reference.api.dequantize_operand for NumPy arrays)."""
+    fmt = get_format(q.format, "format")
+    shape = q.shape
+    if not isinstance(shape, tuple) or len(shape) == 0:
+        raise ValueError(f"shape: expected the input's shape (ndim >= 1), got {shape!r}")
+    if q.options.format != fmt.name:
+        raise ValueError(f"options: expected QuantizeOptions of format {fmt.name!r}, got {q.options.format!r}")
+    M, K = q.M, q.K
+    for name, op, want, dims in (("rowwise", q.rowwise, (M, K), "(M, K)"), ("columnwise", q.columnwise, (K, M), "(K, M)")):
+        if op is None:
+            continue
+        if op.format != fmt.name:
+            raise ValueError(f"{name}: expected a {fmt.name!r} operand, got format {op.format!r}")
+        if (op.rows, op.cols) != want:
+            raise ValueError(f"{name}: expected the {dims} = {want} operand of shape {shape}, got {op.rows}x{op.cols}")
+        if fmt.is_nvfp4:
+            if op.amax is None:
+                raise ValueError(f"{name}.amax: an NVFP4 operand needs its float32 amax, shape (1,) or "
+                                 f"({op.rows},) (row-scaled), got None")
+            if tuple(op.amax.shape) not in ((1,), (op.rows,)):
+                raise ValueError(f"{name}.amax: expected shape (1,) or ({op.rows},), got {tuple(op.amax.shape)}")
 
 
 _new = object.__new__

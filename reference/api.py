@@ -113,6 +113,14 @@ def quantize(x: np.ndarray, fmt: FormatLike, axis: Axis = "rowwise", scale_layou
 def dequantize_operand(op: Operand, dtype: str = "float32") -> np.ndarray:
     """One operand -> (rows, cols) array of `dtype`."""
     f = FORMATS[op.format]
+    for field, want in (("data", "uint8"), ("scales", "uint8"), ("amax", "float32")):
+        a = getattr(op, field)
+        if a is None:
+            continue
+        got = (dtype_name(a.dtype) or a.dtype.name) if isinstance(a, np.ndarray) else None   # '>f4' is float32
+        if got != want:
+            raise TypeError(f"{field}: expected a {want} NumPy array (as quantize gives), got "
+                            f"{type(a).__name__ if got is None else 'dtype ' + got}")
     sc = unswizzle(op.scales, op.scale_shape) if op.scale_layout == "swizzled" else op.scales
     if f.is_nvfp4:
         y = nvfp4.dequantize_operand(op.data, sc, op.amax, op.cols)

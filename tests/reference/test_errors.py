@@ -390,3 +390,46 @@ def test_operand_with_unknown_format():
         fp4kit.Operand(d, np.zeros((1, 1), np.uint8), "compact", None, 1, 16, format=4)
     op = fp4kit.Operand(d, np.zeros((1, 1), np.uint8), "compact", None, 1, 16, format=fp4kit.FORMATS["nvfp4"])
     assert op.format == "nvfp4"
+
+
+def test_hand_built_quantized_tensor_is_checked():
+    """A QuantizedTensor assembled by hand (e.g. from stored bytes) whose parts disagree is a
+    ValueError when built, and codes / scales / amax of the wrong dtype a TypeError when
+    dequantized: never a silently wrong or NaN result."""
+    x = np.random.default_rng(0).standard_normal((4, 64)).astype(F32)
+    q = fp4kit.quantize(x, "nvfp4", axis="both")
+    QT, Op = fp4kit.QuantizedTensor, fp4kit.Operand
+    r = q.rowwise
+
+    def op(**kw):
+        args = dict(data=r.data, scales=r.scales, scale_layout="compact", amax=r.amax, rows=4, cols=64, format="nvfp4")
+        return Op(**{**args, **kw})
+
+    with pytest.raises(ValueError, match=r"rowwise: expected the \(M, K\) = \(4, 64\) operand of shape \(4, 64\), got 64x4"):
+        QT("nvfp4", (4, 64), q.columnwise, None, q.options)            # operands swapped
+    with pytest.raises(ValueError, match=r"columnwise: expected the \(K, M\) = \(64, 4\) operand .* got 4x64"):
+        QT("nvfp4", (4, 64), None, q.rowwise, q.options)
+    with pytest.raises(ValueError, match=r"rowwise: expected the \(M, K\) = \(8, 32\) operand"):
+        QT("nvfp4", (8, 32), q.rowwise, None, q.options)
+    mx = fp4kit.quantize(x, "mxfp8_e4m3")
+    with pytest.raises(ValueError, match=r"rowwise: expected a 'nvfp4' operand, got format 'mxfp8_e4m3'"):
+        QT("nvfp4", (4, 64), mx.rowwise, None, q.options)
+    with pytest.raises(ValueError, match=r"options: expected QuantizeOptions of format 'nvfp4', got 'mxfp8_e4m3'"):
+        QT("nvfp4", (4, 64), q.rowwise, None, mx.options)
+    with pytest.raises(ValueError, match=r"rowwise\.amax: an NVFP4 operand needs its float32 amax"):
+        QT("nvfp4", (4, 64), op(amax=None), None, q.options)
+    with pytest.raises(ValueError, match=r"rowwise\.amax: expected shape \(1,\) or \(4,\), got \(2,\)"):
+        QT("nvfp4", (4, 64), op(amax=np.ones(2, F32)), None, q.options)
+    # dtypes are checked where the arrays are read (the reference for NumPy arrays)
+    for kw, match in (({"amax": np.ones(1)}, r"amax: expected a float32 NumPy array .*, got dtype float64"),
+                      ({"data": r.data.astype(F32)}, r"data: expected a uint8 NumPy array .*, got dtype float32"),
+                      ({"scales": r.scales.astype(np.int64)}, r"scales: expected a uint8 NumPy array .*, got dtype int64")):
+        hand = QT("nvfp4", (4, 64), op(**kw), None, q.options)
+        for dq in (fp4kit.dequantize, fp4kit.reference.dequantize):
+            with pytest.raises(TypeError, match=match):
+                dq(hand)
+    with pytest.raises(ValueError, match=r"shape: expected the input's shape \(ndim >= 1\), got \(\)"):
+        QT("nvfp4", (), q.rowwise, None, q.options)
+    # consistent parts still build, in any ndim, and dequantize as the original
+    q3 = QT("nvfp4", (2, 2, 64), q.rowwise, q.columnwise, q.options)
+    assert (fp4kit.dequantize(q3).reshape(4, 64) == fp4kit.dequantize(q)).all()
