@@ -388,6 +388,10 @@ def test_operand_with_unknown_format():
         fp4kit.Operand(d, np.zeros((1, 1), np.uint8), "compact", None, 1, 16, format="nvfp9")
     with pytest.raises(TypeError, match=r"format: expected a format name"):
         fp4kit.Operand(d, np.zeros((1, 1), np.uint8), "compact", None, 1, 16, format=4)
+    with pytest.raises(TypeError, match=r"data: expected a uint8 array \(NumPy or device\), got list"):
+        fp4kit.Operand(d.tolist(), np.zeros((1, 1), np.uint8), "compact", None, 1, 16, format="nvfp4")
+    with pytest.raises(TypeError, match=r"scales: expected a uint8 array \(NumPy or device\), got bytes"):
+        fp4kit.Operand(d, b"\x00", "compact", None, 1, 16, format="nvfp4")
     op = fp4kit.Operand(d, np.zeros((1, 1), np.uint8), "compact", None, 1, 16, format=fp4kit.FORMATS["nvfp4"])
     assert op.format == "nvfp4"
 
