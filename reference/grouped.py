@@ -77,8 +77,10 @@ def _split_amax(amax, f, opts, first, G):
         return [None] * G
     if not f.is_nvfp4:
         raise ValueError(f"amax: only NVFP4 takes a global amax; format {f.name!r} has none")
-    if not isinstance(amax, np.ndarray) or dtype_name(amax.dtype) != "float32":
-        raise TypeError(f"amax: expected a float32 NumPy array, got {type(amax).__name__} {getattr(amax, 'dtype', '')}")
+    if not isinstance(amax, np.ndarray):
+        raise TypeError(f"amax: expected a float32 NumPy array of shape (G,) or (sum M_i,), got {type(amax).__name__}")
+    if dtype_name(amax.dtype) != "float32":
+        raise TypeError(f"amax: expected a float32 array, got dtype {amax.dtype}")
     want = sum(first) if opts.row_scaled else G
     if amax.shape != (want,):
         what = "(sum M_i,) one per row" if opts.row_scaled else "(G,) one per member"
