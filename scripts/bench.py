@@ -559,6 +559,19 @@ HEADER = ("| op | format | axis | scales | variant | shape | us (device) | GB/s 
 SECTIONS = ("quantize", "ragged", "torchao", "dequantize", "swizzle", "recipes", "grouped", "small", "startup")
 
 
+def tail_lines(small, startup):
+    """The lines after the op rows (which were printed as they came): the small-input table when
+    that section ran, the start-up line when it ran; nothing otherwise."""
+    tail = []
+    if small:
+        tail += ["", "| M x 4096 | input | format | host us/call |", "|---|---|---|---|"]
+        tail += [f"| {M} | {lib} | {f} | {h:.1f} |" for M, lib, f, h in small]
+    if startup:
+        tail += ["", f"cold start (compile everything, {startup[2]} cubins into an empty cache): {startup[0]:.1f} s; "
+                 f"warm start (disk cache): {startup[1]:.2f} s"]
+    return tail
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="one shape, fewer formats and repetitions")
@@ -635,14 +648,11 @@ def main(argv=None):
         w = csv.DictWriter(fh, fieldnames=fields)
         w.writeheader()
         w.writerows(rows)
-    lines = [f"# fp4kit benchmarks on {dev}", "", HEADER] + [_fmt_row(r) for r in rows]
-    lines += ["", "| M x 4096 | input | format | host us/call |", "|---|---|---|---|"]
-    lines += [f"| {M} | {lib} | {f} | {h:.1f} |" for M, lib, f, h in small]
-    if startup:
-        lines += ["", f"cold start (compile everything, {startup[2]} cubins into an empty cache): {startup[0]:.1f} s; "
-                  f"warm start (disk cache): {startup[1]:.2f} s"]
+    tail = tail_lines(small, startup)
+    lines = [f"# fp4kit benchmarks on {dev}", "", HEADER] + [_fmt_row(r) for r in rows] + tail
     Path(args.md).write_text("\n".join(lines) + "\n")
-    print("\n".join(lines[-(len(small) + 4):]))
+    if tail:
+        print("\n".join(tail))
     worst = min((r["copy_pct"] for r in rows), default=float("nan"))
     print(f"\nbench summary on {dev}: {len(rows)} rows, worst copy% {worst:.0f}; table in {args.md}, CSV in {args.csv}")
 

@@ -40,6 +40,18 @@ def test_expected_rows_matches_the_loops(bench):
     assert n == quant + ragged + 3 * 2 + 1 + 3 + 4 * 10
 
 
+def test_tail_lines_only_for_sections_that_ran(bench):
+    """The lines printed after the op rows: no empty small-input table (an --only run without the
+    "small" section printed its header and repeated the last op row)."""
+    assert bench.tail_lines([], None) == []
+    small = bench.tail_lines([(1, "torch bfloat16", "nvfp4", 17.25)], None)
+    assert small == ["", "| M x 4096 | input | format | host us/call |", "|---|---|---|---|",
+                     "| 1 | torch bfloat16 | nvfp4 | 17.2 |"]
+    start = bench.tail_lines([], (2.2, 0.51, 166))
+    assert len(start) == 2 and start[0] == "" and "166 cubins" in start[1] and "0.51 s" in start[1]
+    assert not any("|" in line for line in start)
+
+
 def test_torchao_baseline_is_optional(bench):
     call, label = bench.torchao_mxfp8()
     call4, label4 = bench.torchao_nvfp4()
