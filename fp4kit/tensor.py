@@ -78,9 +78,9 @@ class Operand:
         fmt = get_format(self.format, "format")
         if not isinstance(self.format, str):        # a Format object: keep its name, as everywhere
             object.__setattr__(self, "format", fmt.name)
-        for field in ("data", "scales"):
-            if not hasattr(getattr(self, field), "shape"):
-                raise TypeError(f"{field}: expected a uint8 array (NumPy or device), got {type(getattr(self, field)).__name__}")
+        for name in ("data", "scales"):
+            if not hasattr(getattr(self, name), "shape"):
+                raise TypeError(f"{name}: expected a uint8 array (NumPy or device), got {type(getattr(self, name)).__name__}")
         want = (self.rows, fmt.packed_len(self.cols))
         if tuple(self.data.shape) != want:
             raise ValueError(f"data: expected shape {want}, got {tuple(self.data.shape)}")
