@@ -266,11 +266,24 @@ def quantize(x, fmt, axis="rowwise", scale_layout="compact", scale_rule="rceil",
                                input_dtype=da.dtype)
 
 
-def dequantize_operand(op: Operand, dtype: str, stream_src=None, shape=None):
-    """One device operand -> (rows, cols) (or `shape`) in the library of its arrays."""
+def _operand_arrays(op: Operand):
+    """(data, scales, amax or None) of a device operand as DeviceArrays, with the dtypes quantize
+    gives (uint8 codes and scales, float32 amax) checked before any launch: an operand built by hand
+    from other dtypes would otherwise be read as raw bytes (the reference's dequantize_operand
+    raises the same TypeError for NumPy arrays)."""
     data = _interop.as_cupy(op.data, "q.data")
     scales = _interop.as_cupy(op.scales, "q.scales")
-    amax = _interop.as_cupy(op.amax, "q.amax").array if op.amax is not None else None
+    amax = _interop.as_cupy(op.amax, "q.amax") if op.amax is not None else None
+    for field, a, want in (("data", data, "uint8"), ("scales", scales, "uint8"), ("amax", amax, "float32")):
+        if a is not None and a.dtype != want:
+            raise TypeError(f"{field}: expected a {want} device array (as quantize gives), got dtype {a.dtype}")
+    return data, scales, amax
+
+
+def dequantize_operand(op: Operand, dtype: str, stream_src=None, shape=None):
+    """One device operand -> (rows, cols) (or `shape`) in the library of its arrays."""
+    data, scales, da = _operand_arrays(op)
+    amax = da.array if da is not None else None
     with _device_ctx(data.device, data.library), _interop.current_stream(stream_src if stream_src is not None else op.data):
         y = _cuda().dequantize(data.array, scales.array, amax, op.format, op.rows, op.cols, op.scale_layout, dtype)
         if shape is not None:
@@ -428,8 +441,8 @@ def _operand_f64_device(op):
     import cupy as cp
     from .reference.numerics import decode, e8m0_decode
     f = FORMATS[op.format]
-    data = _interop.as_cupy(op.data, "q.data").array
-    sc = _interop.as_cupy(op.scales, "q.scales").array
+    d, dsc, _ = _operand_arrays(op)
+    data, sc = d.array, dsc.array
     if op.scale_layout == "swizzled":
         sc = _cuda().unswizzle_scales(sc, op.scale_shape)
     if f.packed:

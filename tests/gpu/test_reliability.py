@@ -69,6 +69,40 @@ def test_wrong_device_kind_rejected(cp):
         fp4kit.unswizzle_scales(cp.zeros((128, 4), cp.uint8), (129, 4))
 
 
+@pytest.mark.parametrize("lib", ["cupy", "torch"])
+def test_hand_built_device_operand_dtypes_checked(cp, monkeypatch, lib):
+    """A QuantizedTensor assembled by hand from device arrays of other dtypes (float codes, int64
+    scales, a float64 or float16 amax) is a TypeError naming the field, before any launch, from
+    dequantize and qmatmul: never raw bytes read as codes (a 2-byte amax read as 4 bytes)."""
+    import torch
+    from fp4kit import _cuda
+
+    x = np.random.default_rng(0).standard_normal((128, 64)).astype(np.float32)
+    q = fp4kit.quantize(cp.asarray(x), "nvfp4")
+    r = q.rowwise
+    conv = (lambda a: a) if lib == "cupy" else torch.as_tensor
+    good = dict(data=conv(r.data), scales=conv(r.scales), amax=conv(r.amax))
+    hand = fp4kit.QuantizedTensor("nvfp4", (128, 64), fp4kit.Operand(**{**vars(r), **good}), None, q.options)
+    want = fp4kit.dequantize(q).get()
+    got = fp4kit.dequantize(hand)
+    assert (np.asarray(got.get() if lib == "cupy" else got.cpu().numpy()) == want).all()
+
+    def launched(*a, **k):
+        raise AssertionError("a kernel was launched for a mistyped operand")
+    monkeypatch.setattr(_cuda, "dequantize", launched)
+    monkeypatch.setattr(_cuda, "unswizzle_scales", launched)
+    bad = (("data", r.data.astype(cp.float32), "float32"), ("scales", r.scales.astype(cp.int64), "int64"),
+           ("amax", r.amax.astype(cp.float64), "float64"), ("amax", r.amax.astype(cp.float16), "float16"))
+    for field, arr, name in bad:
+        op = fp4kit.Operand(**{**vars(r), **good, field: conv(arr)})
+        h = fp4kit.QuantizedTensor("nvfp4", (128, 64), op, None, q.options)
+        match = rf"{field}: expected a (uint8|float32) device array \(as quantize gives\), got dtype {name}"
+        with pytest.raises(TypeError, match=match):
+            fp4kit.dequantize(h)
+        with pytest.raises(TypeError, match=match):
+            fp4kit.qmatmul(h, h)
+
+
 def test_threads_on_separate_streams(cp):
     errors = []
 
