@@ -1,0 +1,139 @@
+"""SPEC.md edge cases that the other reference tests leave unchecked or check only by chance.
+
+* RHT: "a zero result is +0" (section 4). test_rht_matches_spec_model compares floats with ``==``,
+  which cannot tell -0 from +0; here the bits and the resulting E2M1 codes are checked.
+* NVFP4: ``S_enc = min(S_enc, FLT_MAX)`` when 2688 / A overflows fp32 (a tiny global amax), with the
+  expected bytes derived by hand below.
+* Stochastic rounding: "NaN and |y| >= 6 handled as in section 2" and the sign of zero, for many seeds.
+* Row-scaled NVFP4 dequantize: each row of the operand uses its own amax (the spec-model dequantize
+  test draws one global amax only).
+"""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import fp4kit
+import spec_oracle as O
+
+
+# ---------------------------------------------------------------------------------------------
+# RHT: zero results are +0
+
+@pytest.mark.parametrize("mask", [0, 0xFFFF, 0xD7E8, 0x1234])
+def test_rht_zero_result_is_positive_zero(mask, check_bytes):
+    """v_k = -0 where bit k of the mask is clear and +0 where it is set, so every s_k * v_k is -0 and
+    the butterfly's first output is -0 + ... + -0 = -0 in float64; SPEC makes it +0. The rowwise
+    operand (no transform) keeps the input's -0 signs, which shows the input really carries them."""
+    col = np.array([0.0 if (mask >> k) & 1 else -0.0 for k in range(16)], np.float32)
+    x = np.stack([col, col], axis=1).astype(ml_dtypes.bfloat16)                  # (16, 2), M = 16
+    u = fp4kit.rht_transform(x, sign_mask=mask)
+    check_bytes(u.view(np.uint16), np.zeros((2, 16), np.uint16), "rht_transform bits")
+    q = fp4kit.quantize(x, "nvfp4", axis="both", rht=True, rht_sign_mask=mask)
+    # A = 0 -> S_enc = 1; b = 0 -> sf 0, enc = FLT_MAX; +0 * FLT_MAX = +0 -> code 0 (a -0 would give 8)
+    check_bytes(q.columnwise.data, np.zeros((2, 8), np.uint8), "columnwise codes")
+    check_bytes(q.columnwise.amax, np.zeros(1, np.float32), "columnwise amax")
+    neg = [0x8 if np.signbit(v) else 0x0 for v in (col[0], col[0])]              # row 0 = (col[0], col[0])
+    assert q.rowwise.data[0, 0] == (neg[0] | neg[1] << 4)
+
+
+# ---------------------------------------------------------------------------------------------
+# NVFP4: S_enc clamped to FLT_MAX
+#
+# nvfp4 with supplied A = 2^-120: 2688 / A = 2688 * 2^120 > FLT_MAX, so fp32_RN gives +inf and
+# S_enc = FLT_MAX = (2^24 - 1) * 2^104 (0x7F7FFFFF).
+# S_dec = RN(1 / FLT_MAX) = RN(2^-128 (1 + 2^-24 + ...)) = 2^-128 (fp32 subnormal, unit 2^-149: 2^21 + 1/8 -> 2^21).
+# mult = RN(FLT_MAX * 11184811 * 2^-26) = RN((2^24 - 1) * 11184811 * 2^78) = RN(11184810.33 * 2^102)
+#      = 11184810 * 2^102 (0x7E2AAAAA).
+# x = [6, 3, -1, 0.5, 0...] * 2^-120: b = 6 * 2^-120; b * mult = 67108860 * 2^-18 = 256 - 2^-16 (exact)
+#   -> E4M3 nearest is 256 -> sf 0x78. enc = RN(1 / RN(256 * 2^-128)) = 2^120; y = [6, 3, -1, 0.5]
+#   -> codes 7, 5, 0xA, 1 -> bytes 0x57 0x1A. (Without the clamp S_enc = inf, S_dec = 0, and the
+#   block would get sf 0x7E.)
+# Dequantize: final = RN(RN(256 * 2^-120) * 12782641 * 2^-35) = 12782641 * 2^-147 (0x01C30C31);
+#   6 -> RN(38347923 * 2^-146) = 9586981 * 2^-144 (0x03124925); 3 -> 0x02924925; -1 -> 0x81C30C31;
+#   0.5 -> 0x01430C31.
+
+def test_nvfp4_s_enc_overflow_clamps_to_flt_max(check_bytes):
+    t = np.float32(2.0 ** -120)
+    x = np.zeros((1, 16), np.float32)
+    x[0, :4] = np.array([6.0, 3.0, -1.0, 0.5], np.float32) * t
+    with np.errstate(over="ignore"):
+        assert np.isinf(np.float32(2688) / t)                                  # the clamp is needed
+    q = fp4kit.quantize(x, "nvfp4", amax=np.array([t], np.float32))
+    check_bytes(q.rowwise.scales, np.array([[0x78]], np.uint8), "sf")
+    check_bytes(q.rowwise.data, np.array([[0x57, 0x1A, 0, 0, 0, 0, 0, 0]], np.uint8), "codes")
+    want = np.zeros(16, np.uint32)
+    want[:4] = [0x03124925, 0x02924925, 0x81C30C31, 0x01430C31]
+    check_bytes(fp4kit.dequantize(q).view(np.uint32), want.reshape(1, 16), "dequantized")
+    # the same through the computed amax (max |x| = 6 * 2^-120 also overflows 2688 / A)
+    qc = fp4kit.quantize(x, "nvfp4")
+    want_codes, want_sf = O.nvfp4_operand([[float(v) for v in x[0]]], float(6 * t))
+    check_bytes(qc.rowwise.data, np.array([O.pack(want_codes[0])], np.uint8), "codes (computed amax)")
+    check_bytes(qc.rowwise.scales, np.array(want_sf, np.uint8), "sf (computed amax)")
+
+
+# ---------------------------------------------------------------------------------------------
+# Stochastic rounding: specials keep section 2's rules whatever the draw
+
+_NAN = np.float32(np.nan)
+_NEG_NAN = np.array([0xFFC00000], np.uint32).view(np.float32)[0]
+
+
+def _sr_row(fmt):
+    """One block (NVFP4 16 / MXFP4 32) scaled by exactly 1, so y = x. NVFP4 with the supplied A = 6:
+    S_enc = 448, the block amax 100 gives sf 0x7E and enc = fp32(1 / fp32(448 * fp32(1/448))) = 1.
+    MXFP4 under the floor rule: block amax 7 gives E = exponent_field(7) - 2 = 127; 6.5 and -7 lie
+    above the element max (y in (6, 8) is where floor needs saturation)."""
+    big = [12.0, -100.0] if fmt == "nvfp4" else [6.5, -7.0]
+    vals = [6.0, _NAN, _NEG_NAN, -0.0] + big + [-0.1, 0.1, 0.0, -5.99]
+    n = 16 if fmt == "nvfp4" else 32
+    x = np.zeros((1, n), np.float32)
+    x[0, :len(vals)] = vals
+    return x
+
+
+# position -> the only allowed codes (fixed ones have one entry)
+_SR_ALLOWED = {0: {0x7}, 1: {0x7}, 2: {0x7}, 3: {0x8}, 4: {0x7}, 5: {0xF}, 6: {0x8, 0x9}, 7: {0x0, 0x1}, 8: {0x0},
+               9: {0xE, 0xF}}
+
+
+@pytest.mark.parametrize("fmt", ["nvfp4", "mxfp4_e2m1"])
+def test_sr_specials_follow_section_2_for_every_draw(fmt):
+    x = _sr_row(fmt)
+    kw = {"amax": np.array([6.0], np.float32)} if fmt == "nvfp4" else {"scale_rule": "floor"}
+    seen = {i: set() for i in _SR_ALLOWED}
+    for seed in range(256):
+        q = fp4kit.quantize(x, fmt, rounding="stochastic", seed=seed, **kw)
+        if fmt == "nvfp4":
+            assert q.rowwise.scales[0, 0] == 0x7E
+        else:
+            assert q.rowwise.scales[0, 0] == 127
+        b = q.rowwise.data[0]
+        codes = np.empty(b.size * 2, np.uint8)
+        codes[0::2], codes[1::2] = b & 0xF, b >> 4
+        for i, allowed in _SR_ALLOWED.items():
+            assert int(codes[i]) in allowed, (seed, i, hex(int(codes[i])))
+            seen[i].add(int(codes[i]))
+        assert not codes[len(_SR_ALLOWED):].any()                          # +0 padding stays +0
+    # the draws really decide: both neighbours of -0.1, 0.1 and -5.99 occur over the seeds
+    assert seen[6] == {0x8, 0x9} and seen[7] == {0x0, 0x1} and seen[9] == {0xE, 0xF}
+
+
+# ---------------------------------------------------------------------------------------------
+# Row-scaled NVFP4 dequantize: one amax per operand row
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_row_scaled_dequantize_uses_each_rows_amax(dtype, check_bytes):
+    g = np.random.default_rng(31)
+    M, K = 6, 40
+    x = (g.standard_normal((M, K)) * np.exp2(g.integers(-8, 9, (M, 1)))).astype(np.float32)
+    q = fp4kit.quantize(x, "nvfp4", axis="both", row_scaled=True)
+    assert q.rowwise.amax.shape == (M,) and q.columnwise.amax.shape == (K,)
+    assert len(set(q.rowwise.amax.tolist())) > 1                          # the rows' amaxes differ
+    for operand, shape in (("rowwise", (M, K)), ("columnwise", (K, M))):
+        op = getattr(q, operand)
+        want = O.dequantize("nvfp4", op.data, op.scales, op.amax, shape, dtype)
+        got = fp4kit.dequantize(q, dtype=dtype, operand=operand)
+        u = np.uint32 if dtype == "float32" else np.uint16
+        check_bytes(got.view(u), want.view(u), f"{operand} {dtype}")
