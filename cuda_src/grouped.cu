@@ -217,10 +217,14 @@ __device__ __forceinline__ void group_meta_body(i64 G, const i64* first, const i
     __shared__ int e_sh;
     if (blockIdx.x != 0) {
         // CTAs 1, 2, ..: NVFP4 multiplier tables of supplied amaxes, two members per CTA (threads
-        // 0-127 member 2 (b - 1), 128-255 the next), the tile kernel's nvfp4_fill_table
+        // 0-127 member 2 (b - 1), 128-255 the next), the tile kernel's nvfp4_fill_table. The amax
+        // with its sign bit cleared, as its stored copy (nvfp4_amax_out's mask) and the single-tensor
+        // tables: a device amax is never checked on the host, and a negative one made S_enc negative,
+        // so scale codes >= 0x80 indexed past the 128-entry table (an illegal address)
         if (tabs != nullptr) {
             const i64 g = 2 * ((i64)blockIdx.x - 1) + (threadIdx.x >> 7);
-            if (g < G) nvfp4_fill_table(tabs + g * (NV_TAB + 1), tab_amax[g], (int)(threadIdx.x & ~127u));
+            if (g < G)
+                nvfp4_fill_table(tabs + g * (NV_TAB + 1), u2f(f2u(tab_amax[g]) & 0x7FFFFFFFu), (int)(threadIdx.x & ~127u));
         }
         return;
     }

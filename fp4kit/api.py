@@ -66,6 +66,9 @@ def quantize(x: Any, fmt: FormatLike, axis: Axis = "rowwise", scale_layout: Scal
         scale_layout: "compact" (rows, ceil(cols/block)) or "swizzled" (cuBLASLt 128x4 layout).
         scale_rule: "rceil" (default) or "floor" (OCP MX); MX formats only.
         amax: NVFP4 only: float32 array (1,) — or (M,) with row_scaled — used instead of computing it.
+            A host (NumPy) amax must be >= 0 and not NaN (else ValueError); a device amax is not
+            read by the host (that would synchronise): the kernels use its absolute value, and a
+            NaN follows SPEC section 4 (S_enc = FLT_MAX).
         tile_2d, row_scaled, rht, rht_sign_mask: NVFP4 recipes (SPEC section 4).
         rounding: "nearest" or "stochastic" (FP4 formats) with a 64-bit `seed`.
 
@@ -168,7 +171,7 @@ def group_quantize(x: Any, fmt: FormatLike, num_groups: int | None = None, first
             kernel parameters: no copy, values that change every call reuse one plan, and a CUDA
             graph captured with host dims replays those dims.
         options: quantize's (axis, scale_layout, scale_rule, amax — float32 (G,), or (sum M_i,)
-            row-scaled — ...) plus ``dbias=True`` (kinds same / varying_first: float32 (G, K) column
+            row-scaled, checked as quantize's — ...) plus ``dbias=True`` (kinds same / varying_first: float32 (G, K) column
             sums) and ``max_elements``, the output bound that device-array dims need on the GPU
             (at most x.size; with host dims, checked against the members').
 

@@ -530,6 +530,75 @@ def test_nvfp4_given_amax(gpu):
             check_against_reference(gpu, x, "nvfp4", amax=amax, axis="both", scale_layout="swizzled")
 
 
+UNCHECKED_AMAXES = np.array([np.nan, -np.nan, np.inf, -np.inf, -1.0, -1e-42, -0.0, 0.5], np.float32)
+
+
+def _bypass_host_amax_check(monkeypatch):
+    """The reference's host amax check off (a NaN amax there is a ValueError), for computing what
+    the kernels give a device amax, which is never read by the host."""
+    from fp4kit.reference import api as ref_mod, grouped as ref_grouped
+
+    skip = lambda v, members=None: np.array(v, np.float32)   # noqa: E731
+    monkeypatch.setattr(ref_mod, "check_amax_values", skip)
+    monkeypatch.setattr(ref_grouped, "check_amax_values", skip)
+
+
+def test_nvfp4_unchecked_device_amax(gpu, monkeypatch):
+    """A host amax is checked (NaN or negative: ValueError); a device amax is not (reading it would
+    synchronise), and the kernels use its absolute value (the sign bit cleared, as the stored copy)
+    through SPEC section 4's formulas (NaN -> S_enc = FLT_MAX, inf -> S_enc = 1). Every path of the
+    public calls (one amax, one per row, one per member) equals the reference given |amax|. A
+    negative amax per member once made group_meta's multiplier tables index past their end (an
+    illegal address)."""
+    import fp4kit
+
+    x = make_input((66, 94), "float32", "normal", seed=31)
+    with pytest.raises(ValueError, match=r"amax\[0\]: expected a non-negative value"):
+        fp4kit.quantize(x, "nvfp4", amax=np.array([-1.0], np.float32))
+    _bypass_host_amax_check(monkeypatch)
+
+    def same(got, want, tag):
+        for name in ("rowwise", "columnwise"):
+            w, g = getattr(want, name), getattr(got, name)
+            assert (w is None) == (g is None), name
+            if w is None:
+                continue
+            assert_bytes_equal(gpu.asnumpy(g.data), w.data, f"{tag} {name}: data")
+            assert_bytes_equal(gpu.asnumpy(g.scales), w.scales, f"{tag} {name}: scales")
+            assert_bytes_equal(gpu.asnumpy(g.amax).view(np.uint32), np.asarray(w.amax).view(np.uint32),
+                               f"{tag} {name}: amax")
+
+    xd = gpu.asarray(x)
+    for a in UNCHECKED_AMAXES:
+        amax = np.array([a], np.float32)
+        for axis in ("rowwise", "columnwise", "both"):
+            for layout in ("compact", "swizzled"):
+                with np.errstate(all="ignore"):
+                    want = ref_api.quantize(x, "nvfp4", axis=axis, scale_layout=layout, amax=np.abs(amax))
+                got = fp4kit.quantize(xd, "nvfp4", axis=axis, scale_layout=layout, amax=gpu.asarray(amax))
+                same(got, want, f"amax {amax[0]!r} {axis} {layout}")
+    # one amax per row (row_scaled), the special values among ordinary ones
+    rows = np.resize(UNCHECKED_AMAXES, 66)
+    for axis in ("rowwise", "both"):
+        with np.errstate(all="ignore"):
+            want = ref_api.quantize(x, "nvfp4", axis=axis, row_scaled=True, amax=np.abs(rows))
+        same(fp4kit.quantize(xd, "nvfp4", axis=axis, row_scaled=True, amax=gpu.asarray(rows)), want,
+             f"row_scaled {axis}")
+    # one amax per member (group_quantize with one K, host and device dims)
+    first = [10, 0, 8, 12, 6, 14, 2, 14]
+    for axis in ("rowwise", "both", "columnwise"):
+        for layout in ("compact", "swizzled"):
+            with np.errstate(all="ignore"):
+                want = fp4kit.reference.group_quantize(x, "nvfp4", first_dims=first, amax=np.abs(UNCHECKED_AMAXES),
+                                                       axis=axis, scale_layout=layout)
+            for dims in (first, gpu.asarray(np.array(first, np.int64))):
+                got = fp4kit.group_quantize(xd, "nvfp4", first_dims=dims, amax=gpu.asarray(UNCHECKED_AMAXES),
+                                            axis=axis, scale_layout=layout)
+                got.check()
+                for g in range(len(first)):
+                    same(got[g], want[g], f"group member {g} {axis} {layout} device dims {dims is not first}")
+
+
 def test_nvfp4_precomputed_tables(gpu, monkeypatch):
     """The NVFP4 tile kernels with multiplier tables computed by the one nvfp4_amax_out launch
     (QFLAG_ENC_TABS; by default from fp4kit._plan.ENC_TABS_MIN_TILES tiles on, lowered to 1 here):
