@@ -372,12 +372,17 @@ QUANTIZE_OPTION_NAMES = ("axis", "scale_layout", "scale_rule", "tile_2d", "row_s
                          "rounding", "seed")
 
 
-def check_option_names(options: dict, extra=()) -> None:
-    """Keyword options of group_quantize must be quantize's (plus `extra`); name the stray one."""
+# group_quantize's own keywords besides the dims (named parameters, so never in **options)
+GROUP_KEYWORDS = ("amax", "dbias", "max_elements")
+
+
+def check_option_names(options: dict) -> None:
+    """Keyword options of group_quantize must be quantize's; name the stray one and list every
+    keyword group_quantize takes (its own amax / dbias / max_elements included)."""
     for k in options:
-        if k not in QUANTIZE_OPTION_NAMES and k not in extra:
+        if k not in QUANTIZE_OPTION_NAMES:
             raise TypeError(f"{k}: not an option of group_quantize; expected one of "
-                            f"{list(QUANTIZE_OPTION_NAMES) + list(extra)}")
+                            f"{list(QUANTIZE_OPTION_NAMES) + list(GROUP_KEYWORDS)}")
 
 
 def check_rht_transform(dtype: str, M: int, sign_mask) -> int:

@@ -100,7 +100,7 @@ FORMATS: dict[str, Format] = {
 
 # Every choice is a literal string, read from the Literal types of the public signatures
 # (fp4kit._types); the integer codes are mirrored in cuda_src/common/enums.cuh
-# (tests/reference/test_enums_sync.py keeps the two in step).
+# (tests/test_plan.py and tests/gpu/test_loader.py keep the two in step).
 AXES: tuple[str, ...] = get_args(_types.Axis)
 SCALE_LAYOUTS: tuple[str, ...] = get_args(_types.ScaleLayout)
 SCALE_RULES: tuple[str, ...] = get_args(_types.ScaleRule)

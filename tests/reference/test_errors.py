@@ -442,3 +442,21 @@ def test_hand_built_quantized_tensor_is_checked():
     # consistent parts still build, in any ndim, and dequantize as the original
     q3 = QT("nvfp4", (2, 2, 64), q.rowwise, q.columnwise, q.options)
     assert (fp4kit.dequantize(q3).reshape(4, 64) == fp4kit.dequantize(q)).all()
+
+
+def test_group_quantize_stray_keyword_lists_every_keyword():
+    """A misspelt keyword of group_quantize names itself and lists what the function takes: quantize's
+    options and its own amax / dbias / max_elements (the list once left those three out), each of them
+    really accepted."""
+    import inspect
+    import re
+
+    x = np.zeros((4, 32), F32)
+    with pytest.raises(TypeError, match=r"^scale_layuot: not an option of group_quantize; expected one of ") as e:
+        fp4kit.group_quantize(x, "mxfp8_e4m3", num_groups=2, scale_layuot="swizzled")
+    listed = re.findall(r"'([a-z_0-9]+)'", str(e.value))
+    assert {"amax", "dbias", "max_elements", "axis", "scale_layout", "seed"} <= set(listed)
+    quantize_params = inspect.signature(fp4kit.quantize).parameters
+    assert set(listed) - {"dbias", "max_elements"} <= set(quantize_params)
+    g = fp4kit.group_quantize(x, "mxfp8_e4m3", num_groups=2, amax=None, dbias=False, max_elements=x.size)
+    assert len(g) == 2
