@@ -266,7 +266,11 @@ __device__ __forceinline__ void group_meta_body(i64 G, const i64* first, const i
                 v[META_ACOL] = rs ? K : 1;
                 v[META_SEGR] = M * ((K + 15) / 16);
                 v[META_SEGC] = K * ((M + 15) / 16);
-                v[META_ROWS] = M;
+                // rows: with varying K (no one-K bit 1024) only group_zero_padding reads them, and a
+                // member with K = 0 holds no scale bytes; counting its M there let members of
+                // huge M and K = 0 (within every element bound) saturate the prefix, so that a
+                // later member's padding went unwritten
+                v[META_ROWS] = (K == 0 && !(bits & 1024)) ? 0 : M;
                 v[META_SQ] = (M + 127) / 128;
             }
 #pragma unroll

@@ -277,6 +277,8 @@ def _operand_arrays(op: Operand):
     for field, a, want in (("data", data, "uint8"), ("scales", scales, "uint8"), ("amax", amax, "float32")):
         if a is not None and a.dtype != want:
             raise TypeError(f"{field}: expected a {want} device array (as quantize gives), got dtype {a.dtype}")
+        if a is not None and a.device != data.device:   # one kernel reads all three
+            raise ValueError(f"{field}: expected an array on device {data.device} (where data is), got device {a.device}")
     return data, scales, amax
 
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from . import _interop, _plan, _torch_exec
 from ._grouped_views import GroupedArray, grouped_layout
-from ._validate import (check_amax_values, check_dtype, check_int, check_max_elements, group_dims,
+from ._validate import (DIM_MAX, check_amax_values, check_dtype, check_int, check_max_elements, group_dims,
                         group_member_checks, group_options, native_order)
 from .formats import FORMATS
 from .tensor import GroupedQuantizedTensor, _options_with_seed
@@ -387,7 +387,7 @@ def _group_quantize_checked(x, fmt, num_groups, first_dims, last_dims, amax, dbi
                 G = int(ld.shape[0])
                 Kshared = None
                 if isinstance(first_dims, (int, np.integer)) and not isinstance(first_dims, bool):
-                    Mshared = check_int("first_dims", first_dims, 0, 2**62)
+                    Mshared = check_int("first_dims", first_dims, 0, DIM_MAX)
                     fd = None                   # (G,) of Mshared: a FILL buffer of the plan
                     kind = "varying_last"
                 else:
@@ -415,11 +415,20 @@ def _group_quantize_checked(x, fmt, num_groups, first_dims, last_dims, amax, dbi
             a = _interop.as_cupy(amax, "amax")
             if a.dtype != "float32":
                 raise TypeError(f"amax: expected a float32 array, got dtype {a.dtype}")
+            if a.device != da.device:
+                raise ValueError(f"amax: expected an array on device {da.device} (where x is), got device {a.device}")
             shape = a.shape
         want = caps["arow"]
-        if len(shape) != 1 or (not dev_dims and shape[0] != want) or (dev_dims and shape[0] < (G if not opts.row_scaled else 0)):
+        # host dims: the exact count; device dims: one per member, or with row_scaled one per row of
+        # a sum the host does not know (exact for varying_last: G x the one M)
+        exact = not dev_dims or (opts.row_scaled and kind == "varying_last")
+        if len(shape) != 1 or (exact and shape[0] != want) or (dev_dims and shape[0] < (G if not opts.row_scaled else 0)):
             what = "(sum M_i,) one per row" if opts.row_scaled else "(G,) one per member"
             raise ValueError(f"amax: expected shape {what} = ({want},), got {tuple(shape)}")
+        if dev_dims and opts.row_scaled and shape[0] < want:
+            # the kernels read amax[row] for every row of every member: group_meta flags rows past
+            # the caller's array (error flag 32, nothing written) instead of reading past its end
+            caps = dict(caps, arow=int(shape[0]))
         if host_amax:      # every member's values before any launch; -0 as +0 (as the reference)
             members = np.repeat(np.arange(G), host_first) if opts.row_scaled and not dev_dims else \
                 (None if opts.row_scaled else np.arange(shape[0]))

@@ -182,6 +182,11 @@ def _quantize_options(shape, dtype: str, fmt, axis="rowwise", scale_layout="comp
                            rounding=rounding, seed=seed)
 
 
+# A member's M or K on the host: far past any real tensor, and below the ~2^61 where NumPy's
+# reshape of an empty (M, 0) member fails with an error that names nothing
+DIM_MAX = 2**48
+
+
 def _dims_list(name: str, dims) -> list[int] | int:
     if isinstance(dims, bool):
         raise TypeError(f"{name}: expected a sequence of non-negative integers, got bool")
@@ -189,6 +194,8 @@ def _dims_list(name: str, dims) -> list[int] | int:
         v = operator.index(dims)
         if v < 0:
             raise ValueError(f"{name}: expected non-negative sizes, got {v}")
+        if v > DIM_MAX:
+            raise ValueError(f"{name}: expected a size of at most 2**48, got {v}")
         return v
     try:
         seq = [d for d in dims]
@@ -201,6 +208,8 @@ def _dims_list(name: str, dims) -> list[int] | int:
         d = operator.index(d)
         if d < 0:
             raise ValueError(f"{name}[{k}]: expected a non-negative size, got {d}")
+        if d > DIM_MAX:
+            raise ValueError(f"{name}[{k}]: expected a size of at most 2**48, got {d}")
         out.append(d)
     if not out:
         raise ValueError(f"{name}: expected at least one member (G >= 1), got an empty sequence")

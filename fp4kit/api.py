@@ -203,7 +203,9 @@ def group_dequantize(g: GroupedQuantizedTensor, dtype: OutDType = "float32",
         operand: "rowwise" or "columnwise" (must be present in `g`).
 
     Returns a GroupedArray in the library of `g`'s arrays: ``y[i]`` is member i, (M_i, K_i) for the
-    rowwise operand and (K_i, M_i) for the columnwise one; ``y.data`` is the flat buffer.
+    rowwise operand and (K_i, M_i) for the columnwise one; ``y.data`` is the flat buffer. With
+    device dims nothing is checked on the host: if `g`'s dims were flagged (``g.check()`` raises),
+    no kernel writes ``y.data``, and ``y[i]`` raises as ``g.check()`` does.
 
     Example:
         >>> import numpy as np, fp4kit

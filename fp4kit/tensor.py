@@ -5,6 +5,7 @@ backend; these classes never import an array library.
 """
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,6 +82,13 @@ class Operand:
         for name in ("data", "scales"):
             if not hasattr(getattr(self, name), "shape"):
                 raise TypeError(f"{name}: expected a uint8 array (NumPy or device), got {type(getattr(self, name)).__name__}")
+        for name in ("rows", "cols"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 0:
+                raise ValueError(f"{name}: expected a non-negative integer, got {v!r}")
+        if fmt.packed and self.cols % 2:
+            raise ValueError(f"cols: {fmt.name} packs two codes per byte along each row, so an operand's "
+                             f"cols must be even, got {self.cols}")
         want = (self.rows, fmt.packed_len(self.cols))
         if tuple(self.data.shape) != want:
             raise ValueError(f"data: expected shape {want}, got {tuple(self.data.shape)}")

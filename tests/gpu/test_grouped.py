@@ -696,3 +696,53 @@ def test_nvfp4_grouped_tables_supplied_amax(cp, launch_args):
                 got.check()
                 for g in range(G):
                     _check(got[g], exp[g])
+
+
+@pytest.mark.parametrize("n", [0, 1, 255])
+@pytest.mark.parametrize("host_amax", [False, True])
+def test_row_scaled_amax_shorter_than_device_dims_rows(cp, n, host_amax):
+    """Row-scaled NVFP4 with device dims: the host cannot know sum M_i, so an amax of fewer entries
+    than the members' rows is flagged by the metadata launch (error flag 32, nothing written)
+    instead of read past its end (an empty amax was a null pointer: an illegal address); an amax
+    of at least sum M_i entries quantizes as the reference."""
+    xh = _x((256, 64), seed=140)
+    x = cp.asarray(xh)
+    fd = cp.asarray(np.array([128, 128], np.int64))
+    rows = np.abs(xh).max(axis=1).astype(np.float32)
+    short = rows[:n]
+    g = fp4kit.group_quantize(x, "nvfp4", first_dims=fd, row_scaled=True, axis="both",
+                              amax=short if host_amax else cp.asarray(short))
+    with pytest.raises(ValueError, match=r"row amaxes exceed the amax buffer bound"):
+        g.check()
+    for a in (rows, np.concatenate([rows, np.ones(3, np.float32)])):   # exact, or longer
+        got = fp4kit.group_quantize(x, "nvfp4", first_dims=fd, row_scaled=True, axis="both",
+                                    amax=a if host_amax else cp.asarray(a))
+        got.check()
+        exp = fp4kit.reference.group_quantize(xh, "nvfp4", first_dims=[128, 128], row_scaled=True, axis="both",
+                                              amax=rows)
+        for i in range(2):
+            _check(got[i], exp[i])
+
+
+def test_row_scaled_amax_varying_last_exact_length(cp):
+    """varying_last with device last dims and one M: sum M_i = G x M is known on the host, so the
+    row-scaled amax length is checked there, before any launch."""
+    x = cp.asarray(_x(4 * 64, seed=141))
+    ld = cp.asarray(np.array([32, 32, 0, 0], np.int64))
+    with pytest.raises(ValueError, match=r"amax: expected shape \(sum M_i,\) one per row = \(16,\), got \(15,\)"):
+        fp4kit.group_quantize(x, "nvfp4", first_dims=4, last_dims=ld, row_scaled=True,
+                              amax=cp.ones(15, cp.float32), max_elements=256)
+
+
+def test_varying_both_members_of_huge_m_and_no_columns(cp):
+    """Device dims with members (2**62, 0): no elements, so within every bound; their rows no
+    longer saturate the rows prefix that the padding pass reads, so a later member's swizzled
+    padding is written (it was left unwritten: poisoned bytes) and its bytes equal the reference."""
+    xh = _x(32, seed=142)
+    for fmt in ("mxfp8_e4m3", "nvfp4"):
+        g = fp4kit.group_quantize(cp.asarray(xh), fmt, scale_layout="swizzled", axis="rowwise",
+                                  first_dims=cp.asarray(np.array([2**62, 2**62, 1], np.int64)),
+                                  last_dims=cp.asarray(np.array([0, 0, 32], np.int64)), max_elements=32)
+        g.check()
+        want = fp4kit.reference.quantize(xh.reshape(1, 32), fmt, scale_layout="swizzled")
+        _check(g[2], want)

@@ -172,6 +172,17 @@ def test_arrays_from_two_devices_raise_before_any_launch(cp2):
     with pytest.raises(ValueError, match=r"b: the two operands must live in the same place.*on device 0.*on device 1"):
         fp4kit.qmatmul(q0, q1)
     fp4kit.group_quantize(xd, "mxfp8_e4m3", first_dims=dims1).check()   # the right device works
+    # a grouped amax and the parts of a hand-built operand on another device than x / data: one
+    # kernel reads them all, so they are refused before it would be handed a foreign pointer
+    with pytest.raises(ValueError, match=r"amax: expected an array on device 1 \(where x is\), got device 0"):
+        fp4kit.group_quantize(xd, "nvfp4", first_dims=[32, 32], amax=cp2.ones(2, cp2.float32))
+    qn = fp4kit.quantize(xd, "nvfp4")
+    r = qn.rowwise
+    for field in ("scales", "amax"):
+        op = fp4kit.Operand(**{**vars(r), field: cp2.asarray(getattr(r, field).get())})   # a copy on device 0
+        h = fp4kit.QuantizedTensor("nvfp4", (64, 64), op, None, qn.options)
+        with pytest.raises(ValueError, match=rf"{field}: expected an array on device 1 \(where data is\), got device 0"):
+            fp4kit.dequantize(h)
 
 
 def test_qmatmul_host_and_device_operands_raise(gpu):

@@ -460,3 +460,41 @@ def test_group_quantize_stray_keyword_lists_every_keyword():
     assert set(listed) - {"dbias", "max_elements"} <= set(quantize_params)
     g = fp4kit.group_quantize(x, "mxfp8_e4m3", num_groups=2, amax=None, dbias=False, max_elements=x.size)
     assert len(g) == 2
+
+
+def test_operand_fp4_odd_cols_and_bad_dims():
+    """An FP4 operand packs two codes per byte along its rows: odd cols (an operand built by hand)
+    is a ValueError naming cols, on every backend, before anything reads the codes (the GPU once
+    made up a zero for the missing nibble, the reference failed inside NumPy); rows / cols must be
+    non-negative integers."""
+    d, s = np.zeros((2, 1), np.uint8), np.full((2, 1), 0x38, np.uint8)
+    amax = np.array([2688.0], F32)
+    for fmt, sc in (("nvfp4", s), ("mxfp4_e2m1", np.full((2, 1), 127, np.uint8))):
+        with pytest.raises(ValueError, match=rf"cols: {fmt} packs two codes per byte along each row, so an "
+                                             rf"operand's cols must be even, got 3"):
+            fp4kit.Operand(d, sc, "compact", amax if fmt == "nvfp4" else None, 2, 3, fmt)
+    for kw, match in ((dict(rows=-2), r"rows: expected a non-negative integer, got -2"),
+                      (dict(cols=2.0), r"cols: expected a non-negative integer, got 2.0"),
+                      (dict(rows=True), r"rows: expected a non-negative integer, got True")):
+        args = dict(data=d, scales=s, scale_layout="compact", amax=amax, rows=2, cols=2, format="nvfp4")
+        with pytest.raises(ValueError, match=match):
+            fp4kit.Operand(**{**args, **kw})
+    ok = fp4kit.Operand(d, s, "compact", amax, np.int64(2), 2, "nvfp4")   # NumPy integers are integers
+    assert ok.rows == 2
+
+
+def test_group_dims_upper_bound():
+    """Host dims past 2**48 (a member of that many rows, even with K = 0 and so no elements) are a
+    ValueError naming the entry: NumPy cannot reshape an empty (2**62, 0) member and said so
+    without naming anything."""
+    x = np.zeros(32, F32)
+    with pytest.raises(ValueError, match=r"first_dims\[0\]: expected a size of at most 2\*\*48, got 4611686018427387904"):
+        fp4kit.group_quantize(x, "mxfp8_e4m3", first_dims=[2**62, 1], last_dims=[0, 32])
+    with pytest.raises(ValueError, match=r"last_dims\[1\]: expected a size of at most 2\*\*48"):
+        fp4kit.group_quantize(x, "mxfp8_e4m3", first_dims=[1, 0], last_dims=[32, 2**49])
+    with pytest.raises(ValueError, match=r"first_dims: expected a size of at most 2\*\*48"):
+        fp4kit.group_quantize(x, "mxfp8_e4m3", first_dims=2**50, last_dims=[0, 0])
+    g = fp4kit.group_quantize(x, "mxfp8_e4m3", first_dims=[2**48, 1], last_dims=[0, 32], scale_layout="swizzled")
+    assert g[0].rowwise.data.shape == (2**48, 0)
+    want = fp4kit.quantize(x.reshape(1, 32), "mxfp8_e4m3", scale_layout="swizzled")
+    assert (g[1].rowwise.scales == want.rowwise.scales).all() and (g[1].rowwise.data == want.rowwise.data).all()
