@@ -195,6 +195,23 @@ for layout in ("compact", "swizzled"):
                               axis="both", scale_layout=layout).check()
     except ValueError as e:
         print(f"sanitize driver: bad device dims flagged ({layout}): {str(e)[:80]}")
+# values the host never reads (thirty-fifth session): negative / NaN device amaxes per member (the
+# multiplier tables take |amax|), a row-scaled device amax shorter than the members' rows (flagged),
+# members of huge M and no columns (the padding pass's rows prefix)
+xa = cp.asarray(rng.standard_normal((66, 96)).astype(np.float32))
+fa = [10, 0, 8, 12, 6, 14, 2, 14]
+for axis in ("both", "columnwise"):
+    fp4kit.group_quantize(xa, "nvfp4", first_dims=fa, axis=axis,
+                          amax=cp.asarray(np.float32([-1.0, -np.nan, np.inf, -1e-42, -0.0, 0.5, np.nan, -3.0]))).check()
+for n_short in (0, 1):
+    try:
+        fp4kit.group_quantize(xa, "nvfp4", first_dims=cp.asarray(np.array([32, 34], np.int64)), row_scaled=True,
+                              axis="both", amax=cp.ones(n_short, cp.float32)).check()
+    except ValueError as e:
+        print(f"sanitize driver: short row-scaled amax flagged: {str(e)[:80]}")
+fp4kit.group_quantize(cp.asarray(rng.standard_normal(32).astype(np.float32)), "mxfp8_e4m3", scale_layout="swizzled",
+                      first_dims=cp.asarray(np.array([2**62, 2**62, 1], np.int64)),
+                      last_dims=cp.asarray(np.array([0, 0, 32], np.int64)), max_elements=32).check()
 for (r, c) in [(1, 1), (3, 5), (129, 7), (0, 4), (257, 100)]:
     s = fp4kit.swizzle_scales(cp.asarray(rng.integers(0, 255, (r, c)).astype(np.uint8)))
     fp4kit.unswizzle_scales(s, (r, c))
