@@ -211,7 +211,8 @@ __device__ __forceinline__ void group_meta_body(i64 G, const i64* first, const i
                                                 i64 max_elements, i64 rows_total, i64 cap_srow, i64 cap_scol,
                                                 i64 cap_arow, i64 cap_acol, i64* meta, int* err, i64 K1, i64* band,
                                                 i64 n_band_rows, i64 n_band_tiles, i64 n_band_sq,
-                                                const float* tab_amax, float* tabs, const DimsArg* hv) {
+                                                const float* tab_amax, float* tabs, const DimsArg* hv,
+                                                const i64* src_first = nullptr, const i64* src_last = nullptr) {
     __shared__ i64 val[META_COUNT][META_THREADS];   // member's addition to array k
     __shared__ int chk[META_THREADS];
     __shared__ int e_sh;
@@ -242,14 +243,18 @@ __device__ __forceinline__ void group_meta_body(i64 G, const i64* first, const i
         const int n = (int)(G - base < META_THREADS ? G - base : META_THREADS);
         __syncthreads();   // warp 0 is done with the previous chunk
         if (tid < n) {
+            // src_first / src_last (device dims): the caller's arrays, copied into first / last (the
+            // plan's, which the later launches and the result read), so that a result stays whole
+            // when the caller reuses its dims buffer (group_dequantize and the member views read the
+            // dims again; new dims with the old offsets could write past a member)
             i64 M, K;
             if constexpr (BYVAL) M = hv->v[base + tid];
-            else M = first[base + tid];
+            else M = src_first != nullptr ? src_first[base + tid] : first[base + tid];
             if (bits & 1024) K = K1;                    // one K: every last dim is K1
             else if constexpr (BYVAL) K = hv->v[G + base + tid];
-            else K = last[base + tid];
-            if constexpr (BYVAL) const_cast<i64*>(first)[base + tid] = M;
-            if (BYVAL || (bits & 1024)) const_cast<i64*>(last)[base + tid] = K;
+            else K = src_last != nullptr ? src_last[base + tid] : last[base + tid];
+            if (BYVAL || src_first != nullptr) const_cast<i64*>(first)[base + tid] = M;
+            if (BYVAL || (bits & 1024) || src_last != nullptr) const_cast<i64*>(last)[base + tid] = K;
             int c = 0;
             if (M < 0 || K < 0) c = MCHK_NEGATIVE;
             else if (M != 0 && K > max_elements / M) c = MCHK_TOO_BIG;   // alone past the bound
@@ -417,10 +422,11 @@ __device__ __forceinline__ void group_meta_body(i64 G, const i64* first, const i
 extern "C" __global__ void __launch_bounds__(META_THREADS)
 group_meta(i64 G, const i64* first, const i64* last, int block, int bits, i64 max_elements, i64 rows_total,
            i64 cap_srow, i64 cap_scol, i64 cap_arow, i64 cap_acol, i64* meta, int* err, i64 K1, i64* band,
-           i64 n_band_rows, i64 n_band_tiles, i64 n_band_sq, const float* tab_amax, float* tabs) {
+           i64 n_band_rows, i64 n_band_tiles, i64 n_band_sq, const float* tab_amax, float* tabs,
+           const i64* src_first, const i64* src_last) {
     group_meta_body<false>(G, first, last, block, bits, max_elements, rows_total, cap_srow, cap_scol, cap_arow,
                            cap_acol, meta, err, K1, band, n_band_rows, n_band_tiles, n_band_sq, tab_amax, tabs,
-                           nullptr);
+                           nullptr, src_first, src_last);
 }
 
 // group_meta with the host dims by value (152 + 8 DIMS_ARG_MAX = 3992 bytes of parameters, within

@@ -163,7 +163,8 @@ def _band_desc_offset(n_rows: int, n_tiles: int) -> int:
 
 
 def _meta(b, G, fd, ld, f, opts, n_el, caps, rows_total, Kshared=None, descriptors=False, squares=False, tables=False,
-          tab_amax=_NULL_ARG, tabs=None, staged=False, fill_last=False, dims_arg=False):
+          tab_amax=_NULL_ARG, tabs=None, staged=False, fill_last=False, dims_arg=False,
+          src_dims=(_NULL_ARG, _NULL_ARG)):
     """Append the group_meta launch (and its buffers) to the plan builder `b`. fd / ld: Args of the
     int64 dims; with `dims_arg` the launch is group_meta_dims, which takes the call's host values as
     its last parameter (an Arg "dims": first then last dims) and stores them at fd / ld. Returns
@@ -181,7 +182,8 @@ def _meta(b, G, fd, ld, f, opts, n_el, caps, rows_total, Kshared=None, descripto
     (grouped.cu group_meta bit 512): the member lookups and the square bands' descriptors (after
     the tile bands' ones), and a second copy of the arrays for the tile kernel, meta_k (else meta_k
     is meta). `fill_last` (one K, Kshared): `ld` is uninitialised and group_meta writes Kshared into
-    it (grouped.cu group_meta bit 1024)."""
+    it (grouped.cu group_meta bit 1024). `src_dims` (group_meta only): Args of the caller's device
+    dims, which the launch copies into fd / ld (a null Arg: fd / ld hold the dims already)."""
     W = G + 1
     staged = bool(staged and squares and Kshared and Kshared % 128 == 0 and f.block == 32 and rows_total is not None)
     meta = b.buffer((_NMETA * W * (2 if staged else 1),), "int64", _plan.EMPTY)
@@ -210,7 +212,7 @@ def _meta(b, G, fd, ld, f, opts, n_el, caps, rows_total, Kshared=None, descripto
         i64(G), fd, ld, _plan._i32(f.block), _plan._i32(bits), i64(n_el), i64(-1 if rows_total is None else rows_total),
         i64(caps["srow"]), i64(caps["scol"]), i64(caps["arow"]), i64(caps["acol"]), _plan._buf(meta), _plan._buf(err),
         i64(Kshared or 0), ptr(band), i64(n_rows), i64(n_tiles), i64(n_sq), tab_amax if tabs is not None else _NULL_ARG,
-        ptr(tabs)) + ((Arg("dims", 0),) if dims_arg else ()), block=_META_THREADS)
+        ptr(tabs)) + ((Arg("dims", 0),) if dims_arg else tuple(src_dims)), block=_META_THREADS)
     return meta, err, band, n_rows, n_tiles, meta_k, _plan._at(band, 8 * sq_at) if squares else None
 
 
@@ -229,13 +231,14 @@ def build_group_quantize_plan(input_dtype, opts, G, n_el, caps, amax_size, dbias
     launch, group_meta_dims, which stores them; past DIMS_ARG_MAX values, group_dims_store launches
     of DIMS_ARG_MAX values each: the fast-path executors only; with caps that bound any dims, the
     plan serves every host dims of G members); ("dev", fill_first,
-    fill_last) the caller's device arrays ("fd" / "ld" arguments) but for first dims all equal to
-    the int fill_first (not None: a FILL buffer) and, with fill_last, last dims written by
-    group_meta (all Kshared) into a new buffer. sm: SMs of the device; resident(module, kernel,
-    cap): that kernel's resident 256-thread CTAs per SM, at most cap.
+    fill_last) the caller's device arrays ("fd" / "ld" arguments), which group_meta copies into
+    the plan's fd / ld, but for first dims all equal to the int fill_first (not None: a FILL
+    buffer) and, with fill_last, last dims written by group_meta (all Kshared). sm: SMs of the
+    device; resident(module, kernel, cap): that kernel's resident 256-thread CTAs per SM, at most cap.
 
-    Outputs: a dict of buffer numbers (None where absent): meta, err, fd, ld (None: the caller's
-    arrays), row_data, row_scales, row_amax, col_data, col_scales, col_amax, dbias (float64)."""
+    Outputs: a dict of buffer numbers (None where absent): meta, err, fd, ld (the dims every launch
+    after the metadata launch reads, and the result keeps), row_data, row_scales, row_amax,
+    col_data, col_scales, col_amax, dbias (float64)."""
     f = FORMATS[opts.format]
     P = _plan
     b = P._Builder()
@@ -262,6 +265,7 @@ def build_group_quantize_plan(input_dtype, opts, G, n_el, caps, amax_size, dbias
     out: dict[str, int | None] = dict.fromkeys(("meta", "err", "fd", "ld", "row_data", "row_scales", "row_amax", "col_data", "col_scales",
                          "col_amax", "dbias"))
     n_vals = G if one_k else 2 * G     # host values of a ("param", G) plan
+    src_fd = src_ld = _NULL_ARG        # device dims: the caller's arrays, copied by the metadata launch
     if dims[0] in ("host", "param"):
         if dims[0] == "host":       # one host-to-device copy of both
             hd = b.buffer((2 * G,), "int64", P.HOST, value=tuple(dims[1]) + tuple(dims[2]))
@@ -277,13 +281,20 @@ def build_group_quantize_plan(input_dtype, opts, G, n_el, caps, amax_size, dbias
         out["ld"] = b.buffer((G,), "int64", P.VIEW, src=hd, start=G)
         fd, ld, fill_last = P._buf(hd), P._at(hd, 8 * G), dims[0] == "param" and one_k
     else:
+        # device dims: the metadata launch copies the caller's arrays ("fd" / "ld" arguments) into the
+        # plan's, which the later launches and the result read: a result stays whole when the caller
+        # reuses its dims buffer (group_dequantize and the member views read the dims again)
         _, fill_first, fill_last = dims
         if fill_first is not None:
-            out["fd"] = b.buffer((G,), "int64", P.FILL, value=int(fill_first))
-        if fill_last:               # (G,) of K: written by the metadata launch
-            out["ld"] = b.buffer((G,), "int64", P.EMPTY)
-        fd = P._buf(out["fd"]) if out["fd"] is not None else Arg("fd")
-        ld = P._buf(out["ld"]) if out["ld"] is not None else Arg("ld")
+            fd_buf = b.buffer((G,), "int64", P.FILL, value=int(fill_first))
+        else:
+            fd_buf = b.buffer((G,), "int64", P.EMPTY)
+            src_fd = Arg("fd")
+        ld_buf = b.buffer((G,), "int64", P.EMPTY)   # fill_last: (G,) of K, written by the metadata launch
+        if not fill_last:
+            src_ld = Arg("ld")
+        out["fd"], out["ld"] = fd_buf, ld_buf
+        fd, ld = P._buf(fd_buf), P._buf(ld_buf)
     # the members' tables (G x ENC_TAB floats): written by group_meta (supplied amaxes) or by
     # group_stats (computed ones), read by the tile kernel
     tabs = b.buffer((G * ENC_TAB,), "float32", P.EMPTY) if tabs_on or tabs_sup else None
@@ -291,7 +302,7 @@ def build_group_quantize_plan(input_dtype, opts, G, n_el, caps, amax_size, dbias
         b, G, fd, ld, f, opts, n_el, caps, rows_total, Kshared, descriptors=one and f.packed, squares=quad or staged1,
         tables=tabs_on or tabs_sup, tab_amax=Arg("amax") if tabs_sup else _NULL_ARG, tabs=tabs if tabs_sup else None,
         staged=staged1, fill_last=fill_last,
-        dims_arg=dims[0] == "param" and n_vals <= P.DIMS_ARG_MAX)
+        dims_arg=dims[0] == "param" and n_vals <= P.DIMS_ARG_MAX, src_dims=(src_fd, src_ld))
     out["meta"], out["err"] = meta, err
     nbytes = f.packed_len(n_el) if f.packed else n_el
     # the quantize kernel writes every byte of every member's scales, the swizzled padding too
@@ -455,11 +466,7 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
                                None if amax is None else int(amax.size), dbias, Kshared, rows_total,
                                dims or ("dev", None, False))
     bufs = _run_plan(plan, x, amax, opts.seed, fd=fd, ld=ld)
-    out = {k: None if v is None else bufs[v] for k, v in plan.outputs.items()}
-    if out["fd"] is None:
-        out["fd"] = fd
-    if out["ld"] is None:
-        out["ld"] = ld
+    out = {k: None if v is None else bufs[v] for k, v in plan.outputs.items()}   # fd / ld: the plan's copies
     if out["dbias"] is not None:
         out["dbias"] = out["dbias"].astype(cp.float32)
     return out

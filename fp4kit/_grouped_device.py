@@ -290,13 +290,17 @@ def _run_fast(entry, x, lib: str, dev: int, x_ptr: int, first_dims, last_dims, a
         if info[4] is not None:
             plan = info[4]
     o = plan.outputs
+    # device dims: the caller's arrays, which the metadata launch copies into the plan's (an int
+    # first_dims of varying_last and the K of one-K kinds are the plan's own: no array)
+    fd_dev = dev_dims and first_dims is not None and not isinstance(first_dims, (int, np.integer))
+    ld_dev = dev_dims and last_dims is not None
     if lib == "torch":
-        fd_ptr = first_dims.data_ptr() if dev_dims and o["fd"] is None else 0
-        ld_ptr = last_dims.data_ptr() if dev_dims and o["ld"] is None else 0
+        fd_ptr = first_dims.data_ptr() if fd_dev else 0
+        ld_ptr = last_dims.data_ptr() if ld_dev else 0
         bufs = _torch_exec.run(plan, x, amax, seed, dev, x_ptr, fd_ptr, ld_ptr, host_vals)
     else:
-        fd_ptr = first_dims.data.ptr if dev_dims and o["fd"] is None else 0
-        ld_ptr = last_dims.data.ptr if dev_dims and o["ld"] is None else 0
+        fd_ptr = first_dims.data.ptr if fd_dev else 0
+        ld_ptr = last_dims.data.ptr if ld_dev else 0
         bufs = _torch_exec.run_cupy(plan, x, amax, seed, x_ptr, fd_ptr, ld_ptr, host_vals)
     fd = first_dims if o["fd"] is None else bufs[o["fd"]]
     ld = last_dims if o["ld"] is None else bufs[o["ld"]]

@@ -2247,8 +2247,9 @@ def test_grouped_fast_signature_with_fake_torch(monkeypatch):
 def test_grouped_fast_path_hit_end_to_end_with_fake_torch(monkeypatch):
     """A memo hit of the grouped fast path with a (fake) PyTorch tensor and device dims: the
     entry's plan run by _torch_exec.run (one arena allocation, poisoned), every launch's pointers
-    those of the result's arrays and the caller's dims, the result built without the checks (the
-    caller's dims object, the plan's last dims, metadata of the caller's library); another seed
+    those of the result's arrays and the caller's dims (the source of the metadata launch's copy),
+    the result built without the checks (the plan's copy of the dims, the plan's last dims, metadata
+    of the caller's library); another seed
     reuses the entry; group_dequantize of the result takes its fast path (one raw launch)."""
     import fp4kit
     from fp4kit import _cuda_grouped as cg, _grouped_device as gd
@@ -2274,7 +2275,8 @@ def test_grouped_fast_path_hit_end_to_end_with_fake_torch(monkeypatch):
 
     g = fp4kit.group_quantize(x, "mxfp8_e4m3", first_dims=dims, **kw)
     assert not checked and isinstance(g, fp4kit.GroupedQuantizedTensor)
-    assert g.first_dims is dims and g.kind == "varying_first" and len(g) == G and g.offsets is None
+    # the first dims: the plan's copy (made by the metadata launch), not the caller's array
+    assert g.first_dims is not dims and g.kind == "varying_first" and len(g) == G and g.offsets is None
     assert g.options is opts and g.input_dtype == "bfloat16" and g.extra["library"] == "torch"
     for name, want in (("rowwise_data", rows * K), ("rowwise_scales", caps["srow"]), ("columnwise_data", rows * K),
                        ("columnwise_scales", caps["scol"])):
@@ -2283,17 +2285,21 @@ def test_grouped_fast_path_hit_end_to_end_with_fake_torch(monkeypatch):
         assert (t.arr == 0xA5).all(), name                        # poisoned; no kernel ran here
     assert g.last_dims.dtype is torch.int64 and g.last_dims.arr.shape == (G,)
     assert g.extra["meta"].dtype is torch.int64 and g.extra["error_flag"].dtype is torch.int32
-    assert g.extra["fd"] is dims and g.extra["ld"] is g.last_dims
+    assert g.extra["fd"] is g.first_dims and g.extra["ld"] is g.last_dims
+    assert g.first_dims.dtype is torch.int64 and g.first_dims.arr.shape == (G,)
     kernels = [c[0] for c in calls]
     assert kernels == [s.kernel for s in plan.launches()] == ["group_meta", "group_quantize4_f0_d1"]
     meta = calls[0][4]
-    assert meta[:3] == (G, dims.data_ptr(), g.last_dims.data_ptr())
+    # the plan's dims (what every later launch and the result read), then the caller's first dims
+    # as the source of the copy (its last dims: K, written by the launch)
+    assert meta[:3] == (G, g.first_dims.data_ptr(), g.last_dims.data_ptr())
+    assert meta[20:] == (dims.data_ptr(), 0)
     assert meta[11:13] == (g.extra["meta"].data_ptr(), g.extra["error_flag"].data_ptr())
     q = calls[1][4]
     assert q[0] == x.data_ptr() and q[3] == g.rowwise_data.data_ptr() and q[5] == g.columnwise_data.data_ptr()
     assert q[4] == g.rowwise_scales.data_ptr() and q[6] == g.columnwise_scales.data_ptr()
     ptrs = sorted(t.data_ptr() for t in (g.rowwise_data, g.rowwise_scales, g.columnwise_data, g.columnwise_scales,
-                                         g.last_dims, g.extra["meta"], g.extra["error_flag"]))
+                                         g.first_dims, g.last_dims, g.extra["meta"], g.extra["error_flag"]))
     assert all(p % 256 == ptrs[0] % 256 for p in ptrs)          # one allocation, 256-byte offsets
     g2 = fp4kit.group_quantize(x, "mxfp8_e4m3", first_dims=dims, seed=77, **kw)
     assert not checked and g2.options.seed == 77 and g2.rowwise_data.data_ptr() != g.rowwise_data.data_ptr()
@@ -2303,13 +2309,13 @@ def test_grouped_fast_path_hit_end_to_end_with_fake_torch(monkeypatch):
         monkeypatch.setattr(_torch_exec, "raw_launch", lambda *a: launched.append(a))
         back = fp4kit.group_dequantize(g, "float32", operand=operand)
         assert back.data.dtype is torch.float32 and back.data.arr.shape == (rows * K,) and back.offsets is None
-        assert back.group is g and back.first_dims is dims and back.operand == operand
+        assert back.group is g and back.first_dims is g.first_dims and back.operand == operand
         (dev, module, kernel, grid, values, stream), = launched
         assert (dev, module, kernel, stream) == (0, "grouped", "group_dequantize_f0_o0", 0xABC0)
         assert grid == cg.dequantize_kernel("mxfp8_e4m3", "float32", rows * K, SM)[1]
         pre = operand + "_"
         assert values == (getattr(g, pre + "data").data_ptr(), getattr(g, pre + "scales").data_ptr(), 0, G,
-                          g.extra["meta"].data_ptr(), dims.data_ptr(), g.last_dims.data_ptr(), col, 1, 0,
+                          g.extra["meta"].data_ptr(), g.first_dims.data_ptr(), g.last_dims.data_ptr(), col, 1, 0,
                           back.data.data_ptr()), operand
     _plan.clear_plans()
 
@@ -2334,7 +2340,7 @@ def test_grouped_param_dims_plan_stores_the_host_values():
     body = re.sub(r"\s+", " ", src)
     assert "if (bits & 1024) K = K1; // one K: every last dim is K1 else if constexpr (BYVAL) " \
            "K = hv->v[G + base + tid];" in body
-    assert "if (BYVAL || (bits & 1024)) const_cast<i64*>(last)[base + tid] = K;" in body
+    assert "if (BYVAL || (bits & 1024) || src_last != nullptr) const_cast<i64*>(last)[base + tid] = K;" in body
     sig = re.search(r"group_meta_dims\(([^)]*)\)", src).group(1)
     params = [" ".join(p.split()[:-1]) for p in sig.split(",")]
     assert params[-1] == "const __grid_constant__ DimsArg"
@@ -2369,7 +2375,9 @@ def test_grouped_param_dims_plan_stores_the_host_values():
         n_vals = G if one_k else 2 * G
         if n_vals <= _plan.DIMS_ARG_MAX:
             assert not stores and metas[0].kernel == "group_meta_dims", (kind, G)
-            assert metas[0].args == host_meta.args + (_plan.Arg("dims", 0),)
+            # group_meta's two trailing sources of device dims (null here) are group_meta_dims' host values
+            assert metas[0].args == host_meta.args[:20] + (_plan.Arg("dims", 0),)
+            assert host_meta.args[20:] == (_plan._NULL, _plan._NULL)
         else:
             chunks = [(c, min(_plan.DIMS_ARG_MAX, n_vals - c)) for c in range(0, n_vals, _plan.DIMS_ARG_MAX)]
             assert [(st.grid, st.args) for st in stores] == [

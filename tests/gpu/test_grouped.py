@@ -691,7 +691,7 @@ def test_nvfp4_grouped_tables_supplied_amax(cp, launch_args):
                 meta = [a for n, a in launch_args if n == "group_meta"]
                 assert q and q[0][11].value & QFLAG_ENC_TABS, [n for n, _ in launch_args]
                 assert not any(n.startswith("group_stats") for n, _ in launch_args)
-                assert q[0][10] == meta[0][-1] and q[0][10].kind == "buf"
+                assert q[0][10] == meta[0][19] and q[0][10].kind == "buf"   # group_meta's tabs (then the dims sources)
                 got = fp4kit.group_quantize(xd, "nvfp4", first_dims=_dev_dims(cp, first, xd), amax=cp.asarray(amax), **kw)
                 got.check()
                 for g in range(G):
@@ -746,3 +746,46 @@ def test_varying_both_members_of_huge_m_and_no_columns(cp):
         g.check()
         want = fp4kit.reference.quantize(xh.reshape(1, 32), fmt, scale_layout="swizzled")
         _check(g[2], want)
+
+
+@pytest.mark.parametrize("lib", ["cupy", "torch"])
+@pytest.mark.parametrize("kind", ["varying_first", "varying_last", "varying_both"])
+def test_result_keeps_its_dims_when_the_caller_reuses_the_dims_buffer(cp, lib, kind):
+    """A result of device dims reads them again later (member views, group_dequantize): it keeps
+    the metadata launch's copy, so the caller may refill its dims buffer (the next batch's token
+    counts) while earlier results are still in use. Reading the caller's array instead gave wrong
+    member views, and group_dequantize took the new dims with the old offsets (writing past a member)."""
+    import ml_dtypes
+    if kind == "varying_first":
+        x, kw = _x((112, 96), seed=150), dict(first_dims=[32, 0, 64, 16])
+    else:
+        last = [64, 32, 96, 0]
+        first = 16 if kind == "varying_last" else [16, 32, 16, 8]
+        x = _x(3072 if kind == "varying_last" else 3584, seed=151)
+        kw = dict(first_dims=first, last_dims=last)
+    xb = x.astype(ml_dtypes.bfloat16)
+    ref = fp4kit.reference.group_quantize(xb, "mxfp8_e4m3", axis="both", **kw)
+    want = fp4kit.reference.group_dequantize(ref)
+    if lib == "torch":
+        import torch
+        xd = torch.from_numpy(xb.view(np.int16)).cuda().view(torch.bfloat16)
+        dev = lambda v: torch.tensor(v, dtype=torch.int64, device="cuda")   # noqa: E731
+    else:
+        xd = cp.asarray(xb.astype(np.float32))
+        dev = lambda v: cp.asarray(np.array(v, np.int64))   # noqa: E731
+    dkw = {k: (v if isinstance(v, int) else dev(v)) for k, v in kw.items()}
+    g = fp4kit.group_quantize(xd, "mxfp8_e4m3", axis="both", max_elements=x.size, **dkw)
+    g.check()
+    for k, v in dkw.items():        # the caller refills its buffers with the next batch's sizes
+        if not isinstance(v, int):
+            new = np.array(kw[k][::-1], np.int64) if kind != "varying_first" else np.array([64, 16, 32, 0], np.int64)
+            if lib == "torch":
+                v.copy_(torch.from_numpy(new).cuda())
+            else:
+                v[...] = cp.asarray(new)
+    for i in range(4):
+        _check(g[i], ref[i])
+    y = fp4kit.group_dequantize(g)
+    for i in range(4):
+        got = y[i].cpu().numpy() if lib == "torch" else cp.asnumpy(y[i])
+        np.testing.assert_array_equal(got.view(np.uint32), np.asarray(want[i]).view(np.uint32))

@@ -175,8 +175,9 @@ def test_fast_path_matches_general_path_and_reference(cp, counts, lib, fmt, kw, 
         for name in _BUFFERS + ("dbias",):
             a = getattr(g, name)
             assert a is None or _lib_of(a) == lib, (what, name, type(a))
-        if kind in ("dev", "both"):
-            assert g.first_dims is call["first_dims"], what      # the caller's device dims themselves
+        if kind in ("dev", "both"):   # the metadata launch's copy of the caller's device dims, not the array itself
+            assert g.first_dims is not call["first_dims"] and _lib_of(g.first_dims) == lib, what
+            assert np.array_equal(_u8(g.first_dims), _u8(call["first_dims"])), what
         if trial == 2:                                             # another seed: other bytes
             assert not np.array_equal(_u8(g.rowwise_data), _u8(gen.rowwise_data)), what
             assert g.options.seed == seed
