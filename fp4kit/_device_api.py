@@ -137,8 +137,9 @@ _cupy_ndarray = None
 
 def _cupy_fast_device(x, amax) -> int | None:
     """x's device index when quantize can take the fast path with CuPy arrays, else None: x a
-    cupy.ndarray (not a subclass), C-contiguous, of a dtype in _FAST_DTYPES (float32, float16, or bfloat16 where CuPy holds one), on CuPy's current device; amax
-    None or a float32 cupy.ndarray on that device. Anything else takes the general path."""
+    cupy.ndarray (not a subclass), C-contiguous, of a dtype in _FAST_DTYPES (float32, float16, or
+    bfloat16 where CuPy holds one), on CuPy's current device; amax None or a float32 cupy.ndarray
+    on that device. Anything else takes the general path."""
     nd = _cupy_ndarray
     if nd is None:
         if not type(x).__module__.startswith("cupy"):
