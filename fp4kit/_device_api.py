@@ -43,8 +43,9 @@ def device_input(x, name="x", dtypes=DTYPES):
     return da
 
 
-def _amax_input(amax, dev: int):
-    """amax= as a CuPy float32 array on `dev` (NumPy input is uploaded)."""
+def _amax_input(amax, dev: int, x=None):
+    """amax= as a CuPy float32 array on `dev` (NumPy input is uploaded; not inside a CUDA graph
+    capture on x's stream, which cannot record the copy)."""
     if amax is None:
         return None, None, None
     if isinstance(amax, np.ndarray):
@@ -52,6 +53,8 @@ def _amax_input(amax, dev: int):
         if amax.dtype != np.float32:
             raise TypeError(f"amax: expected a float32 array, got dtype {amax.dtype}")
         amax = check_amax_values(amax)          # -0 as +0 here; a device amax in the AMAX copy (_cuda)
+        if x is not None:
+            _interop.refuse_host_copy_in_capture(x, "amax", "a NumPy amax")
         import cupy
         with _device_ctx(dev):
             return cupy.asarray(amax), amax.shape, "float32"
@@ -251,7 +254,7 @@ def quantize(x, fmt, axis="rowwise", scale_layout="compact", scale_rule="rceil",
         return _quantize_fast(x, dev, fmt, amax, (axis, scale_layout, scale_rule, tile_2d, row_scaled, rht,
                                                    rht_sign_mask, rounding), seed, "cupy")
     da = device_input(x)
-    amax_cp, amax_shape, amax_dtype = _amax_input(amax, da.device)
+    amax_cp, amax_shape, amax_dtype = _amax_input(amax, da.device, x)
     opts = quantize_options(da.shape, da.dtype, fmt, axis=axis, scale_layout=scale_layout, scale_rule=scale_rule,
                             tile_2d=tile_2d, row_scaled=row_scaled, rht=rht, rht_sign_mask=rht_sign_mask,
                             rounding=rounding, seed=seed, amax_shape=amax_shape, amax_dtype=amax_dtype)
@@ -431,6 +434,8 @@ def qmatmul(a, b, a_operand="rowwise", b_operand="rowwise"):
     oa, ob = check_qmatmul(a, b, a_operand, b_operand)
     lib = _interop.library_of(oa.data)
     dev = _interop.as_cupy(oa.data, "a.data").device
+    # its decode tables come from the host (the reference codecs)
+    _interop.refuse_host_copy_in_capture(oa.data, "a", "qmatmul's decode tables")
     with _device_ctx(dev, lib), _interop.current_stream(oa.data):
         va, aa = _operand_f64_device(oa)
         vb, ab = _operand_f64_device(ob)

@@ -436,8 +436,10 @@ def _group_quantize_checked(x, fmt, num_groups, first_dims, last_dims, amax, dbi
         if host_amax:      # every member's values before any launch; -0 as +0 (as the reference)
             members = np.repeat(np.arange(G), host_first) if opts.row_scaled and not dev_dims else \
                 (None if opts.row_scaled else np.arange(shape[0]))
+            checked = check_amax_values(amax, members)
+            _interop.refuse_host_copy_in_capture(x, "amax", "a NumPy amax")
             with _device_ctx(da.device):
-                amax_cp = cp.asarray(check_amax_values(amax, members))
+                amax_cp = cp.asarray(checked)
         else:              # device values: unchecked (no synchronisation); -0 as +0 where the launcher
             amax_cp = a.array  # copies them into the result (the plan's nvfp4_amax_out launch)
     rows_total = da.shape[0] if kind in ("same", "varying_first") else None
@@ -485,6 +487,10 @@ def _group_quantize_checked(x, fmt, num_groups, first_dims, last_dims, amax, dbi
                     memo.clear()
                 memo[key] = entry
             return g
+    if not dev_dims:    # the general path uploads host dims (the fast path passes them as kernel parameters)
+        _interop.refuse_host_copy_in_capture(
+            x, "first_dims", "host dims of an input off the fast path (not a C-contiguous PyTorch tensor or CuPy "
+            "array of its current device)")
     # conversions back to the caller's library stay inside the stream context (graph-capture safe)
     with _device_ctx(da.device, da.library), _interop.current_stream(x):
         res = _cuda.group_quantize(da.array.reshape(-1), da.dtype, opts, fd if dev_dims else None,

@@ -268,6 +268,23 @@ def current_stream(x):
     return cupy.cuda.get_current_stream()
 
 
+def refuse_host_copy_in_capture(x, name: str, what: str) -> None:
+    """A ValueError naming `name` when the caller's current stream (x's library) is capturing a
+    CUDA graph: `what` (host values bound for the device) would take a host-to-device copy, which a
+    capture cannot record, and attempting it invalidates the capture with an error that names
+    nothing. Called only on paths that make such a copy (one runtime query)."""
+    import cupy
+
+    st = current_stream(x)
+    try:
+        capturing = bool(cupy.cuda.runtime.streamIsCapturing(st.ptr))
+    except Exception:                       # a CuPy without the query: let the copy decide
+        return
+    if capturing:
+        raise ValueError(f"{name}: {what} must be copied from host memory to the device, which a CUDA "
+                         f"graph capture cannot record; pass it as a device array for capture")
+
+
 # (device, stream pointer) -> cupy ExternalStream. The wrapper holds no resources (it neither
 # owns nor synchronises the stream), so reusing it for a pointer torch hands out again is safe;
 # building one costs ~10 us (a warnings filter and a device switch), a dict hit well under 1 us.

@@ -247,3 +247,52 @@ if st is not None:
         got = fp4kit.quantize(_dev(cp, xn), fmt, **kw)
         rep = fp4kit.compare(got, exp, x=xn)
         assert rep.ok, str(rep)
+
+
+def test_graph_capture_refuses_host_copies(cp):
+    """Inside a PyTorch CUDA graph capture, a call that would copy host values to the device (a
+    NumPy amax, host dims of an input the grouped fast path does not take, qmatmul's decode tables)
+    is a ValueError naming the argument, raised before the copy: attempting the copy invalidated the
+    capture with a CUDA error that named nothing. Fast-path calls with device values capture and
+    replay exactly in the same process afterwards."""
+    import torch
+
+    torch.manual_seed(3)
+    x = (torch.randn(256, 512, device="cuda") * 3).to(torch.bfloat16)
+    xs = (torch.randn(512, 256, device="cuda") * 3).to(torch.bfloat16).t()      # strided: the general path
+    q = fp4kit.quantize(x, "mxfp8_e4m3")
+    host_amax = np.array([8.0], np.float32)
+    bad = [(lambda: fp4kit.quantize(x, "nvfp4", axis="both", amax=host_amax), r"amax: a NumPy amax must be copied"),
+           (lambda: fp4kit.quantize(xs, "nvfp4", amax=host_amax), r"amax: a NumPy amax must be copied"),
+           (lambda: fp4kit.group_quantize(xs, "mxfp8_e4m3", first_dims=[128, 0, 128]),
+            r"first_dims: host dims of an input off the fast path .* graph capture cannot record"),
+           (lambda: fp4kit.group_quantize(x, "nvfp4", first_dims=[128, 0, 128], amax=np.ones(3, np.float32)),
+            r"amax: a NumPy amax must be copied"),
+           (lambda: fp4kit.qmatmul(q, q), r"a: qmatmul's decode tables must be copied")]
+    for fn, match in bad:
+        fn()
+        torch.cuda.synchronize()                          # outside a capture: fine
+        g = torch.cuda.CUDAGraph()
+        with pytest.raises(ValueError, match=match):
+            with torch.cuda.graph(g):
+                fn()
+    # the process and later captures are unharmed: device values capture and replay exactly
+    bf = lambda t: t.contiguous().view(torch.int16).cpu().numpy().view(ml_dtypes.bfloat16)   # noqa: E731
+    dev_amax = torch.tensor([8.0], device="cuda")
+    good = [(lambda: fp4kit.quantize(x, "nvfp4", axis="both", amax=dev_amax),
+             lambda: fp4kit.reference.quantize(bf(x), "nvfp4", axis="both", amax=np.array([8.0], np.float32))),
+            (lambda: fp4kit.group_quantize(x, "mxfp8_e4m3", first_dims=[128, 0, 128], axis="both"),
+             lambda: fp4kit.reference.group_quantize(bf(x), "mxfp8_e4m3", first_dims=[128, 0, 128], axis="both"))]
+    for fn, ref in good:
+        fn()
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            out = fn()
+        g.replay()
+        torch.cuda.synchronize()
+        want = ref()
+        if isinstance(out, fp4kit.QuantizedTensor):
+            assert fp4kit.compare(out, want).ok
+        else:
+            assert all(fp4kit.compare(out[i], want[i]).ok for i in range(3))
