@@ -171,9 +171,10 @@ def group_quantize(x: Any, fmt: FormatLike, num_groups: int | None = None, first
             kernel parameters: no copy, values that change every call reuse one plan, and a CUDA
             graph captured with host dims replays those dims.
         options: quantize's (axis, scale_layout, scale_rule, amax — float32 (G,), or (sum M_i,)
-            row-scaled, checked as quantize's — ...) plus ``dbias=True`` (kinds same / varying_first: float32 (G, K) column
-            sums) and ``max_elements``, the output bound that device-array dims need on the GPU
-            (at most x.size; with host dims, checked against the members').
+            row-scaled, checked as quantize's — ...) plus ``dbias=True`` (kinds same /
+            varying_first: float32 (G, K) column sums) and ``max_elements``, the output bound that
+            device-array dims need on the GPU (at most x.size; with host dims, checked against the
+            members').
 
     Returns:
         GroupedQuantizedTensor: ``len(g)`` members, ``g[i]`` member i as a QuantizedTensor of views.
