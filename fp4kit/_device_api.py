@@ -26,9 +26,40 @@ def _cuda():
     return c
 
 
+class _TorchDeviceCtx:
+    """cupy.cuda.Device(dev) with CuPy's allocations taken from PyTorch's caching allocator
+    (fp4kit._interop.torch_allocator): the general path's context for a PyTorch caller."""
+
+    __slots__ = ("_dev", "_alloc")
+
+    def __init__(self, dev: int):
+        import cupy
+        self._dev = cupy.cuda.Device(dev)
+        self._alloc = cupy.cuda.using_allocator(_interop.torch_allocator(dev))
+
+    def __enter__(self):
+        self._dev.__enter__()
+        try:
+            self._alloc.__enter__()
+        except BaseException:
+            self._dev.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            self._alloc.__exit__(*exc)
+        finally:
+            self._dev.__exit__(*exc)
+        return False
+
+
 def _device_ctx(dev: int, library: str | None = None):
-    """Enter the array's device. (Results for PyTorch callers come back through DLPack: measured
-    faster than letting PyTorch's allocator own them, scripts/host_overhead.py.)"""
+    """Enter the array's device; for a PyTorch caller (`library` "torch") CuPy's buffers inside
+    come from PyTorch's caching allocator on that device and stream (graph-capture safe:
+    fp4kit._interop.torch_allocator). Results still reach PyTorch through DLPack, without copies."""
+    if library == "torch":
+        return _TorchDeviceCtx(dev)
     import cupy
     return cupy.cuda.Device(dev)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["DeviceArray", "BackendUnavailableError", "require_cupy", "not_a_device_array", "library_of",
-           "is_device_array", "as_cupy", "current_stream", "to_library", "dtype_name"]
+           "is_device_array", "as_cupy", "current_stream", "torch_allocator", "to_library", "dtype_name"]
 
 
 class BackendUnavailableError(ImportError):
@@ -283,6 +283,38 @@ def refuse_host_copy_in_capture(x, name: str, what: str) -> None:
     if capturing:
         raise ValueError(f"{name}: {what} must be copied from host memory to the device, which a CUDA "
                          f"graph capture cannot record; pass it as a device array for capture")
+
+
+# device -> a CuPy allocator that takes its memory from PyTorch's caching allocator (torch_allocator)
+_TORCH_ALLOCATORS: dict = {}
+
+
+def torch_allocator(dev: int):
+    """A CuPy allocator (for ``cupy.cuda.using_allocator``) whose buffers are uint8 tensors from
+    PyTorch's caching allocator on device `dev`, made on PyTorch's current stream there: the stream
+    fp4kit launches on for a PyTorch caller (current_stream).
+
+    The general path runs PyTorch inputs under it, so every CuPy buffer of the call (results and
+    scratch) lives where PyTorch's own tensors would. Inside ``torch.cuda.graph`` that is the
+    graph's private memory pool: no cudaMalloc during the capture (which a capture in PyTorch's
+    default "global" mode refuses with cudaErrorStreamCaptureUnsupported when CuPy's pool has no
+    block cached for the capturing stream), and no scratch buffer handed back to CuPy's pool after
+    the capture while replays still write to it. A buffer is freed, in stream order, when the CuPy
+    array that holds it goes."""
+    alloc = _TORCH_ALLOCATORS.get(dev)
+    if alloc is None:
+        import cupy
+        import torch
+
+        empty, uint8, device = torch.empty, torch.uint8, torch.device("cuda", dev)
+        unowned, pointer = cupy.cuda.UnownedMemory, cupy.cuda.MemoryPointer
+
+        def alloc(nbytes: int):
+            t = empty(nbytes, dtype=uint8, device=device)
+            return pointer(unowned(t.data_ptr(), nbytes, t, dev), 0)
+
+        _TORCH_ALLOCATORS[dev] = alloc
+    return alloc
 
 
 # (device, stream pointer) -> cupy ExternalStream. The wrapper holds no resources (it neither

@@ -166,3 +166,99 @@ def test_torch_cuda_graph_capture_and_replay(fmt, kw, path, monkeypatch):
             assert np.array_equal(_torch_bytes(got.scales), want.scales.reshape(-1).view(np.uint8)), (trial, name, "scales")
             if want.amax is not None:
                 assert np.array_equal(_torch_bytes(got.amax), want.amax.reshape(-1).view(np.uint8)), (trial, name, "amax")
+
+
+def _bf16_np(torch, t):
+    import ml_dtypes
+    return t.contiguous().view(torch.int16).cpu().numpy().view(ml_dtypes.bfloat16)
+
+
+@pytest.mark.parametrize("case", ["strided_device_amax", "strided_rht_swizzled", "grouped_strided_device_dims",
+                                  "dequantize_general"])
+def test_torch_general_path_capture_on_a_fresh_stream(case, monkeypatch):
+    """The general path (a strided PyTorch input, or a path forced off its fast path) captured by
+    torch.cuda.graph on its own fresh capture stream, with no warm-up there: CuPy's buffers come
+    from PyTorch's allocator (the graph's private pool), so the capture records no cudaMalloc (it
+    failed with cudaErrorStreamCaptureUnsupported when CuPy's pool had no block for that stream),
+    and replays after new data (and, grouped, new dims) are copied in give the reference's bytes."""
+    torch = _torch()
+    import fp4kit
+    from fp4kit import _device_api
+
+    torch.manual_seed(11)
+    base = torch.empty(512, 256, device="cuda", dtype=torch.bfloat16)
+    xs = base.t()                                          # (256, 512), not C-contiguous
+    x = torch.empty(256, 512, device="cuda", dtype=torch.bfloat16)
+    dims = torch.tensor([128, 0, 128], device="cuda", dtype=torch.int64)
+    amax_dev = torch.empty(1, device="cuda", dtype=torch.float32)
+
+    def fill(trial):
+        base.copy_(torch.randn(512, 256, device="cuda") * 10.0 ** trial)
+        x.copy_(torch.randn(256, 512, device="cuda") * 10.0 ** trial)
+        amax_dev.fill_(float(4 * 10.0 ** trial))
+        dims.copy_(torch.tensor([[128, 0, 128], [0, 200, 56], [256, 0, 0]][trial], device="cuda"))
+
+    if case == "strided_device_amax":
+        fn = lambda: fp4kit.quantize(xs, "nvfp4", axis="both", amax=amax_dev)  # noqa: E731
+        ref = lambda: fp4kit.reference.quantize(_bf16_np(torch, xs), "nvfp4", axis="both",  # noqa: E731
+                                                amax=amax_dev.cpu().numpy())
+    elif case == "strided_rht_swizzled":
+        fn = lambda: fp4kit.quantize(xs, "nvfp4", axis="both", rht=True, scale_layout="swizzled")  # noqa: E731
+        ref = lambda: fp4kit.reference.quantize(_bf16_np(torch, xs), "nvfp4", axis="both", rht=True,  # noqa: E731
+                                                scale_layout="swizzled")
+    elif case == "grouped_strided_device_dims":
+        fn = lambda: fp4kit.group_quantize(xs, "mxfp8_e4m3", first_dims=dims, axis="both")  # noqa: E731
+        ref = lambda: fp4kit.reference.group_quantize(_bf16_np(torch, xs), "mxfp8_e4m3",  # noqa: E731
+                                                      first_dims=dims.cpu().tolist(), axis="both")
+    else:
+        monkeypatch.setattr(_device_api, "_dequantize_fast", lambda *a, **k: None)
+        fn = lambda: fp4kit.dequantize(fp4kit.quantize(x, "mxfp6_e3m2"), "bfloat16")  # noqa: E731
+        ref = lambda: fp4kit.reference.dequantize(  # noqa: E731
+            fp4kit.reference.quantize(_bf16_np(torch, x), "mxfp6_e3m2"), "bfloat16")
+
+    fill(0)
+    fn()                                   # compile and run once on the default stream
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):              # a fresh capture stream: nothing cached for it
+        out = fn()
+    for trial in range(3):
+        fill(trial)
+        g.replay()
+        torch.cuda.synchronize()
+        want = ref()
+        if isinstance(out, fp4kit.QuantizedTensor):
+            rep = fp4kit.compare(out, want)
+            assert rep.ok, (trial, str(rep))
+        elif isinstance(out, torch.Tensor):
+            assert np.array_equal(out.view(torch.int16).cpu().numpy().view(np.uint16), want.view(np.uint16)), trial
+        else:
+            assert len(out) == 3
+            for i in range(3):
+                rep = fp4kit.compare(out[i], want[i])
+                assert rep.ok, (trial, i, str(rep))
+
+
+def test_torch_general_path_buffers_come_from_torch():
+    """A PyTorch caller's general-path call takes every buffer (results and scratch) from PyTorch's
+    caching allocator: CuPy's pool holds no more bytes afterwards, PyTorch's allocator holds the
+    results, and they stay exact after their scratch is gone."""
+    torch = _torch()
+    import cupy as cp
+
+    import fp4kit
+
+    xs = (torch.randn(512, 256, device="cuda") * 3).to(torch.bfloat16).t()
+    fp4kit.quantize(xs, "nvfp4", axis="both", rht=True)       # compile
+    torch.cuda.synchronize()
+    pool = cp.get_default_memory_pool()
+    used, held = pool.used_bytes(), torch.cuda.memory_allocated()
+    q = fp4kit.quantize(xs, "nvfp4", axis="both", rht=True)
+    torch.cuda.synchronize()
+    assert pool.used_bytes() == used
+    assert torch.cuda.memory_allocated() > held
+    assert isinstance(q.rowwise.data, torch.Tensor)
+    junk = [torch.full((n,), 0x5A, device="cuda", dtype=torch.uint8) for n in (4096, 65536, 1 << 20)]
+    want = fp4kit.reference.quantize(_bf16_np(torch, xs), "nvfp4", axis="both", rht=True)
+    assert fp4kit.compare(q, want).ok
+    del junk
