@@ -140,14 +140,15 @@ def _import_cupy_ndarray():
     return _cupy_ndarray
 
 
-def _torch_fast_device(x, amax) -> int | None:
+def _torch_fast_device(x, amax, any_strides: bool = False) -> int | None:
     """x's device index when quantize can take the PyTorch fast path, else None.
 
     The fast path needs: x a dense (strided) torch.Tensor (or nn.Parameter; other subclasses take
     the general path) on a CUDA device, C-contiguous, float32 / bfloat16 / float16, on the device that is
     current for both PyTorch and CuPy (kernels are loaded per CuPy device, launched in the current
     context); amax None or a float32 CUDA torch.Tensor on the same device. Whatever fails these
-    takes the general path, which validates, copies and converts exactly as before.
+    takes the general path, which validates, copies and converts exactly as before. With
+    `any_strides`, x need not be C-contiguous (quantize then runs the fast path on x.contiguous()).
     """
     if not type(x).__module__.startswith("torch"):
         return None
@@ -155,7 +156,7 @@ def _torch_fast_device(x, amax) -> int | None:
     if type(x) is not torch.Tensor and type(x) is not torch.nn.Parameter:
         return None
     if (not x.is_cuda or x.layout is not torch.strided or _interop.dtype_name(x) not in _FAST_DTYPES
-            or not x.is_contiguous()):
+            or not (any_strides or x.is_contiguous())):
         return None
     dev = x.get_device()
     if amax is not None and (type(amax) is not torch.Tensor or not amax.is_cuda or amax.layout is not torch.strided
@@ -284,6 +285,10 @@ def quantize(x, fmt, axis="rowwise", scale_layout="compact", scale_rule="rceil",
     if dev is not None:
         return _quantize_fast(x, dev, fmt, amax, (axis, scale_layout, scale_rule, tile_2d, row_scaled, rht,
                                                    rht_sign_mask, rounding), seed, "cupy")
+    dev = _torch_fast_device(x, amax, any_strides=True)
+    if dev is not None:     # a strided view (x.t(), a slice): PyTorch's copy on its stream, then the fast path
+        return _quantize_fast(x.contiguous(), dev, fmt, amax, (axis, scale_layout, scale_rule, tile_2d, row_scaled,
+                                                                rht, rht_sign_mask, rounding), seed)
     da = device_input(x)
     amax_cp, amax_shape, amax_dtype = _amax_input(amax, da.device, x)
     opts = quantize_options(da.shape, da.dtype, fmt, axis=axis, scale_layout=scale_layout, scale_rule=scale_rule,

@@ -122,7 +122,7 @@ rows.append(("Operand + QuantizedTensor", lambda: QuantizedTensor(
     format="mxfp8_e4m3", shape=(M, K), rowwise=Operand(data=data, scales=scales, scale_layout="compact", amax=None,
                                                        rows=M, cols=K, format="mxfp8_e4m3"),
     columnwise=None, options=opts["mxfp8_e4m3"], input_dtype="bfloat16")))
-_device_api._torch_fast_device = lambda x, amax: 0      # eligibility stubbed: every input takes the fast path
+_device_api._torch_fast_device = lambda *a, **k: 0      # eligibility stubbed: every input takes the fast path
 for f in ("mxfp8_e4m3", "nvfp4"):
     rows.append((f"_device_api.quantize(x, {f!r}) (all of the above, eligibility and torch/CUDA stubbed)",
                  lambda f=f: _device_api.quantize(x, f)))

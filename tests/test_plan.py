@@ -1103,6 +1103,8 @@ def test_fast_path_end_to_end_with_fake_torch(monkeypatch):
     assert elig(torch.nn.Parameter(x.arr, torch.bfloat16), None) == 0
     assert elig(torch.Other(x.arr, torch.bfloat16), None) is None                           # other subclass
     assert elig(torch.Tensor(x.arr.T, torch.bfloat16), None) is None                         # not contiguous
+    assert elig(torch.Tensor(x.arr.T, torch.bfloat16), None, any_strides=True) == 0          # ... unless allowed
+    assert elig(torch.Tensor(x.arr.T.astype(np.float64), torch.float64), None, any_strides=True) is None
     assert elig(torch.Tensor(x.arr.astype(np.float64), torch.float64), None) is None         # dtype
     assert elig(torch.Tensor(x.arr, torch.bfloat16, dev=1), None) is None                    # not the current device
     assert elig(x, torch.Tensor(np.ones(1, np.float16), torch.float16)) is None             # amax dtype

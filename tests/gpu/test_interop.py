@@ -134,7 +134,7 @@ def test_torch_cuda_graph_capture_and_replay(fmt, kw, path, monkeypatch):
     run = _torch_exec.run
     monkeypatch.setattr(_torch_exec, "run", lambda *a, **k: fast_runs.append(1) or run(*a, **k))
     if path == "general":
-        monkeypatch.setattr(_device_api, "_torch_fast_device", lambda x, amax: None)
+        monkeypatch.setattr(_device_api, "_torch_fast_device", lambda *a, **k: None)
 
     x = torch.empty(256, 512, device="cuda", dtype=torch.bfloat16)
     s = torch.cuda.Stream()
@@ -173,10 +173,11 @@ def _bf16_np(torch, t):
     return t.contiguous().view(torch.int16).cpu().numpy().view(ml_dtypes.bfloat16)
 
 
-@pytest.mark.parametrize("case", ["strided_device_amax", "strided_rht_swizzled", "grouped_strided_device_dims",
-                                  "dequantize_general"])
+@pytest.mark.parametrize("case", ["strided_device_amax", "strided_rht_swizzled", "strided_fast",
+                                  "grouped_strided_device_dims", "dequantize_general"])
 def test_torch_general_path_capture_on_a_fresh_stream(case, monkeypatch):
-    """The general path (a strided PyTorch input, or a path forced off its fast path) captured by
+    """The general path (a strided PyTorch input, or a path forced off its fast path; and a strided
+    input's contiguous copy before the fast path) captured by
     torch.cuda.graph on its own fresh capture stream, with no warm-up there: CuPy's buffers come
     from PyTorch's allocator (the graph's private pool), so the capture records no cudaMalloc (it
     failed with cudaErrorStreamCaptureUnsupported when CuPy's pool had no block for that stream),
@@ -198,7 +199,9 @@ def test_torch_general_path_capture_on_a_fresh_stream(case, monkeypatch):
         amax_dev.fill_(float(4 * 10.0 ** trial))
         dims.copy_(torch.tensor([[128, 0, 128], [0, 200, 56], [256, 0, 0]][trial], device="cuda"))
 
-    if case == "strided_device_amax":
+    if case in ("strided_device_amax", "strided_rht_swizzled"):      # quantize's general path
+        monkeypatch.setattr(_device_api, "_torch_fast_device", lambda *a, **k: None)
+    if case in ("strided_device_amax", "strided_fast"):   # strided_fast: PyTorch's copy, then the fast path
         fn = lambda: fp4kit.quantize(xs, "nvfp4", axis="both", amax=amax_dev)  # noqa: E731
         ref = lambda: fp4kit.reference.quantize(_bf16_np(torch, xs), "nvfp4", axis="both",  # noqa: E731
                                                 amax=amax_dev.cpu().numpy())
@@ -248,12 +251,19 @@ def test_torch_general_path_buffers_come_from_torch():
 
     import fp4kit
 
+    from fp4kit import _device_api
+
     xs = (torch.randn(512, 256, device="cuda") * 3).to(torch.bfloat16).t()
     fp4kit.quantize(xs, "nvfp4", axis="both", rht=True)       # compile
     torch.cuda.synchronize()
     pool = cp.get_default_memory_pool()
     used, held = pool.used_bytes(), torch.cuda.memory_allocated()
-    q = fp4kit.quantize(xs, "nvfp4", axis="both", rht=True)
+    fast = _device_api._torch_fast_device
+    _device_api._torch_fast_device = lambda *a, **k: None       # the general path
+    try:
+        q = fp4kit.quantize(xs, "nvfp4", axis="both", rht=True)
+    finally:
+        _device_api._torch_fast_device = fast
     torch.cuda.synchronize()
     assert pool.used_bytes() == used
     assert torch.cuda.memory_allocated() > held

@@ -281,6 +281,8 @@ def test_graph_capture_refuses_host_copies(cp):
     dev_amax = torch.tensor([8.0], device="cuda")
     good = [(lambda: fp4kit.quantize(x, "nvfp4", axis="both", amax=dev_amax),
              lambda: fp4kit.reference.quantize(bf(x), "nvfp4", axis="both", amax=np.array([8.0], np.float32))),
+            (lambda: fp4kit.quantize(xs, "nvfp4", axis="both", amax=dev_amax),       # strided: copied, then fast
+             lambda: fp4kit.reference.quantize(bf(xs), "nvfp4", axis="both", amax=np.array([8.0], np.float32))),
             (lambda: fp4kit.group_quantize(x, "mxfp8_e4m3", first_dims=[128, 0, 128], axis="both"),
              lambda: fp4kit.reference.group_quantize(bf(x), "mxfp8_e4m3", first_dims=[128, 0, 128], axis="both"))]
     for fn, ref in good:
