@@ -55,6 +55,9 @@ def _mod(obj) -> str:
 
 
 def library_of(x) -> str:
+    """"cupy", "torch", "jax" or "other": by the module of x's type, and for a subclass defined
+    elsewhere (a user's torch.Tensor subclass) by isinstance against an already imported library,
+    so that it runs on that library's current stream and gets that library's arrays back."""
     m = _mod(x)
     if m == "cupy":
         return "cupy"
@@ -62,6 +65,13 @@ def library_of(x) -> str:
         return "torch"
     if m in ("jax", "jaxlib"):
         return "jax"
+    import sys
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(x, getattr(torch, "Tensor", ())):
+        return "torch"
+    cupy = sys.modules.get("cupy")
+    if cupy is not None and isinstance(x, getattr(cupy, "ndarray", ())):
+        return "cupy"
     return "other"
 
 

@@ -437,3 +437,20 @@ def test_fast_path_host_dims_with_supplied_amax(cp, counts, lib):
     fp4kit.group_quantize(fd, "nvfp4", first_dims=[16, 32], last_dims=[64, 32], amax=a, row_scaled=True)
     with pytest.raises(ValueError, match="amax"):       # 64 rows now: the amax of 48 does not fit
         fp4kit.group_quantize(fd, "nvfp4", first_dims=[32, 32], last_dims=[32, 32], amax=a, row_scaled=True)
+
+
+def test_strided_torch_view_takes_the_fast_path(cp, counts):
+    """A strided PyTorch view (x.t()) is copied contiguous by PyTorch and takes the grouped fast
+    path, with host and with device dims; the bytes equal the general path's and the caller's
+    view is left as it was."""
+    torch = pytest.importorskip("torch")
+    base = (torch.randn(64, 192, device="cuda") * 3).to(torch.bfloat16)
+    xs = base.t()                                          # (192, 64), not contiguous
+    for dims in ([64, 0, 128], torch.tensor([64, 0, 128], device="cuda")):
+        with general_path("_torch_fast_device", "_cupy_fast_device"):
+            gen = fp4kit.group_quantize(xs, "nvfp4", first_dims=dims, axis="both")
+        n = counts["run"]
+        g = fp4kit.group_quantize(xs, "nvfp4", first_dims=dims, axis="both")
+        assert counts["run"] == n + 1
+        _same(g, gen, type(dims).__name__)
+        assert not xs.is_contiguous() and xs.data_ptr() == base.data_ptr()

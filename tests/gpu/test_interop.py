@@ -174,7 +174,7 @@ def _bf16_np(torch, t):
 
 
 @pytest.mark.parametrize("case", ["strided_device_amax", "strided_rht_swizzled", "strided_fast",
-                                  "grouped_strided_device_dims", "dequantize_general"])
+                                  "grouped_strided_device_dims", "grouped_strided_fast", "dequantize_general"])
 def test_torch_general_path_capture_on_a_fresh_stream(case, monkeypatch):
     """The general path (a strided PyTorch input, or a path forced off its fast path; and a strided
     input's contiguous copy before the fast path) captured by
@@ -199,7 +199,7 @@ def test_torch_general_path_capture_on_a_fresh_stream(case, monkeypatch):
         amax_dev.fill_(float(4 * 10.0 ** trial))
         dims.copy_(torch.tensor([[128, 0, 128], [0, 200, 56], [256, 0, 0]][trial], device="cuda"))
 
-    if case in ("strided_device_amax", "strided_rht_swizzled"):      # quantize's general path
+    if case in ("strided_device_amax", "strided_rht_swizzled", "grouped_strided_device_dims"):  # general path
         monkeypatch.setattr(_device_api, "_torch_fast_device", lambda *a, **k: None)
     if case in ("strided_device_amax", "strided_fast"):   # strided_fast: PyTorch's copy, then the fast path
         fn = lambda: fp4kit.quantize(xs, "nvfp4", axis="both", amax=amax_dev)  # noqa: E731
@@ -209,7 +209,7 @@ def test_torch_general_path_capture_on_a_fresh_stream(case, monkeypatch):
         fn = lambda: fp4kit.quantize(xs, "nvfp4", axis="both", rht=True, scale_layout="swizzled")  # noqa: E731
         ref = lambda: fp4kit.reference.quantize(_bf16_np(torch, xs), "nvfp4", axis="both", rht=True,  # noqa: E731
                                                 scale_layout="swizzled")
-    elif case == "grouped_strided_device_dims":
+    elif case in ("grouped_strided_device_dims", "grouped_strided_fast"):
         fn = lambda: fp4kit.group_quantize(xs, "mxfp8_e4m3", first_dims=dims, axis="both")  # noqa: E731
         ref = lambda: fp4kit.reference.group_quantize(_bf16_np(torch, xs), "mxfp8_e4m3",  # noqa: E731
                                                       first_dims=dims.cpu().tolist(), axis="both")
@@ -272,3 +272,34 @@ def test_torch_general_path_buffers_come_from_torch():
     want = fp4kit.reference.quantize(_bf16_np(torch, xs), "nvfp4", axis="both", rht=True)
     assert fp4kit.compare(q, want).ok
     del junk
+
+
+def test_torch_tensor_subclass_is_a_torch_input():
+    """A torch.Tensor subclass defined outside torch (off the fast paths) is a PyTorch input: the
+    general path runs on PyTorch's current stream (here a side stream whose producer kernel has not
+    been waited for) and hands back PyTorch tensors, exact; grouped ops alike."""
+    torch = _torch()
+    import fp4kit
+    from fp4kit import _interop
+
+    class Sub(torch.Tensor):
+        pass
+
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        x = (torch.randn(256, 512, device="cuda") * 3).to(torch.bfloat16).as_subclass(Sub)
+        assert _interop.library_of(x) == "torch" and _interop.library_of(x.cpu()) == "torch"
+        q = fp4kit.quantize(x, "nvfp4", axis="both")
+        g = fp4kit.group_quantize(x, "mxfp8_e4m3", first_dims=[128, 0, 128], axis="both")
+        y = fp4kit.dequantize(q, "bfloat16")
+    s.synchronize()
+    xn = _bf16_np(torch, x.as_subclass(torch.Tensor))
+    assert type(q.rowwise.data) is torch.Tensor and type(y) is torch.Tensor
+    want = fp4kit.reference.quantize(xn, "nvfp4", axis="both")
+    assert fp4kit.compare(q, want).ok
+    assert np.array_equal(y.view(torch.int16).cpu().numpy().view(np.uint16),
+                          fp4kit.reference.dequantize(want, "bfloat16").view(np.uint16))
+    gw = fp4kit.reference.group_quantize(xn, "mxfp8_e4m3", first_dims=[128, 0, 128], axis="both")
+    assert all(fp4kit.compare(g[i], gw[i]).ok for i in range(3))
+    with pytest.raises(TypeError, match=r"x\.cuda\(\)"):
+        fp4kit.quantize(x.cpu(), "nvfp4")

@@ -249,6 +249,14 @@ if st is not None:
         assert rep.ok, str(rep)
 
 
+def _tensor_subclass():
+    import torch
+
+    class Sub(torch.Tensor):      # a torch.Tensor subclass: off the fast paths
+        pass
+    return Sub
+
+
 def test_graph_capture_refuses_host_copies(cp):
     """Inside a PyTorch CUDA graph capture, a call that would copy host values to the device (a
     NumPy amax, host dims of an input the grouped fast path does not take, qmatmul's decode tables)
@@ -259,12 +267,13 @@ def test_graph_capture_refuses_host_copies(cp):
 
     torch.manual_seed(3)
     x = (torch.randn(256, 512, device="cuda") * 3).to(torch.bfloat16)
-    xs = (torch.randn(512, 256, device="cuda") * 3).to(torch.bfloat16).t()      # strided: the general path
+    xs = (torch.randn(512, 256, device="cuda") * 3).to(torch.bfloat16).t()      # strided: copied, then fast
+    _TensorSubclass = _tensor_subclass()                                        # noqa: N806
     q = fp4kit.quantize(x, "mxfp8_e4m3")
     host_amax = np.array([8.0], np.float32)
     bad = [(lambda: fp4kit.quantize(x, "nvfp4", axis="both", amax=host_amax), r"amax: a NumPy amax must be copied"),
            (lambda: fp4kit.quantize(xs, "nvfp4", amax=host_amax), r"amax: a NumPy amax must be copied"),
-           (lambda: fp4kit.group_quantize(xs, "mxfp8_e4m3", first_dims=[128, 0, 128]),
+           (lambda: fp4kit.group_quantize(x.as_subclass(_TensorSubclass), "mxfp8_e4m3", first_dims=[128, 0, 128]),
             r"first_dims: host dims of an input off the fast path .* graph capture cannot record"),
            (lambda: fp4kit.group_quantize(x, "nvfp4", first_dims=[128, 0, 128], amax=np.ones(3, np.float32)),
             r"amax: a NumPy amax must be copied"),
