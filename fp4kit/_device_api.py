@@ -170,17 +170,18 @@ def _torch_fast_device(x, amax, any_strides: bool = False) -> int | None:
 _cupy_ndarray = None
 
 
-def _cupy_fast_device(x, amax) -> int | None:
+def _cupy_fast_device(x, amax, any_strides: bool = False) -> int | None:
     """x's device index when quantize can take the fast path with CuPy arrays, else None: x a
     cupy.ndarray (not a subclass), C-contiguous, of a dtype in _FAST_DTYPES (float32, float16, or
     bfloat16 where CuPy holds one), on CuPy's current device; amax None or a float32 cupy.ndarray
-    on that device. Anything else takes the general path."""
+    on that device. Anything else takes the general path. With `any_strides`, x need not be
+    C-contiguous (quantize then runs the fast path on cupy.ascontiguousarray(x))."""
     nd = _cupy_ndarray
     if nd is None:
         if not type(x).__module__.startswith("cupy"):
             return None
         nd = _import_cupy_ndarray()
-    if type(x) is not nd or not x.flags.c_contiguous or _interop.dtype_name(x) not in _FAST_DTYPES:
+    if type(x) is not nd or not (any_strides or x.flags.c_contiguous) or _interop.dtype_name(x) not in _FAST_DTYPES:
         return None
     dev = x.device.id
     if amax is not None and (type(amax) is not nd or amax.dtype != np.float32 or amax.device.id != dev):
@@ -285,10 +286,17 @@ def quantize(x, fmt, axis="rowwise", scale_layout="compact", scale_rule="rceil",
     if dev is not None:
         return _quantize_fast(x, dev, fmt, amax, (axis, scale_layout, scale_rule, tile_2d, row_scaled, rht,
                                                    rht_sign_mask, rounding), seed, "cupy")
+    # a strided view (x.t(), a slice): the library's copy on its current stream, then the fast path
     dev = _torch_fast_device(x, amax, any_strides=True)
-    if dev is not None:     # a strided view (x.t(), a slice): PyTorch's copy on its stream, then the fast path
+    if dev is not None:
         return _quantize_fast(x.contiguous(), dev, fmt, amax, (axis, scale_layout, scale_rule, tile_2d, row_scaled,
                                                                 rht, rht_sign_mask, rounding), seed)
+    dev = _cupy_fast_device(x, amax, any_strides=True)
+    if dev is not None:
+        import cupy
+        return _quantize_fast(cupy.ascontiguousarray(x), dev, fmt, amax, (axis, scale_layout, scale_rule, tile_2d,
+                                                                          row_scaled, rht, rht_sign_mask, rounding),
+                              seed, "cupy")
     da = device_input(x)
     amax_cp, amax_shape, amax_dtype = _amax_input(amax, da.device, x)
     opts = quantize_options(da.shape, da.dtype, fmt, axis=axis, scale_layout=scale_layout, scale_rule=scale_rule,

@@ -119,11 +119,17 @@ def group_quantize(x, fmt, num_groups=None, first_dims=None, last_dims=None, ama
     _plan.GROUP_HOST_LAYOUTS_MAX distinct dims are remembered with their layouts).
     Anything else takes the general path (CuPy buffers, results handed back through DLPack). Both
     issue the same kernels on the same bytes; host dims reach the general path's plan by a copy.
-    A strided PyTorch view that is otherwise eligible is copied contiguous by PyTorch first."""
-    if type(x).__module__.startswith("torch") and not x.is_contiguous():
+    A strided PyTorch or CuPy view that is otherwise eligible is copied contiguous by its library
+    first (on its current stream)."""
+    m = type(x).__module__
+    if m.startswith("torch") and not x.is_contiguous():
         from . import _device_api as api
         if api._torch_fast_device(x, amax, any_strides=True) is not None:
             x = x.contiguous()
+    elif m.startswith("cupy") and not x.flags.c_contiguous:
+        from . import _device_api as api
+        if api._cupy_fast_device(x, amax, any_strides=True) is not None:
+            x = _cp().ascontiguousarray(x)
     fast = _fast_signature(x, fmt, num_groups, first_dims, last_dims, amax, dbias, max_elements, options)
     if fast is not None and fast[2] is not None:
         entry = _plan.GROUP_FAST_CALLS.get(fast[2])

@@ -162,11 +162,13 @@ def test_fast_path_3d_and_empty_inputs(cp, spy):
 
 
 def test_general_path_for_other_inputs(cp, spy):
-    """CuPy inputs the fast path does not take still work, through the general path."""
+    """CuPy inputs the fast path does not take still work, through the general path; a strided
+    view with a fast-path amax is copied C-contiguous by CuPy and takes the fast path."""
     x = _input(cp, (64, 128), np.float32)
     amax = cp.abs(x).max().reshape(1)
     cases = [
-        (x.T, {}, False),                                        # not C-contiguous
+        (x.T, {}, True),                                         # not C-contiguous: copied, then fast
+        (x[:, ::2], {"amax": amax.get()}, False),                # not C-contiguous, NumPy amax: general
         (x, {"amax": amax.get()}, False),                        # NumPy amax
         (x, {"amax": cp.stack([amax, amax], axis=1)[:, 0]}, True),   # a strided float32 CuPy amax: fast
     ]

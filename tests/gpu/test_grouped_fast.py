@@ -439,18 +439,22 @@ def test_fast_path_host_dims_with_supplied_amax(cp, counts, lib):
         fp4kit.group_quantize(fd, "nvfp4", first_dims=[32, 32], last_dims=[32, 32], amax=a, row_scaled=True)
 
 
-def test_strided_torch_view_takes_the_fast_path(cp, counts):
-    """A strided PyTorch view (x.t()) is copied contiguous by PyTorch and takes the grouped fast
-    path, with host and with device dims; the bytes equal the general path's and the caller's
-    view is left as it was."""
-    torch = pytest.importorskip("torch")
-    base = (torch.randn(64, 192, device="cuda") * 3).to(torch.bfloat16)
-    xs = base.t()                                          # (192, 64), not contiguous
-    for dims in ([64, 0, 128], torch.tensor([64, 0, 128], device="cuda")):
+@pytest.mark.parametrize("lib", ["torch", "cupy"])
+def test_strided_view_takes_the_fast_path(cp, counts, lib):
+    """A strided PyTorch / CuPy view (x.t(), x.T) is copied contiguous by its library and takes
+    the grouped fast path, with host and with device dims; the bytes equal the general path's and
+    the caller's view is left as it was."""
+    base = _to_dev(lib, (np.random.default_rng(5).standard_normal((64, 192)) * 3).astype(np.float32))
+    xs = base.t() if lib == "torch" else base.T             # (192, 64), not contiguous
+    dev_dims = _to_dev(lib, np.array([64, 0, 128], np.int64))
+    for dims in ([64, 0, 128], dev_dims):
         with general_path("_torch_fast_device", "_cupy_fast_device"):
             gen = fp4kit.group_quantize(xs, "nvfp4", first_dims=dims, axis="both")
         n = counts["run"]
         g = fp4kit.group_quantize(xs, "nvfp4", first_dims=dims, axis="both")
         assert counts["run"] == n + 1
-        _same(g, gen, type(dims).__name__)
+        _same(g, gen, f"{lib} {type(dims).__name__}")
+    if lib == "torch":
         assert not xs.is_contiguous() and xs.data_ptr() == base.data_ptr()
+    else:
+        assert not xs.flags.c_contiguous and xs.data.ptr == base.data.ptr
