@@ -74,7 +74,7 @@ def device_input(x, name="x", dtypes=DTYPES):
     return da
 
 
-def _amax_input(amax, dev: int, x=None):
+def _amax_input(amax, dev: int, x):
     """amax= as a CuPy float32 array on `dev` (NumPy input is uploaded; not inside a CUDA graph
     capture on x's stream, which cannot record the copy)."""
     if amax is None:
@@ -84,10 +84,11 @@ def _amax_input(amax, dev: int, x=None):
         if amax.dtype != np.float32:
             raise TypeError(f"amax: expected a float32 array, got dtype {amax.dtype}")
         amax = check_amax_values(amax)          # -0 as +0 here; a device amax in the AMAX copy (_cuda)
-        if x is not None:
-            _interop.refuse_host_copy_in_capture(x, "amax", "a NumPy amax")
+        _interop.refuse_host_copy_in_capture(x, "amax", "a NumPy amax")
         import cupy
-        with _device_ctx(dev):
+        # on the stream the kernels will run on (a copy from pageable memory may still be in
+        # flight when cupy.asarray returns), with the caller's library's memory
+        with _device_ctx(dev, _interop.library_of(x)), _interop.current_stream(x):
             return cupy.asarray(amax), amax.shape, "float32"
     if not _interop.is_device_array(amax):
         raise _interop.not_a_device_array(amax, "amax", "a float32 NumPy array or CUDA device array")
@@ -189,6 +190,15 @@ def _cupy_fast_device(x, amax, any_strides: bool = False) -> int | None:
     if dev != _runtime().getDevice():
         return None
     return dev
+
+
+def _cupy_contiguous(x):
+    """A C-contiguous copy of CuPy array x on CuPy's current stream (bfloat16 through its uint16
+    bits, which every CuPy version copies)."""
+    import cupy
+    if _interop.dtype_name(x) == "bfloat16":
+        return cupy.ascontiguousarray(x.view(cupy.uint16)).view(x.dtype)
+    return cupy.ascontiguousarray(x)
 
 
 def _torch_operand(slots, bufs: list, rows: int, cols: int, fmt, layout: str):
@@ -293,9 +303,8 @@ def quantize(x, fmt, axis="rowwise", scale_layout="compact", scale_rule="rceil",
                                                                 rht, rht_sign_mask, rounding), seed)
     dev = _cupy_fast_device(x, amax, any_strides=True)
     if dev is not None:
-        import cupy
-        return _quantize_fast(cupy.ascontiguousarray(x), dev, fmt, amax, (axis, scale_layout, scale_rule, tile_2d,
-                                                                          row_scaled, rht, rht_sign_mask, rounding),
+        return _quantize_fast(_cupy_contiguous(x), dev, fmt, amax, (axis, scale_layout, scale_rule, tile_2d,
+                                                                    row_scaled, rht, rht_sign_mask, rounding),
                               seed, "cupy")
     da = device_input(x)
     amax_cp, amax_shape, amax_dtype = _amax_input(amax, da.device, x)

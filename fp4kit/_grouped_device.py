@@ -117,19 +117,14 @@ def group_quantize(x, fmt, num_groups=None, first_dims=None, last_dims=None, ama
     the metadata launch, group_meta_dims; results trimmed to the call's sizes), and each call's
     values are checked on the host before any launch (_host_info; the last
     _plan.GROUP_HOST_LAYOUTS_MAX distinct dims are remembered with their layouts).
-    Anything else takes the general path (CuPy buffers, results handed back through DLPack). Both
+    Anything else takes the general path (CuPy arrays, over PyTorch's allocator for a PyTorch
+    caller; results handed back as PyTorch views of that memory or through DLPack). Both
     issue the same kernels on the same bytes; host dims reach the general path's plan by a copy.
     A strided PyTorch or CuPy view that is otherwise eligible is copied contiguous by its library
     first (on its current stream)."""
     m = type(x).__module__
-    if m.startswith("torch") and not x.is_contiguous():
-        from . import _device_api as api
-        if api._torch_fast_device(x, amax, any_strides=True) is not None:
-            x = x.contiguous()
-    elif m.startswith("cupy") and not x.flags.c_contiguous:
-        from . import _device_api as api
-        if api._cupy_fast_device(x, amax, any_strides=True) is not None:
-            x = _cp().ascontiguousarray(x)
+    if m.startswith(("torch", "cupy")):
+        x = _contiguous_if_eligible(x, amax, m.startswith("torch"))
     fast = _fast_signature(x, fmt, num_groups, first_dims, last_dims, amax, dbias, max_elements, options)
     if fast is not None and fast[2] is not None:
         entry = _plan.GROUP_FAST_CALLS.get(fast[2])
@@ -144,6 +139,22 @@ def group_quantize(x, fmt, num_groups=None, first_dims=None, last_dims=None, ama
                     return _run_fast(entry, x, fast[0], fast[1], fast[3], first_dims, last_dims, amax, seed, info)
     return _group_quantize_checked(x, fmt, num_groups, first_dims, last_dims, amax, dbias, max_elements, options,
                                    fast)
+
+
+def _contiguous_if_eligible(x, amax, torch_lib: bool):
+    """x, or its contiguous copy (made by its library on its current stream) when x is a strided
+    PyTorch tensor or CuPy array that the fast path takes once contiguous. Sparse tensors and
+    other objects of those modules without the contiguity query are left to the checks."""
+    from . import _device_api as api
+    try:
+        strided = not (x.is_contiguous() if torch_lib else x.flags.c_contiguous)
+    except Exception:
+        return x
+    if not strided:
+        return x
+    if torch_lib:
+        return x.contiguous() if api._torch_fast_device(x, amax, any_strides=True) is not None else x
+    return api._cupy_contiguous(x) if api._cupy_fast_device(x, amax, any_strides=True) is not None else x
 
 
 def _host_layout(f, opts, kind: str, first: tuple, last: tuple, lay=None) -> tuple:
@@ -449,7 +460,8 @@ def _group_quantize_checked(x, fmt, num_groups, first_dims, last_dims, amax, dbi
                 (None if opts.row_scaled else np.arange(shape[0]))
             checked = check_amax_values(amax, members)
             _interop.refuse_host_copy_in_capture(x, "amax", "a NumPy amax")
-            with _device_ctx(da.device):
+            # on the stream the kernels run on, with the caller's library's memory (as _amax_input)
+            with _device_ctx(da.device, da.library), _interop.current_stream(x):
                 amax_cp = cp.asarray(checked)
         else:              # device values: unchecked (no synchronisation); -0 as +0 where the launcher
             amax_cp = a.array  # copies them into the result (the plan's nvfp4_amax_out launch)

@@ -348,12 +348,35 @@ def _external_stream(ptr: int, dev: int):
     return st
 
 
+def _torch_owner_view(torch, arr):
+    """`arr` as a view of the PyTorch tensor that owns its memory (a buffer of torch_allocator,
+    or a uint8 caller's tensor), or None. Such a result is PyTorch's own storage: its
+    ``record_stream`` works (PyTorch ignores it on tensors made from DLPack capsules) and no
+    capsule is built."""
+    owner = getattr(arr.data.mem, "_owner", None)
+    if type(owner) is not torch.Tensor or owner.dtype != torch.uint8 or owner.dim() != 1 or not arr.flags.c_contiguous:
+        return None
+    tdt = _TORCH_OF_NP.get(arr.dtype.name)
+    off = arr.data.ptr - owner.data_ptr()
+    if tdt is None or off < 0 or off + arr.nbytes > owner.numel() or off % arr.itemsize:
+        return None
+    return owner[off:off + arr.nbytes].view(getattr(torch, tdt)).view(tuple(arr.shape))
+
+
+_TORCH_OF_NP = {"uint8": "uint8", "int8": "int8", "int16": "int16", "int32": "int32", "int64": "int64",
+                "float16": "float16", "float32": "float32", "float64": "float64"}
+
+
 def _torch_from_cupy(torch, cupy, arr):
-    """A torch tensor over a CuPy array's memory. The results are made on CuPy's current stream,
+    """A torch tensor over a CuPy array's memory: a view of the PyTorch tensor that owns it where
+    there is one (_torch_owner_view), else through DLPack. The results are made on CuPy's current stream,
     which is PyTorch's current one here (current_stream), so the capsule is asked for that stream
     (no synchronisation, nothing recorded: graph-capture safe) and handed to torch as a capsule;
     torch.from_dlpack(arr) would ask PyTorch for its current stream through the public API first
     (~15 us a call). Stream pointer 0 is passed as 1, DLPack's name for the legacy default stream."""
+    t = _torch_owner_view(torch, arr)
+    if t is not None:
+        return t
     s = cupy.cuda.get_current_stream().ptr
     try:
         cap = arr.__dlpack__(stream=s if s else 1)

@@ -184,8 +184,11 @@ def test_torch_general_path_capture_on_a_fresh_stream(case, monkeypatch):
     and replays after new data (and, grouped, new dims) are copied in give the reference's bytes."""
     torch = _torch()
     import fp4kit
-    from fp4kit import _device_api
+    from fp4kit import _device_api, _torch_exec
 
+    fast_runs = []
+    run = _torch_exec.run
+    monkeypatch.setattr(_torch_exec, "run", lambda *a, **k: fast_runs.append(1) or run(*a, **k))
     torch.manual_seed(11)
     base = torch.empty(512, 256, device="cuda", dtype=torch.bfloat16)
     xs = base.t()                                          # (256, 512), not C-contiguous
@@ -223,8 +226,12 @@ def test_torch_general_path_capture_on_a_fresh_stream(case, monkeypatch):
     fn()                                   # compile and run once on the default stream
     torch.cuda.synchronize()
     g = torch.cuda.CUDAGraph()
+    fast_runs.clear()
     with torch.cuda.graph(g):              # a fresh capture stream: nothing cached for it
         out = fn()
+    # the strided copies take the fast path; the forced general cases do not (dequantize_general:
+    # its quantize is fast, its dequantize general)
+    assert len(fast_runs) == {"strided_fast": 1, "grouped_strided_fast": 1, "dequantize_general": 1}.get(case, 0)
     for trial in range(3):
         fill(trial)
         g.replay()
@@ -265,9 +272,11 @@ def test_torch_general_path_buffers_come_from_torch():
     finally:
         _device_api._torch_fast_device = fast
     torch.cuda.synchronize()
-    assert pool.used_bytes() == used
+    assert pool.used_bytes() <= used
     assert torch.cuda.memory_allocated() > held
-    assert isinstance(q.rowwise.data, torch.Tensor)
+    for t in (q.rowwise.data, q.rowwise.scales, q.columnwise.data, q.rowwise.amax):
+        # views of the uint8 tensors PyTorch allocated (not DLPack imports): record_stream works
+        assert type(t) is torch.Tensor and t._base is not None and t._base.dtype == torch.uint8
     junk = [torch.full((n,), 0x5A, device="cuda", dtype=torch.uint8) for n in (4096, 65536, 1 << 20)]
     want = fp4kit.reference.quantize(_bf16_np(torch, xs), "nvfp4", axis="both", rht=True)
     assert fp4kit.compare(q, want).ok
