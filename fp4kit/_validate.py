@@ -197,6 +197,8 @@ def _dims_list(name: str, dims) -> list[int] | int:
         if v > DIM_MAX:
             raise ValueError(f"{name}: expected a size of at most 2**48, got {v}")
         return v
+    if isinstance(dims, (str, bytes)):    # iterable, but its items are characters, not sizes
+        raise TypeError(f"{name}: expected a sequence of integers, got {type(dims).__name__} {dims!r}")
     try:
         seq = [d for d in dims]
     except TypeError:

@@ -156,6 +156,24 @@ def _code_kind(g: int, e: int, elem, scaled_input=None) -> str:
     return "other"
 
 
+def _scale_factors(exp: Operand) -> np.ndarray:
+    """float32 (rows, blocks): what the quantizer multiplied each block's inputs by before the
+    element encode, rebuilt from `exp`'s own scales (and amax) with the reference's formulas:
+    MX ``2^(127 - E)``; NVFP4 ``min(fp32(1 / fp32(decode(sf) * S_dec)), FLT_MAX)``."""
+    from .reference.layouts import unswizzle
+    from .reference.numerics import FLT_MAX, decode, e8m0_scale
+    from .reference.nvfp4 import s_enc
+    sc = to_numpy(exp.scales)
+    if exp.scale_layout == "swizzled":
+        sc = unswizzle(sc, exp.scale_shape)
+    if not FORMATS[exp.format].is_nvfp4:
+        return e8m0_scale(sc)
+    senc = s_enc(np.asarray(to_numpy(exp.amax), dtype=np.float32)).reshape(-1, 1)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        sdec = np.float32(1) / senc
+        return np.minimum(np.float32(1) / (decode(sc, "e4m3") * sdec), FLT_MAX).astype(np.float32)
+
+
 def _compare_operand(rep: CompareReport, name: str, got: Operand, exp: Operand, x2=None, transposed=False):
     if got.format != exp.format:
         rep.errors.append(f"{name}.format: got {got.format!r}, expected {exp.format!r} "
@@ -173,7 +191,18 @@ def _compare_operand(rep: CompareReport, name: str, got: Operand, exp: Operand, 
         rep.errors.append(f"{fname}: shape {gd.shape} != expected {ed.shape}")
     else:
         rep.fields[fname] = FieldReport(total=int(ed.size))
-        for idx in np.argwhere(gd != ed):
+        diff = np.argwhere(gd != ed)
+        mult = _scale_factors(exp) if x2 is not None and len(diff) else None
+
+        def scaled(r: int, col: int):
+            """The element's input times its block's scale factor (fp32), as the encode saw it."""
+            if mult is None:
+                return None
+            xv = x2[col, r] if transposed else x2[r, col]
+            with np.errstate(over="ignore", invalid="ignore"):
+                return np.float32(xv) * mult[r, col // f.block]
+
+        for idx in diff:
             r, c = (int(v) for v in idx)
             g, e = int(gd[r, c]), int(ed[r, c])
             if f.packed and ((g >> 4) | ((g & 0xF) << 4)) == e:
@@ -181,10 +210,10 @@ def _compare_operand(rep: CompareReport, name: str, got: Operand, exp: Operand, 
             elif f.packed:
                 col = 2 * c if (g & 0xF) != (e & 0xF) else 2 * c + 1
                 sh = 0 if col == 2 * c else 4
-                kind = _code_kind((g >> sh) & 0xF, (e >> sh) & 0xF, elem)
+                kind = _code_kind((g >> sh) & 0xF, (e >> sh) & 0xF, elem, scaled(r, col))
             else:
                 col = c
-                kind = _code_kind(g, e, elem)
+                kind = _code_kind(g, e, elem, scaled(r, col))
             blk = (r, col // f.block)
             ib = None
             if x2 is not None:
@@ -265,13 +294,40 @@ def _same_structure(rep: CompareReport, got, exp) -> bool:
     return same
 
 
+_RESULT_TYPES = (QuantizedTensor, Operand, GroupedQuantizedTensor)
+
+
+def _what(obj) -> str:
+    """'a QuantizedTensor', 'an Operand', 'a grouped result' (the three things compare takes)."""
+    if isinstance(obj, GroupedQuantizedTensor):
+        return "a grouped result"
+    return "an Operand" if isinstance(obj, Operand) else "a QuantizedTensor"
+
+
+def _input(x, shape: tuple, what: str) -> np.ndarray:
+    """`x` on the host as float32 of `shape`, or a TypeError / ValueError naming x; `what` says
+    which input that is."""
+    if not hasattr(x, "shape") or not hasattr(x, "dtype"):
+        raise TypeError(f"x: expected {what} (a NumPy or device array), got {type(x).__name__}")
+    xn = to_numpy(x)
+    if tuple(xn.shape) != tuple(shape):
+        raise ValueError(f"x: expected shape {tuple(shape)} ({what}), got {tuple(xn.shape)}")
+    return xn.astype(np.float32)
+
+
 def compare(got, expected, x=None, max_shown: int = 8) -> CompareReport:
     """Compare `got` with `expected` byte for byte; see the module docstring for the classes.
 
     Args:
         got, expected: QuantizedTensor, Operand or GroupedQuantizedTensor (any array library).
-        x: optional input (NumPy or device array) to show each mismatch's input block.
-        max_shown: how many mismatches the report keeps in detail.
+            Two different kinds of result are a structural difference (``rep.errors``); anything
+            else is a TypeError.
+        x: optional input (NumPy or device array) to show each mismatch's input block and to tell
+            a flipped rounding tie from another off-by-one code: the array `expected` was quantized
+            from (its shape); for an Operand, that operand's own (rows, cols) input (x for a
+            rowwise operand, x^T for a columnwise one); for a grouped result, the members'
+            elements back to back (sum(M_i*K_i) elements, 1-D or 2-D).
+        max_shown: how many mismatches the report keeps in detail (an integer >= 0).
 
     Example:
         >>> import numpy as np, fp4kit
@@ -280,11 +336,19 @@ def compare(got, expected, x=None, max_shown: int = 8) -> CompareReport:
         >>> bool(rep), rep.differing
         (True, 0)
     """
-    rep = CompareReport(max_shown=max_shown)
-    if isinstance(expected, GroupedQuantizedTensor):
-        if not isinstance(got, GroupedQuantizedTensor):
-            rep.errors.append(f"got is a {type(got).__name__}, expected a grouped result")
-            return rep
+    for name, v in (("got", got), ("expected", expected)):
+        if not isinstance(v, _RESULT_TYPES):
+            raise TypeError(f"{name}: expected a QuantizedTensor, Operand or GroupedQuantizedTensor, "
+                            f"got {type(v).__name__}")
+    if isinstance(max_shown, bool) or not isinstance(max_shown, (int, np.integer)):
+        raise TypeError(f"max_shown: expected an integer >= 0, got {type(max_shown).__name__} {max_shown!r}")
+    if max_shown < 0:
+        raise ValueError(f"max_shown: expected an integer >= 0, got {max_shown}")
+    rep = CompareReport(max_shown=int(max_shown))
+    if _what(got) != _what(expected):
+        rep.errors.append(f"got is {_what(got)}, expected {_what(expected)}")
+        return rep
+    if isinstance(expected, GroupedQuantizedTensor) and isinstance(got, GroupedQuantizedTensor):
         if not _same_structure(rep, got, expected):
             return rep
         gdims, edims = got.host_dims(), expected.host_dims()
@@ -292,8 +356,22 @@ def compare(got, expected, x=None, max_shown: int = 8) -> CompareReport:
             rep.errors.append(f"dims: got first_dims={gdims[0]}, last_dims={gdims[1]}; expected "
                               f"first_dims={edims[0]}, last_dims={edims[1]} (members not compared)")
             return rep
+        sizes = [m * k for m, k in zip(*edims)]
+        xs = None
+        if x is not None:
+            if not hasattr(x, "shape") or not hasattr(x, "dtype"):
+                raise TypeError(f"x: expected the input that `expected` was quantized from (a NumPy or device "
+                                f"array), got {type(x).__name__}")
+            xn = to_numpy(x)
+            if xn.ndim not in (1, 2) or xn.size != sum(sizes):
+                raise ValueError(f"x: expected the members' sum(M_i*K_i)={sum(sizes)} elements back to back "
+                                 f"(1-D or 2-D) that `expected` was quantized from, got shape {tuple(xn.shape)}")
+            flat, off, xs = xn.reshape(-1), 0, []
+            for (m, k), n in zip(zip(*edims), sizes):
+                xs.append(flat[off:off + n].reshape(m, k))
+                off += n
         for i in range(len(expected)):
-            sub = compare(got[i], expected[i], max_shown=max_shown)
+            sub = compare(got[i], expected[i], x=None if xs is None else xs[i], max_shown=max_shown)
             for k, v in sub.fields.items():
                 rep.fields[f"[{i}].{k}"] = v
             rep.mismatches += [m for m in sub.mismatches][: max(0, max_shown - len(rep.mismatches))]
@@ -309,18 +387,19 @@ def compare(got, expected, x=None, max_shown: int = 8) -> CompareReport:
                     rep._add(Mismatch("dbias", tuple(int(v) for v in idx), float(gb[tuple(idx)]),
                                       float(eb[tuple(idx)]), "dbias beyond tolerance"))
         return rep
-    if isinstance(expected, Operand):
-        _compare_operand(rep, "operand", got, expected)
+    if isinstance(expected, Operand) and isinstance(got, Operand):
+        x2 = None if x is None else _input(x, (expected.rows, expected.cols),
+                                        "the operand's own input: x for a rowwise operand, x^T for a columnwise one")
+        _compare_operand(rep, "operand", got, expected, x2)
         return rep
-    if not isinstance(expected, QuantizedTensor) or not isinstance(got, QuantizedTensor):
-        raise TypeError(f"compare: expected two QuantizedTensors, Operands or grouped results, got "
-                        f"{type(got).__name__} and {type(expected).__name__}")
+    if not (isinstance(expected, QuantizedTensor) and isinstance(got, QuantizedTensor)):
+        raise TypeError(f"got / expected: expected two results of one kind, got {type(got).__name__} and "
+                        f"{type(expected).__name__}")      # unreachable: the kinds were checked above
     if not _same_structure(rep, got, expected):
         return rep
     x2 = None
     if x is not None:
-        xn = to_numpy(x)
-        x2 = xn.astype(np.float32).reshape(expected.M, expected.K)
+        x2 = _input(x, expected.shape, "the input that `expected` was quantized from").reshape(expected.M, expected.K)
     for name in ("rowwise", "columnwise"):
         g, e = getattr(got, name), getattr(expected, name)
         if e is None and g is None:

@@ -273,3 +273,81 @@ def test_scale_values_are_the_dequantize_factors(fmt, kw):
     elem = fp4kit.FORMATS[fmt].element
     got = (decode(operand_codes(op), elem).astype(np.float32) * scale_values(op).astype(np.float32))
     assert np.array_equal(got.view(np.uint32), fp4kit.dequantize(q).view(np.uint32))
+
+
+# fp4kit.compare given the wrong things: a report or a TypeError / ValueError naming the argument,
+# never an AttributeError or NumPy's reshape message
+
+def test_compare_different_kinds_of_result_is_a_structural_difference():
+    q = fp4kit.quantize(X[:4], "nvfp4", axis="both")
+    assert fp4kit.compare(q, q.rowwise).errors == ["got is a QuantizedTensor, expected an Operand"]
+    assert fp4kit.compare(q.rowwise, q).errors == ["got is an Operand, expected a QuantizedTensor"]
+    g = fp4kit.group_quantize(X[:4], "nvfp4", num_groups=2)
+    assert fp4kit.compare(g, q).errors == ["got is a grouped result, expected a QuantizedTensor"]
+    for got, want, who in ((q, X, "expected"), (X, q, "got"), (None, q, "got")):
+        with pytest.raises(TypeError, match=rf"^{who}: expected a QuantizedTensor, Operand or GroupedQuantizedTensor, got"):
+            fp4kit.compare(got, want)
+
+
+def test_compare_checks_x_and_max_shown_up_front():
+    q = fp4kit.quantize(X[:4], "nvfp4", axis="both")
+    with pytest.raises(ValueError, match=r"^x: expected shape \(4, 64\) \(the input that `expected` was quantized from\), got \(2, 64\)$"):
+        fp4kit.compare(q, q, x=X[:2])
+    with pytest.raises(TypeError, match=r"^x: expected the input that `expected` was quantized from \(a NumPy or device array\), got list$"):
+        fp4kit.compare(q, q, x=[1.0, 2.0])
+    with pytest.raises(ValueError, match=r"^x: expected shape \(64, 4\) \(the operand.s own input: x for a rowwise operand, x\^T for a columnwise one\), got \(4, 64\)$"):
+        fp4kit.compare(q.columnwise, q.columnwise, x=X[:4])          # an operand's own (rows, cols) input: x^T
+    assert fp4kit.compare(q.columnwise, q.columnwise, x=X[:4].T)
+    g = fp4kit.group_quantize(X[:4], "nvfp4", num_groups=2)
+    with pytest.raises(ValueError, match=r"^x: expected the members' sum\(M_i\*K_i\)=256 elements"):
+        fp4kit.compare(g, g, x=X[:2])
+    # the report keeps max_shown mismatches: a non-integer failed only at the first mismatch, with '<' not supported
+    with pytest.raises(TypeError, match=r"^max_shown: expected an integer >= 0, got str '3'$"):
+        fp4kit.compare(q, q, max_shown="3")
+    with pytest.raises(ValueError, match=r"^max_shown: expected an integer >= 0, got -1$"):
+        fp4kit.compare(q, q, max_shown=-1)
+
+
+def _with_data(q, name, data):
+    import dataclasses
+    return dataclasses.replace(q, **{name: dataclasses.replace(getattr(q, name), data=data)})
+
+
+def test_compare_names_a_flipped_rounding_tie_given_x():
+    """The classes table promises 'rounding tie flipped' when x puts the scaled input on a midpoint;
+    the classifier was never handed the scaled input, so every such byte read 'off by one code'."""
+    # MXFP8 E4M3: amax 448 -> E = 127, scale 1; 1.0625 lies halfway between codes 0x38 (1.0) and 0x39
+    x = np.zeros((2, 64), np.float32)
+    x[:, 0], x[:, 1], x[:, 40] = 448.0, 1.0625, 1.1
+    for layout in ("compact", "swizzled"):
+        exp = fp4kit.quantize(x, "mxfp8_e4m3", scale_layout=layout)
+        bad = exp.rowwise.data.copy()
+        bad[1, 1] += 1              # the other side of the tie
+        bad[0, 40] += 1             # no tie: 1.1 is nearer 1.125
+        rep = fp4kit.compare(_with_data(exp, "rowwise", bad), exp, x=x)
+        assert {m.index: m.kind for m in rep.mismatches} == {(0, 40): "rounding off by one code",
+                                                             (1, 1): "rounding tie flipped"}, layout
+        rep = fp4kit.compare(_with_data(exp, "rowwise", bad), exp)      # without x: cannot tell
+        assert rep.fields["rowwise.data"].kinds == {"rounding off by one code": 2}
+    # NVFP4, columnwise operand (x^T), packed nibbles: amax 2688 gives S_enc = 1; a block of max 6 has
+    # scale 1.0, so 2.5 lies halfway between E2M1 2 (code 4) and 3 (code 5)
+    x = np.zeros((32, 4), np.float32)
+    x[0, 0], x[16, 1], x[17, 1], x[18, 1] = 2688.0, 6.0, 2.5, 2.4
+    exp = fp4kit.quantize(x, "nvfp4", axis="both")
+    bad = exp.columnwise.data.copy()
+    assert (bad[1, 8], bad[1, 9]) == (0x47, 0x04)     # column 1, rows 16-18: 6.0 -> 7, 2.5 -> 4 (2.0), 2.4 -> 4
+    bad[1, 8], bad[1, 9] = 0x57, 0x05                  # 2.5 -> 3.0 (the tie's other side), 2.4 -> 3.0 (no tie)
+    rep = fp4kit.compare(_with_data(exp, "columnwise", bad), exp, x=x)
+    assert {m.index: m.kind for m in rep.mismatches} == {(1, 8): "rounding tie flipped",
+                                                         (1, 9): "rounding off by one code"}
+    # a grouped result: x is the members' elements back to back, split per member
+    flat = np.ascontiguousarray(x.T).reshape(-1)
+    exp = fp4kit.group_quantize(flat, "nvfp4", first_dims=2, last_dims=[32, 32], amax=np.full(2, 2688, np.float32))
+    bad = exp.rowwise_data.copy()
+    assert (bad[24], bad[25]) == (0x47, 0x04)          # member 0 (x^T rows 0-1), row 1, bytes 8 and 9
+    bad[24], bad[25] = 0x57, 0x05
+    import dataclasses
+    rep = fp4kit.compare(dataclasses.replace(exp, rowwise_data=bad), exp, x=flat)
+    assert {m.index: m.kind for m in rep.mismatches} == {(1, 8): "rounding tie flipped",
+                                                         (1, 9): "rounding off by one code"}
+    assert rep.fields["[0].rowwise.data"].differing == 2 and rep.fields["[1].rowwise.data"].differing == 0

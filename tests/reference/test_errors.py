@@ -132,6 +132,10 @@ GROUP_ERRORS = [
     ("float_dim", (X, "nvfp4"), {"first_dims": [16, 16.0]}, TypeError, r"first_dims\[1\]: expected an integer, got float 16.0"),
     ("bool_dim", (X, "nvfp4"), {"first_dims": [16, True]}, TypeError, r"first_dims\[1\]: expected an integer, got bool"),
     ("int_first_dims", (X, "nvfp4"), {"first_dims": 5}, TypeError, r"first_dims: expected a sequence of member row counts"),
+    # a string is iterable, but its characters are no sizes: named whole, not as first_dims[0] = '1'
+    ("str_first_dims", (X, "nvfp4"), {"first_dims": "16"}, TypeError, r"^first_dims: expected a sequence of integers, got str '16'$"),
+    ("bytes_last_dims", (FLAT, "nvfp4"), {"first_dims": 4, "last_dims": b"\x20\x20"}, TypeError,
+     r"^last_dims: expected a sequence of integers, got bytes"),
     ("length_mismatch", (FLAT, "nvfp4"), {"first_dims": [4, 4], "last_dims": [32, 32, 0]}, ValueError,
      r"first_dims/last_dims: expected the same number of members, got 2 and 3"),
     ("total_mismatch", (FLAT, "nvfp4"), {"first_dims": [4, 4], "last_dims": [32, 30]}, ValueError,
