@@ -6,8 +6,9 @@ compiled by ``_loader``. Scalars are passed as explicit NumPy types; pointers th
 not use are passed as ``np.uint64(0)``.
 
 quantize and compute_amax are planned by ``fp4kit._plan`` (buffers, kernels, grids, arguments;
-memoised) and run here by ``run_plan`` with CuPy arrays; ``fp4kit._torch_exec`` runs the same plans
-with PyTorch tensors (the fast path of PyTorch callers).
+memoised) and run here by ``run_plan`` with CuPy arrays (the general path; for a PyTorch caller
+their memory comes from PyTorch's caching allocator, fp4kit._interop.torch_allocator);
+``fp4kit._torch_exec`` runs the same plans with PyTorch tensors or CuPy arrays (the fast paths).
 
 Debug hook: with ``FP4KIT_POISON=1`` in the environment (or ``set_poison(True)``) every output
 buffer is filled with 0xA5 before the kernels run, so a byte no kernel writes cannot pass a test.

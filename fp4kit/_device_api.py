@@ -6,7 +6,10 @@ caller's current stream and device (fp4kit._cuda) -> wrap the results back in th
 quantize of a PyTorch CUDA tensor takes a fast path when it can (see _torch_fast_device): the
 same validation, the same launch plan (fp4kit._plan), run by fp4kit._torch_exec with PyTorch
 tensors and raw launches, without CuPy arrays or DLPack. A CuPy array takes the same fast path
-(_cupy_fast_device; fp4kit._torch_exec.run_cupy: CuPy buffers, raw launches).
+(_cupy_fast_device; fp4kit._torch_exec.run_cupy: CuPy buffers, raw launches). A strided view of
+either library that is otherwise eligible is copied contiguous by that library first and takes
+the fast path too. The general path of a PyTorch caller takes its CuPy buffers from PyTorch's
+caching allocator (_device_ctx).
 """
 from __future__ import annotations
 
@@ -57,7 +60,8 @@ class _TorchDeviceCtx:
 def _device_ctx(dev: int, library: str | None = None):
     """Enter the array's device; for a PyTorch caller (`library` "torch") CuPy's buffers inside
     come from PyTorch's caching allocator on that device and stream (graph-capture safe:
-    fp4kit._interop.torch_allocator). Results still reach PyTorch through DLPack, without copies."""
+    fp4kit._interop.torch_allocator), and results reach PyTorch, without copies, as views of the
+    tensors that own that memory (fp4kit._interop.to_library; DLPack only where there is none)."""
     if library == "torch":
         return _TorchDeviceCtx(dev)
     import cupy
@@ -147,9 +151,10 @@ def _torch_fast_device(x, amax, any_strides: bool = False) -> int | None:
     The fast path needs: x a dense (strided) torch.Tensor (or nn.Parameter; other subclasses take
     the general path) on a CUDA device, C-contiguous, float32 / bfloat16 / float16, on the device that is
     current for both PyTorch and CuPy (kernels are loaded per CuPy device, launched in the current
-    context); amax None or a float32 CUDA torch.Tensor on the same device. Whatever fails these
-    takes the general path, which validates, copies and converts exactly as before. With
-    `any_strides`, x need not be C-contiguous (quantize then runs the fast path on x.contiguous()).
+    context); amax None or a float32 CUDA torch.Tensor on the same device. With `any_strides`, x
+    need not be C-contiguous (quantize and group_quantize then run the fast path on
+    x.contiguous()). Whatever fails the rest takes the general path, which validates, copies and
+    converts exactly as before.
     """
     if not type(x).__module__.startswith("torch"):
         return None
@@ -175,8 +180,9 @@ def _cupy_fast_device(x, amax, any_strides: bool = False) -> int | None:
     """x's device index when quantize can take the fast path with CuPy arrays, else None: x a
     cupy.ndarray (not a subclass), C-contiguous, of a dtype in _FAST_DTYPES (float32, float16, or
     bfloat16 where CuPy holds one), on CuPy's current device; amax None or a float32 cupy.ndarray
-    on that device. Anything else takes the general path. With `any_strides`, x need not be
-    C-contiguous (quantize then runs the fast path on cupy.ascontiguousarray(x))."""
+    on that device. With `any_strides`, x need not be C-contiguous (quantize and group_quantize
+    then run the fast path on its C-contiguous copy, _cupy_contiguous). Anything else takes the
+    general path."""
     nd = _cupy_ndarray
     if nd is None:
         if not type(x).__module__.startswith("cupy"):
@@ -313,8 +319,9 @@ def quantize(x, fmt, axis="rowwise", scale_layout="compact", scale_rule="rceil",
                             rounding=rounding, seed=seed, amax_shape=amax_shape, amax_dtype=amax_dtype)
     M, K = flat_2d(da.shape)
     f = opts.fmt
-    # results go back to the caller's library inside the stream context: the DLPack exchange then
-    # sees the stream the work was queued on (no event on another stream: CUDA-graph capture safe)
+    # results go back to the caller's library inside the stream context: a DLPack exchange (JAX, or
+    # PyTorch where no owning tensor exists) then sees the stream the work was queued on (no event
+    # on another stream: CUDA-graph capture safe)
     with _device_ctx(da.device, da.library), _interop.current_stream(x):
         row, col = _cuda().quantize(da.array.reshape(M, K), opts, amax_cp, input_dtype=da.dtype)
         return QuantizedTensor(format=f.name, shape=da.shape,

@@ -1,7 +1,8 @@
 """Grouped (MoE) quantize / dequantize on the GPU (SPEC.md section 7).
 
-One small metadata kernel turns the member dims (host lists uploaded once, or int64 device arrays
-that never visit the host) into offsets, per-member tile and segment prefixes, scale and amax
+One small metadata kernel turns the member dims (host lists, uploaded once on the general path and
+passed as its kernel parameters on the fast path, or int64 device arrays that never visit the
+host) into offsets, per-member tile and segment prefixes, scale and amax
 offsets, and checks them; then ONE statically scheduled quantize launch covers every member, each
 CTA finding its tiles' members on the device (a binary search over the tile prefix, or, with one K,
 a lookup in the band table the metadata kernel wrote). Grids come from host-side bounds only
@@ -512,8 +513,8 @@ def _group_quantize_checked(x, fmt, num_groups, first_dims, last_dims, amax, dbi
             return g
     if not dev_dims:    # the general path uploads host dims (the fast path passes them as kernel parameters)
         _interop.refuse_host_copy_in_capture(
-            x, "first_dims", "host dims of an input off the fast path (not a C-contiguous PyTorch tensor or CuPy "
-            "array of its current device)")
+            x, "first_dims", "host dims of an input off the fast path (not a PyTorch tensor or CuPy array, "
+            "contiguous or strided, on its library's current device)")
     # conversions back to the caller's library stay inside the stream context (graph-capture safe)
     with _device_ctx(da.device, da.library), _interop.current_stream(x):
         res = _cuda.group_quantize(da.array.reshape(-1), da.dtype, opts, fd if dev_dims else None,

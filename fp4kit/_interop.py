@@ -1,10 +1,14 @@
 """Device arrays from any library <-> C-contiguous CuPy views, streams, results back.
 
-Supported inputs: CuPy arrays, PyTorch CUDA tensors, JAX GPU arrays, and anything exposing
-``__cuda_array_interface__`` or ``__dlpack__``. bfloat16 data travels as uint16 bits (CuPy may have
-no bfloat16): torch tensors are reinterpreted with ``.view(torch.int16)``, JAX arrays with
-``lax.bitcast_convert_type``. Results (uint8 / float32 / float16 / bfloat16-as-uint16 CuPy arrays)
-go back to the caller's library through DLPack, without copies.
+Supported inputs: CuPy arrays, PyTorch CUDA tensors (subclasses defined outside torch included:
+library_of), JAX GPU arrays, and anything exposing ``__cuda_array_interface__`` or ``__dlpack__``.
+bfloat16 data travels as uint16 bits (CuPy may have
+no bfloat16): torch tensors are viewed by their data pointer as uint16 CuPy arrays, JAX arrays
+reinterpreted with ``lax.bitcast_convert_type``. Results (uint8 / float32 / float16 /
+bfloat16-as-uint16 CuPy arrays) go back to the caller's library without copies: to PyTorch as
+views of the PyTorch tensor that owns their memory (the general path allocates through
+torch_allocator; DLPack where no such tensor exists), to JAX through DLPack; CuPy and other
+callers get the CuPy arrays.
 
 Nothing here imports CuPy, PyTorch or JAX at module import time.
 """
@@ -309,8 +313,8 @@ def torch_allocator(dev: int):
     graph's private memory pool: no cudaMalloc during the capture (which a capture in PyTorch's
     default "global" mode refuses with cudaErrorStreamCaptureUnsupported when CuPy's pool has no
     block cached for the capturing stream), and no scratch buffer handed back to CuPy's pool after
-    the capture while replays still write to it. A buffer is freed, in stream order, when the CuPy
-    array that holds it goes."""
+    the capture while replays still write to it. A buffer is freed, in stream order, when the last
+    CuPy array or PyTorch view (a result handed back by _torch_owner_view) that holds it goes."""
     alloc = _TORCH_ALLOCATORS.get(dev)
     if alloc is None:
         import cupy

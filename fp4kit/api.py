@@ -167,9 +167,10 @@ def group_quantize(x: Any, fmt: FormatLike, num_groups: int | None = None, first
             first_dims=M (or [M]*G), last_dims; ``varying_both`` — x 1-D, both. Dims are host
             sequences of ints, or device int64 arrays (then give ``max_elements``). Device dims
             are read by the kernels, never by the host (change them on the device and replay a
-            captured graph). For contiguous PyTorch tensors and CuPy arrays, host dims travel as
-            kernel parameters: no copy, values that change every call reuse one plan, and a CUDA
-            graph captured with host dims replays those dims.
+            captured graph). For PyTorch CUDA tensors and CuPy arrays on the current device (a
+            strided view is copied contiguous first), host dims travel as kernel parameters: no
+            copy, values that change every call reuse one plan, and a CUDA graph captured with
+            host dims replays those dims.
         options: quantize's (axis, scale_layout, scale_rule, amax — float32 (G,), or (sum M_i,)
             row-scaled, checked as quantize's — ...) plus ``dbias=True`` (kinds same /
             varying_first: float32 (G, K) column sums) and ``max_elements``, the output bound that

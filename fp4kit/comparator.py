@@ -15,12 +15,13 @@ classifies each differing byte:
 * ``padding not zero``         a non-zero byte in the padding of a swizzled scale buffer;
 * ``amax differs`` / ``other``.
 
-Structural differences come first, in ``errors``: another format, shape, scale layout, operand
-set or group dims. Bytes are compared only where they mean the same thing: results of different
+Structural differences come first, in ``errors``: another kind of result (a QuantizedTensor
+against an Operand, say), format, shape, scale layout, operand set or group dims. Bytes are compared only where they mean the same thing: results of different
 formats or shapes are not compared byte for byte, and scales in different layouts are not compared.
 
 The report is truthy when everything matches, counts per field and per kind, and shows the first
-few mismatches with their (row, block) and, when ``x`` is given, the input block.
+few mismatches with their (row, block) and, when ``x`` is given, the input block (``x`` also
+tells a flipped rounding tie from another off-by-one code).
 """
 from __future__ import annotations
 
@@ -83,7 +84,8 @@ class FieldReport:
 class CompareReport:
     """What ``fp4kit.compare`` found: truthy when every byte matches.
 
-    ``errors``: structural differences (format, shape, layout, operand set, group dims);
+    ``errors``: structural differences (kind of result, format, shape, layout, operand set,
+    group dims);
     ``fields``: per compared field (``rowwise.data`` ...) its byte count, differing bytes and their
     kinds; ``mismatches``: the first ``max_shown`` differing bytes; ``differing``: their total.
     Prints as a summary.

@@ -203,8 +203,8 @@ _new = object.__new__
 
 def _operand_unchecked(data, scales, scale_layout: str, amax, rows: int, cols: int, format: str) -> Operand:
     """An Operand without Operand.__post_init__'s checks, for fp4kit's own results whose layout was
-    already checked (the PyTorch fast path builds its first result of each plan with the public
-    constructor and later ones with this). Same fields, same order, same class."""
+    already checked (quantize's fast paths, PyTorch and CuPy, build the first result of each call
+    signature with the public constructor and later ones with this). Same fields, same order, same class."""
     op = _new(Operand)
     op.__dict__.update(data=data, scales=scales, scale_layout=scale_layout, amax=amax, rows=rows, cols=cols,
                        format=format)
