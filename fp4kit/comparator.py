@@ -296,6 +296,36 @@ def _same_structure(rep: CompareReport, got, exp) -> bool:
     return same
 
 
+def _compare_dbias(rep: CompareReport, got_dbias, exp_dbias, xs) -> None:
+    """Grouped dbias (G, K) within SPEC's tolerance, 1e-6 * sum |x| per column of each member
+    (summation order is free). With the members' inputs `xs` that is the bound used; without them,
+    1e-6 times the sum of the member's finite |dbias| stands in for it. A non-finite expected
+    value must match exactly (inf by sign; NaN by being NaN), and a NaN where a finite value is
+    expected is a mismatch."""
+    eb = to_numpy(exp_dbias).astype(np.float64)
+    rep.fields["dbias"] = FieldReport(total=int(eb.size))
+    gb = None if got_dbias is None else to_numpy(got_dbias)
+    if gb is None or gb.shape != eb.shape:
+        rep.errors.append("dbias: missing or wrong shape" if gb is None else
+                          f"dbias: shape {gb.shape} != expected {eb.shape}")
+        return
+    g64 = gb.astype(np.float64)
+    finite = np.isfinite(eb)
+    with np.errstate(invalid="ignore", over="ignore"):
+        if xs is not None and eb.ndim == 2 and len(xs) == eb.shape[0] and all(
+                xm.ndim == 2 and xm.shape[1] == eb.shape[1] for xm in xs):
+            x64 = [xm.astype(np.float64) for xm in xs]
+            tol = 1e-6 * np.stack([np.where(np.isfinite(xm), np.abs(xm), 0.0).sum(axis=0) for xm in x64]) \
+                if x64 else np.zeros(eb.shape)
+        else:
+            tol = 1e-6 * np.where(finite, np.abs(eb), 0.0).sum(axis=-1, keepdims=True)
+        bad = np.where(finite, ~(np.abs(g64 - eb) <= tol + 1e-30),
+                       ~((g64 == eb) | (np.isnan(g64) & np.isnan(eb))))
+    for idx in np.argwhere(bad):
+        rep._add(Mismatch("dbias", tuple(int(v) for v in idx), float(gb[tuple(idx)]),
+                          float(eb[tuple(idx)]), "dbias beyond tolerance"))
+
+
 _RESULT_TYPES = (QuantizedTensor, Operand, GroupedQuantizedTensor)
 
 
@@ -379,15 +409,9 @@ def compare(got, expected, x=None, max_shown: int = 8) -> CompareReport:
             rep.mismatches += [m for m in sub.mismatches][: max(0, max_shown - len(rep.mismatches))]
             rep.errors += [f"[{i}] {e}" for e in sub.errors]
         if expected.dbias is not None:
-            gb, eb = to_numpy(got.dbias), to_numpy(expected.dbias)
-            rep.fields["dbias"] = FieldReport(total=int(eb.size))
-            tol = 1e-6 * np.abs(eb).sum(axis=-1, keepdims=True) + 1e-30
-            if gb is None or gb.shape != eb.shape:
-                rep.errors.append("dbias: missing or wrong shape")
-            else:
-                for idx in np.argwhere(np.abs(gb.astype(np.float64) - eb) > tol):
-                    rep._add(Mismatch("dbias", tuple(int(v) for v in idx), float(gb[tuple(idx)]),
-                                      float(eb[tuple(idx)]), "dbias beyond tolerance"))
+            _compare_dbias(rep, got.dbias, expected.dbias, xs)
+        elif got.dbias is not None:
+            rep.errors.append("dbias: got one, expected none")
         return rep
     if isinstance(expected, Operand) and isinstance(got, Operand):
         x2 = None if x is None else _input(x, (expected.rows, expected.cols),
