@@ -336,12 +336,17 @@ def _what(obj) -> str:
     return "an Operand" if isinstance(obj, Operand) else "a QuantizedTensor"
 
 
-def _input(x, shape: tuple, what: str) -> np.ndarray:
-    """`x` on the host as float32 of `shape`, or a TypeError / ValueError naming x; `what` says
-    which input that is."""
+def _host_input(x, what: str) -> np.ndarray:
+    """`x` (a NumPy or device array) on the host, or a TypeError naming x; `what` says which
+    input that is."""
     if not hasattr(x, "shape") or not hasattr(x, "dtype"):
         raise TypeError(f"x: expected {what} (a NumPy or device array), got {type(x).__name__}")
-    xn = to_numpy(x)
+    return to_numpy(x)
+
+
+def _input(x, shape: tuple, what: str) -> np.ndarray:
+    """`x` on the host as float32 of `shape`, or a TypeError / ValueError naming x."""
+    xn = _host_input(x, what)
     if tuple(xn.shape) != tuple(shape):
         raise ValueError(f"x: expected shape {tuple(shape)} ({what}), got {tuple(xn.shape)}")
     return xn.astype(np.float32)
@@ -380,7 +385,7 @@ def compare(got, expected, x=None, max_shown: int = 8) -> CompareReport:
     if _what(got) != _what(expected):
         rep.errors.append(f"got is {_what(got)}, expected {_what(expected)}")
         return rep
-    if isinstance(expected, GroupedQuantizedTensor) and isinstance(got, GroupedQuantizedTensor):
+    if isinstance(expected, GroupedQuantizedTensor):           # and got: the kinds are the same
         if not _same_structure(rep, got, expected):
             return rep
         gdims, edims = got.host_dims(), expected.host_dims()
@@ -391,10 +396,7 @@ def compare(got, expected, x=None, max_shown: int = 8) -> CompareReport:
         sizes = [m * k for m, k in zip(*edims)]
         xs = None
         if x is not None:
-            if not hasattr(x, "shape") or not hasattr(x, "dtype"):
-                raise TypeError(f"x: expected the input that `expected` was quantized from (a NumPy or device "
-                                f"array), got {type(x).__name__}")
-            xn = to_numpy(x)
+            xn = _host_input(x, "the input that `expected` was quantized from")
             if xn.ndim not in (1, 2) or xn.size != sum(sizes):
                 raise ValueError(f"x: expected the members' sum(M_i*K_i)={sum(sizes)} elements back to back "
                                  f"(1-D or 2-D) that `expected` was quantized from, got shape {tuple(xn.shape)}")
@@ -413,14 +415,11 @@ def compare(got, expected, x=None, max_shown: int = 8) -> CompareReport:
         elif got.dbias is not None:
             rep.errors.append("dbias: got one, expected none")
         return rep
-    if isinstance(expected, Operand) and isinstance(got, Operand):
+    if isinstance(expected, Operand):
         x2 = None if x is None else _input(x, (expected.rows, expected.cols),
                                         "the operand's own input: x for a rowwise operand, x^T for a columnwise one")
         _compare_operand(rep, "operand", got, expected, x2)
         return rep
-    if not (isinstance(expected, QuantizedTensor) and isinstance(got, QuantizedTensor)):
-        raise TypeError(f"got / expected: expected two results of one kind, got {type(got).__name__} and "
-                        f"{type(expected).__name__}")      # unreachable: the kinds were checked above
     if not _same_structure(rep, got, expected):
         return rep
     x2 = None
