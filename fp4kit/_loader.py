@@ -9,6 +9,11 @@ Disk cache: ``$FP4KIT_CACHE_DIR`` or ``~/.cache/fp4kit``; the key hashes every f
 the options, the NVRTC version and the architecture. Entries are written through a temporary
 file and ``os.replace`` (process safe) under a per-key thread lock; each cubin has a ``.sha256``
 sidecar, and an entry whose bytes do not match it (truncated, corrupt) is rebuilt.
+
+Kernel coverage: with ``FP4KIT_KERNEL_LOG=<file>`` in the environment, every process appends, at
+exit, one line ``<module> <kernel>`` per kernel it fetched with :func:`get_function` (every launch
+path takes its kernels from there). ``scripts/kernel_coverage.py`` compares that log with the
+kernels of the compiled modules (:func:`entry_points`), so a kernel no test launches shows up.
 """
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ import hashlib
 import json
 import logging
 import os
+import struct
 import tempfile
 import threading
 import time
@@ -24,7 +30,8 @@ from pathlib import Path
 from . import _nvrtc
 
 __all__ = ["cuda_src_dir", "module_names", "options_for", "arch_for_capability", "device_arch",
-           "MIN_COMPUTE_CAPABILITY", "build_cubin", "get_function", "get_module", "warmup", "compile_check", "cache_dir"]
+           "MIN_COMPUTE_CAPABILITY", "build_cubin", "get_function", "get_module", "warmup", "compile_check", "cache_dir",
+           "entry_points", "fetched_kernels"]
 
 log = logging.getLogger("fp4kit")
 
@@ -238,6 +245,8 @@ def get_module(module: str):
 
 
 _functions: dict[tuple, object] = {}
+# (module, kernel) of every kernel this process fetched (never cleared, unlike caches tests reset)
+_fetched: set[tuple[str, str]] = set()
 
 
 def get_function(module_name: str, kernel_name: str):
@@ -249,7 +258,49 @@ def get_function(module_name: str, kernel_name: str):
     if fn is None:
         fn = get_module(module_name).get_function(kernel_name)
         _functions[k] = fn
+        _note_fetched(module_name, kernel_name)
     return fn
+
+
+def fetched_kernels() -> list[tuple[str, str]]:
+    """(module, kernel) of every kernel this process has fetched through get_function, sorted."""
+    return sorted(_fetched)
+
+
+def _write_kernel_log(path: str) -> None:
+    lines = "".join(f"{m} {k}\n" for m, k in sorted(_fetched))
+    try:
+        with open(path, "a", encoding="utf-8") as f:   # one write: processes append whole blocks
+            f.write(lines)
+    except OSError as e:
+        log.warning("FP4KIT_KERNEL_LOG=%s: not written (%s)", path, e)
+
+
+def _note_fetched(module_name: str, kernel_name: str) -> None:
+    if not _fetched:
+        path = os.environ.get("FP4KIT_KERNEL_LOG", "").strip()
+        if path:
+            import atexit
+            atexit.register(_write_kernel_log, path)
+    _fetched.add((module_name, kernel_name))
+
+
+def entry_points(cubin: bytes) -> list[str]:
+    """The kernel names (entry points) of a cubin, sorted: the ELF sections ``.nv.constant0.<name>``
+    (each kernel's parameter bank; device functions have none). No CUDA tools needed."""
+    if cubin[:4] != b"\x7fELF" or cubin[4] != 2:
+        raise ValueError("entry_points: not a 64-bit ELF cubin")
+    shoff, = struct.unpack_from("<Q", cubin, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
+    headers = [struct.unpack_from("<IIQQQQIIQQ", cubin, shoff + i * shentsize) for i in range(shnum)]
+    names_at = headers[shstrndx][4]
+
+    def name(off: int) -> str:
+        start = names_at + off
+        return cubin[start:cubin.index(b"\0", start)].decode()
+
+    prefix = ".nv.constant0."
+    return sorted(n[len(prefix):] for n in (name(h[0]) for h in headers) if n.startswith(prefix))
 
 
 def warmup() -> list[str]:

@@ -4,7 +4,8 @@
 #   bash scripts/gpu_check.sh            # logs go to $OUT when it is set, else a temporary folder
 # Steps: nvidia-smi -L; the GPU tests (pytest -m gpu); python3 -m fp4kit check --quick --require-gpu;
 # with FP4KIT_SANITIZE=1, scripts/sanitize.sh (compute-sanitizer memcheck, racecheck, initcheck,
-# synccheck); scripts/host_overhead.py with $HOST_ARGS (default --grouped, "none" skips it);
+# synccheck); scripts/kernel_coverage.py (which kernels of cuda_src/ those steps launched, through
+# FP4KIT_KERNEL_LOG; fails when one never ran that is not on its allowed list); scripts/host_overhead.py with $HOST_ARGS (default --grouped, "none" skips it);
 # scripts/bench.py with $BENCH_ARGS (default --quick; "" runs the full benchmark, "none" skips it).
 # A summary (pass/fail per step) is printed last; the exit status is non-zero when any step failed.
 set -uo pipefail
@@ -35,11 +36,16 @@ run_step() {
 }
 
 run_step "nvidia-smi" nvidia_smi.log nvidia-smi -L
+kernel_log="$logdir/kernels_launched.log"
+rm -f "$kernel_log"
+export FP4KIT_KERNEL_LOG="$kernel_log"
 run_step "gpu tests" gpu_tests.log python3 -m pytest tests -q -m gpu -p no:cacheprovider
 run_step "fp4kit check --quick" check_quick.log python3 -m fp4kit check --quick --require-gpu
 if [ "${FP4KIT_SANITIZE:-0}" = "1" ]; then
     run_step "compute-sanitizer" sanitize.log bash scripts/sanitize.sh
 fi
+unset FP4KIT_KERNEL_LOG   # the coverage is the tests' and the check's, not the benchmarks'
+run_step "kernel coverage" kernel_coverage.log python3 scripts/kernel_coverage.py --log "$kernel_log" --fail
 # host time of the grouped ops (scripts/host_overhead.py; HOST_ARGS="none" skips it, "" runs the
 # single-tensor table too)
 if [ "${HOST_ARGS-}" = "none" ]; then

@@ -1,0 +1,99 @@
+"""The kernel-coverage tooling (scripts/kernel_coverage.py, fp4kit._loader's FP4KIT_KERNEL_LOG):
+the cubin reader finds exactly the kernels of a program, the log records what get_function
+fetched, and the report names every kernel that did not run. No GPU: NVRTC only (skipped where it
+cannot be found)."""
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fp4kit import _loader, _nvrtc
+
+ROOT = Path(__file__).resolve().parent.parent
+
+PROGRAM = r"""
+__device__ __noinline__ float helper(float v) { return v * 2.0f; }
+__device__ float inlined(float v) { return v + 1.0f; }
+extern "C" __global__ void first_kernel(float* p) { p[threadIdx.x] = helper(p[threadIdx.x]); }
+extern "C" __global__ void second_kernel(float* p, int n) { if (threadIdx.x < n) p[0] = inlined(p[1]); }
+#define MAKE(N) extern "C" __global__ void __launch_bounds__(32) made_##N(float* p) { p[N] = inlined(1.0f); }
+MAKE(3)
+"""
+
+
+def _nvrtc_or_skip():
+    try:
+        _nvrtc.version()
+    except Exception as e:   # noqa: BLE001 - any failure to load NVRTC means: cannot compile here
+        pytest.skip(f"NVRTC not available: {e}")
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("kernel_coverage", ROOT / "scripts" / "kernel_coverage.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("arch", ["sm_90", "sm_100a"])
+def test_entry_points_are_the_kernels_only(arch):
+    _nvrtc_or_skip()
+    cubin = _loader._compile("probe", arch, {"probe.cu": PROGRAM}, _loader.options_for(arch))
+    # the __noinline__ device function has a .text section of its own but no parameter bank
+    assert b".text.helper" in cubin or b"helper" in cubin
+    assert _loader.entry_points(cubin) == ["first_kernel", "made_3", "second_kernel"]
+
+
+def test_entry_points_of_a_shipped_module_match_its_source():
+    """swizzle.cu's kernels are written out by name: the reader must find each, and nothing else."""
+    _nvrtc_or_skip()
+    src = (_loader.cuda_src_dir() / "swizzle.cu").read_text()
+    named = sorted(set(re.findall(r'extern "C" __global__ void (?:__launch_bounds__\([^)]*\) )?(\w+)\(', src)))
+    assert named, "swizzle.cu names no kernel: the pattern above is stale"
+    cubin = _loader._compile("swizzle", "sm_90", _loader._read_sources(), _loader.options_for("sm_90"))
+    assert _loader.entry_points(cubin) == named
+
+
+def test_entry_points_refuse_what_is_not_a_cubin():
+    with pytest.raises(ValueError, match="not a 64-bit ELF cubin"):
+        _loader.entry_points(b"PK\x03\x04 not an elf")
+
+
+def test_fetched_kernels_are_logged_at_exit(tmp_path):
+    """A process with FP4KIT_KERNEL_LOG appends what it fetched; a second process appends, not
+    overwrites. get_function's bookkeeping is driven directly (no GPU here)."""
+    log = tmp_path / "k.log"
+    code = ("import sys; from fp4kit import _loader\n"
+            "for name in sys.argv[1:]: _loader._note_fetched('quantize', name)\n"
+            "assert _loader.fetched_kernels() == sorted(('quantize', n) for n in set(sys.argv[1:]))\n")
+    env = {**__import__("os").environ, "FP4KIT_KERNEL_LOG": str(log)}
+    subprocess.run([sys.executable, "-c", code, "k_b", "k_a", "k_b"], check=True, env=env, cwd=ROOT)
+    subprocess.run([sys.executable, "-c", code, "k_c"], check=True, env=env, cwd=ROOT)
+    assert log.read_text().splitlines() == ["quantize k_a", "quantize k_b", "quantize k_c"]
+    env.pop("FP4KIT_KERNEL_LOG")
+    subprocess.run([sys.executable, "-c", code, "k_d"], check=True, env=env, cwd=ROOT)
+    assert "k_d" not in log.read_text()
+
+
+def test_report_names_every_kernel_that_did_not_run(capsys, monkeypatch):
+    kc = _script()
+    monkeypatch.setattr(kc, "ALLOWED_UNUSED", {"probe_k": "a probe"})
+    kernels = {"quantize": ["q_a", "q_b", "probe_k"], "swizzle": ["s_a"]}
+    seen = {("quantize", "q_a"), ("swizzle", "s_a"), ("swizzle", "gone")}
+    missing, n_seen, n_all = kc.report(kernels, seen)
+    out = capsys.readouterr().out
+    assert (missing, n_seen, n_all) == (["quantize.q_b"], 2, 4)
+    assert "not launched: quantize.q_b" in out
+    assert "not launched: quantize.probe_k  (allowed: a probe)" in out
+    assert "in the log but not in the cubins: swizzle.gone" in out
+
+
+def test_script_fails_on_a_missing_log(tmp_path, capsys):
+    kc = _script()
+    assert kc.main(["--log", str(tmp_path / "none.log")]) == 1
+    assert "no log" in capsys.readouterr().out
