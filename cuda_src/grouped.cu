@@ -1117,23 +1117,31 @@ FP4KIT_GROUP_QUANTIZE4(1, 2)
 // encode needed the registers; not re-measured since FP6 goes through the FP8 cvt), else 2;
 // fp4kit/_cuda_grouped.py mirrors this (rows_unit).
 #define FP4KIT_ROWS_U(F) ((F) == 2 || (F) == 3 ? 2 : 4)
-#define FP4KIT_GROUP_QUANTIZE_ALL(F)                                                                    \
-    FP4KIT_GROUP_QUANTIZE_ROWS(F, 0, true, , 2) FP4KIT_GROUP_QUANTIZE_ROWS(F, 1, true, , 2)            \
-    FP4KIT_GROUP_QUANTIZE_ROWS(F, 2, true, , 2) FP4KIT_GROUP_QUANTIZE_ROWS(F, 0, false, _plain, 2)      \
+// The plain kernels for every format; the full (EXT) ones only where an option needs them
+// (fp4kit._plan.needs_ext): stochastic rounding, which only the FP4 formats take, and NVFP4's
+// tile_2d / row_scaled / rht. The MXFP8 / MXFP6 full kernels could never be chosen.
+#define FP4KIT_GROUP_QUANTIZE_PLAIN(F)                                                                  \
+    FP4KIT_GROUP_QUANTIZE_ROWS(F, 0, false, _plain, 2)                                                  \
     FP4KIT_GROUP_QUANTIZE_ROWS(F, 1, false, _plain, FP4KIT_ROWS_U(F))                                   \
     FP4KIT_GROUP_QUANTIZE_ROWS(F, 2, false, _plain, FP4KIT_ROWS_U(F))                                   \
-    FP4KIT_GROUP_QUANTIZE_ROWSK(F, 0, true, , 2) FP4KIT_GROUP_QUANTIZE_ROWSK(F, 1, true, , 2)          \
-    FP4KIT_GROUP_QUANTIZE_ROWSK(F, 2, true, , 2) FP4KIT_GROUP_QUANTIZE_ROWSK(F, 0, false, _plain, 2)    \
+    FP4KIT_GROUP_QUANTIZE_ROWSK(F, 0, false, _plain, 2)                                                 \
     FP4KIT_GROUP_QUANTIZE_ROWSK(F, 1, false, _plain, 4) FP4KIT_GROUP_QUANTIZE_ROWSK(F, 2, false, _plain, 4) \
-    FP4KIT_GROUP_QUANTIZE(F, 0, true, ) FP4KIT_GROUP_QUANTIZE(F, 1, true, ) FP4KIT_GROUP_QUANTIZE(F, 2, true, ) \
     FP4KIT_GROUP_QUANTIZE(F, 0, false, _plain) FP4KIT_GROUP_QUANTIZE(F, 1, false, _plain)               \
     FP4KIT_GROUP_QUANTIZE(F, 2, false, _plain)
-FP4KIT_GROUP_QUANTIZE_ALL(0)
-FP4KIT_GROUP_QUANTIZE_ALL(1)
-FP4KIT_GROUP_QUANTIZE_ALL(2)
-FP4KIT_GROUP_QUANTIZE_ALL(3)
-FP4KIT_GROUP_QUANTIZE_ALL(4)
-FP4KIT_GROUP_QUANTIZE_ALL(5)
+#define FP4KIT_GROUP_QUANTIZE_EXT(F)                                                                    \
+    FP4KIT_GROUP_QUANTIZE_ROWS(F, 0, true, , 2) FP4KIT_GROUP_QUANTIZE_ROWS(F, 1, true, , 2)            \
+    FP4KIT_GROUP_QUANTIZE_ROWS(F, 2, true, , 2)                                                         \
+    FP4KIT_GROUP_QUANTIZE_ROWSK(F, 0, true, , 2) FP4KIT_GROUP_QUANTIZE_ROWSK(F, 1, true, , 2)          \
+    FP4KIT_GROUP_QUANTIZE_ROWSK(F, 2, true, , 2)                                                        \
+    FP4KIT_GROUP_QUANTIZE(F, 0, true, ) FP4KIT_GROUP_QUANTIZE(F, 1, true, ) FP4KIT_GROUP_QUANTIZE(F, 2, true, )
+FP4KIT_GROUP_QUANTIZE_PLAIN(0)
+FP4KIT_GROUP_QUANTIZE_PLAIN(1)
+FP4KIT_GROUP_QUANTIZE_PLAIN(2)
+FP4KIT_GROUP_QUANTIZE_PLAIN(3)
+FP4KIT_GROUP_QUANTIZE_PLAIN(4)
+FP4KIT_GROUP_QUANTIZE_PLAIN(5)
+FP4KIT_GROUP_QUANTIZE_EXT(4)
+FP4KIT_GROUP_QUANTIZE_EXT(5)
 
 #define FP4KIT_GROUP_DEQUANTIZE(F, O)                                                                   \
     extern "C" __global__ void __launch_bounds__(DQ_THREADS)                                           \

@@ -201,19 +201,23 @@ FP4KIT_QUANTIZE_ROWSAM_KERNEL(0, 2)
 FP4KIT_QUANTIZE_ROWSAM_KERNEL(1, 4)
 FP4KIT_QUANTIZE_ROWSAM_KERNEL(2, 4)
 
-// quantize_f<F>_d<D>: every option; quantize_f<F>_d<D>_plain: no tile_2d / row_scaled / rht /
-// stochastic rounding (their flags are ignored), fewer registers.
+// quantize_f<F>_d<D>_plain / _rows: no tile_2d / row_scaled / rht / stochastic rounding (their flags
+// are ignored), fewer registers; every format.
 // LB16: launch bounds of the plain rowwise kernels for 16-bit input (FP4KIT_QUANTIZE_ROWS_KERNEL).
-#define FP4KIT_QUANTIZE_ALL_DTYPES(F, LB16)      \
-    FP4KIT_QUANTIZE_KERNEL(F, 0, true, )         \
-    FP4KIT_QUANTIZE_KERNEL(F, 1, true, )         \
-    FP4KIT_QUANTIZE_KERNEL(F, 2, true, )         \
+#define FP4KIT_QUANTIZE_PLAIN_DTYPES(F, LB16)    \
     FP4KIT_QUANTIZE_KERNEL(F, 0, false, _plain)  \
     FP4KIT_QUANTIZE_KERNEL(F, 1, false, _plain)  \
     FP4KIT_QUANTIZE_KERNEL(F, 2, false, _plain)  \
     FP4KIT_QUANTIZE_ROWS_KERNEL(F, 0, false, _rows, 2, FP4KIT_LB_ANY) \
     FP4KIT_QUANTIZE_ROWS_KERNEL(F, 1, false, _rows, 4, LB16) \
-    FP4KIT_QUANTIZE_ROWS_KERNEL(F, 2, false, _rows, 4, LB16) \
+    FP4KIT_QUANTIZE_ROWS_KERNEL(F, 2, false, _rows, 4, LB16)
+// quantize_f<F>_d<D> / _rowsx: every option. Only NVFP4 has them: the planner picks them for
+// options other than stochastic rounding alone (fp4kit._plan.needs_ext / sr_only), i.e. NVFP4's
+// tile_2d / row_scaled / rht; MXFP4's only extended option is stochastic rounding (_sr / _rowssr).
+#define FP4KIT_QUANTIZE_EXT_DTYPES(F)            \
+    FP4KIT_QUANTIZE_KERNEL(F, 0, true, )         \
+    FP4KIT_QUANTIZE_KERNEL(F, 1, true, )         \
+    FP4KIT_QUANTIZE_KERNEL(F, 2, true, )         \
     FP4KIT_QUANTIZE_ROWS_KERNEL(F, 0, true, _rowsx, 2, FP4KIT_LB_ANY) \
     FP4KIT_QUANTIZE_ROWS_KERNEL(F, 1, true, _rowsx, 2, FP4KIT_LB_ANY) \
     FP4KIT_QUANTIZE_ROWS_KERNEL(F, 2, true, _rowsx, 2, FP4KIT_LB_ANY)
@@ -298,9 +302,10 @@ FP4KIT_QUANTIZE_QUAD_KERNEL(2, 2, _quadm, 3)
 FP4KIT_QUANTIZE_QUAD_KERNEL(3, 1, _quadm, 3)
 FP4KIT_QUANTIZE_QUAD_KERNEL(3, 2, _quadm, 3)
 
-FP4KIT_QUANTIZE_ALL_DTYPES(0, FP4KIT_LB_4)
-FP4KIT_QUANTIZE_ALL_DTYPES(1, FP4KIT_LB_4)
-FP4KIT_QUANTIZE_ALL_DTYPES(2, FP4KIT_LB_4)
-FP4KIT_QUANTIZE_ALL_DTYPES(3, FP4KIT_LB_4)
-FP4KIT_QUANTIZE_ALL_DTYPES(4, FP4KIT_LB_4)
-FP4KIT_QUANTIZE_ALL_DTYPES(5, FP4KIT_LB_3)
+FP4KIT_QUANTIZE_PLAIN_DTYPES(0, FP4KIT_LB_4)
+FP4KIT_QUANTIZE_PLAIN_DTYPES(1, FP4KIT_LB_4)
+FP4KIT_QUANTIZE_PLAIN_DTYPES(2, FP4KIT_LB_4)
+FP4KIT_QUANTIZE_PLAIN_DTYPES(3, FP4KIT_LB_4)
+FP4KIT_QUANTIZE_PLAIN_DTYPES(4, FP4KIT_LB_4)
+FP4KIT_QUANTIZE_PLAIN_DTYPES(5, FP4KIT_LB_3)
+FP4KIT_QUANTIZE_EXT_DTYPES(5)

@@ -794,10 +794,12 @@ def test_planned_arguments_match_the_kernel_signatures():
     fits the parameter's C type."""
     defined = {}
     seen = set()
-    fmts = ["mxfp8_e4m3", "mxfp6_e2m3", "mxfp6_e3m2", "mxfp4_e2m1", "nvfp4"]
+    fmts = ["mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2", "mxfp4_e2m1", "nvfp4"]
     variants = [{}, {"axis": "both"}, {"axis": "columnwise"}, {"axis": "both", "scale_layout": "swizzled"},
                 {"rounding": "stochastic"}, {"axis": "both", "rht": True}, {"axis": "both", "row_scaled": True},
-                {"tile_2d": True}, {"axis": "both", "amax_shape": (1,)}]
+                {"tile_2d": True}, {"axis": "both", "amax_shape": (1,)}, {"axis": "both", "rounding": "stochastic"},
+                {"row_scaled": True}, {"axis": "columnwise", "scale_layout": "swizzled"},
+                {"axis": "columnwise", "amax_shape": (1,)}, {"axis": "columnwise", "scale_layout": "swizzled", "amax_shape": (1,)}]
     for fmt in fmts:
         for kw in variants:
             for dtype in ("float32", "bfloat16", "float16"):
@@ -822,6 +824,11 @@ def test_planned_arguments_match_the_kernel_signatures():
     assert {"quantize", "quantize_cols", "amax_global_d0", "amax_global_d1", "amax_rows_cols_d1", "amax_rht_bf16",
             "amax_plain_rht_bf16", "swizzle_zero_padding", "unswizzle_scales", "nvfp4_amax_out"} <= seen
     assert {"quantize_f4_d1_quad", "quantize_f0_d1_quadm", "quantize_f5_d1_plain"} <= seen
+    # and the other way round: every kernel of the quantize modules is some plan's (no dead kernel
+    # compiled into every cold start; scripts/kernel_coverage.py then checks the GPU tests launch it)
+    for module in ("quantize", "quantize_cols"):
+        unplanned = sorted(set(_defined_kernels(module)) - seen)
+        assert not unplanned, (module, unplanned)
 
 
 def _defined_kernels(module: str) -> dict:
@@ -904,9 +911,12 @@ def test_defined_kernels_reads_the_macro_instantiations():
         assert name not in g, name
     assert g["group_meta_dims"][-1].endswith("DimsArg") and len(g["group_meta_dims"]) == 21
     q = _defined_kernels("quantize")
-    assert {"quantize_f0_d1", "quantize_f0_d1_plain", "quantize_f5_d2_rowsx", "quantize_f4_d1_quad"} <= set(q)
+    assert {"quantize_f5_d1", "quantize_f0_d1_plain", "quantize_f5_d2_rowsx", "quantize_f4_d1_quad"} <= set(q)
     assert "quantize_f2_d1_quad" not in q and "quantize_f2_d1_quadm" in q
-    assert q["quantize_f0_d1"] == q["quantize_f0_d1_plain"] and q["quantize_f0_d1"][0] == "const void*"
+    # the full kernels exist for NVFP4 only (no MX option but stochastic rounding needs them: _sr)
+    assert "quantize_f0_d1" not in q and "quantize_f4_d1_rowsx" not in q and "group_quantize_f3_d1" not in g
+    assert "group_quantize_f4_d1" in g and "group_quantize_rows_f5_d0" in g
+    assert q["quantize_f5_d1"] == q["quantize_f0_d1_plain"] and q["quantize_f5_d1"][0] == "const void*"
 
 
 def test_grouped_planned_launches_name_defined_kernels():
@@ -927,13 +937,15 @@ def test_grouped_planned_launches_name_defined_kernels():
                 dict(axis="both", scale_layout="swizzled"), dict(axis="both", scale_rule="floor"),
                 dict(axis="both", scale_layout="swizzled", scale_rule="floor"),
                 dict(axis="both", rounding="stochastic"), dict(axis="both", rht=True),
-                dict(axis="both", row_scaled=True), dict(axis="both", tile_2d=True)]
+                dict(axis="both", row_scaled=True), dict(axis="both", tile_2d=True),
+                dict(axis="rowwise", rounding="stochastic"), dict(axis="rowwise", row_scaled=True)]
     for fmt in ("mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2", "mxfp4_e2m1", "nvfp4"):
         for kw in variants:
             for dtype in ("float32", "bfloat16", "float16"):
                 for kind, K, rows in (("varying_first", 7168, 65536), ("varying_first", 7168, 256),
                                       ("varying_first", 128, 8192), ("varying_first", 96, 512),
-                                      ("same", 256, 3 * 512), ("varying_both", None, None)):
+                                      ("same", 256, 3 * 512), ("varying_last", None, 512),
+                                      ("varying_both", None, None)):
                     try:
                         opts, _ = group_options(dtype, fmt, kw, False)
                     except (TypeError, ValueError):
@@ -964,6 +976,21 @@ def test_grouped_planned_launches_name_defined_kernels():
                  "group_meta", "group_meta_dims", "group_unswizzle_scales", "group_stats_d1"):
         assert name in seen, (name, sorted(seen))
     assert any(k.startswith("group_quantize_rowsk_") for k in seen) and any(k.startswith("group_quantize_f") for k in seen)
+    # host dims past the kernel parameter's DIMS_ARG_MAX values: group_dims_store launches
+    g_big = _plan.DIMS_ARG_MAX + 1
+    opts, _ = group_options("bfloat16", "mxfp8_e4m3", dict(axis="rowwise"), False)
+    caps = _bounds("varying_first", FORMATS["mxfp8_e4m3"], opts, g_big, 4096 * 256, None, 256)
+    p = cg.build_group_quantize_plan("bfloat16", opts, g_big, 4096 * 256, caps, None, False, 256, 4096,
+                                     ("param", g_big), SM, lambda module, kernel, cap: cap)
+    assert [s.kernel for s in p.launches()].count("group_dims_store") == 2
+    seen.update(s.kernel for s in p.launches())
+    for fmt in FORMATS:   # group_dequantize: one kernel per format and output dtype
+        for out_dtype in ("float32", "bfloat16", "float16"):
+            name = cg.dequantize_kernel(fmt, out_dtype, 4096, SM)[0]
+            assert name in defined["grouped"], name
+            seen.add(name)
+    unplanned = sorted(set(_defined_kernels("grouped")) - seen)
+    assert not unplanned, unplanned
 
 
 

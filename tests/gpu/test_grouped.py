@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import fp4kit
+from fp4kit._plan import DTYPE_IDS
 
 pytestmark = pytest.mark.gpu
 
@@ -789,3 +790,97 @@ def test_result_keeps_its_dims_when_the_caller_reuses_the_dims_buffer(cp, lib, k
     for i in range(4):
         got = y[i].cpu().numpy() if lib == "torch" else cp.asnumpy(y[i])
         np.testing.assert_array_equal(got.view(np.uint32), np.asarray(want[i]).view(np.uint32))
+
+
+# ---------------------------------------------------------------------------------------------
+# Every grouped kernel variant the planner can pick, launched at least once (the first run of
+# scripts/kernel_coverage.py found these never launched by the tests above): each test asserts the
+# kernels it is for were the ones that ran.
+
+def _npdt(dtype):
+    import ml_dtypes
+    return {"float32": np.float32, "bfloat16": ml_dtypes.bfloat16, "float16": np.float16}[dtype]
+
+
+def _bits(a):
+    a = np.ascontiguousarray(a)
+    return a.view({1: np.uint8, 2: np.uint16, 4: np.uint32}[a.dtype.itemsize])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_plain_tile_kernels_every_format_and_dtype(cp, fmt, dtype, launched):
+    """The plain tile kernels for every format and input dtype: the columnwise operand alone with one
+    K (group_quantize1_*_plain, one tile per CTA) and "both" with varying K (group_quantize_*_plain,
+    the persistent kernel), empty members at front, middle and end, odd sizes, both scale layouts."""
+    f = fp4kit.FORMATS[fmt]
+    npdt, d = _npdt(dtype), DTYPE_IDS[dtype]
+    first = _dims(5, 80, even=f.packed)
+    x = _x((sum(first), 96), seed=81, dtype=npdt)
+    for layout in ("compact", "swizzled"):
+        exp = fp4kit.reference.group_quantize(x, fmt, first_dims=first, axis="columnwise", scale_layout=layout)
+        _check(fp4kit.group_quantize(_dev(cp, x), fmt, first_dims=first, axis="columnwise", scale_layout=layout), exp)
+    assert f"group_quantize1_f{f.format_id}_d{d}_plain" in launched, launched
+    first, last = _dims(5, 82, even=f.packed), _dims(5, 83, even=True)
+    xb = _x(sum(m * k for m, k in zip(first, last)), seed=84, dtype=npdt)
+    for layout in ("compact", "swizzled"):
+        exp = fp4kit.reference.group_quantize(xb, fmt, first_dims=first, last_dims=last, axis="both",
+                                              scale_layout=layout)
+        _check(fp4kit.group_quantize(_dev(cp, xb), fmt, first_dims=first, last_dims=last, axis="both",
+                                     scale_layout=layout), exp)
+    assert f"group_quantize_f{f.format_id}_d{d}_plain" in launched, launched
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_mxfp4_stochastic_rounding_grouped_every_kernel(cp, dtype, launched):
+    """Grouped MXFP4 with stochastic rounding through each of its full kernels: the tile kernel
+    (group_quantize_f4_d<D>; columnwise and "both", one K and varying K) and the rows kernels
+    (group_quantize_rowsk / group_quantize_rows; rowwise, one K and varying K), two seeds, against
+    the reference's Philox stream; different seeds give different codes."""
+    npdt, d = _npdt(dtype), DTYPE_IDS[dtype]
+    first = _dims(6, 90, even=True)
+    x = _x((sum(first), 64), seed=91, dtype=npdt)
+    fl, ll = _dims(4, 92, even=True), _dims(4, 93, even=True)
+    xb = _x(sum(m * k for m, k in zip(fl, ll)), seed=94, dtype=npdt)
+    codes = {}
+    for seed in (3, 2 ** 63 + 11):
+        for axis in ("rowwise", "columnwise", "both"):
+            kw = dict(axis=axis, rounding="stochastic", seed=seed)
+            exp = fp4kit.reference.group_quantize(x, "mxfp4_e2m1", first_dims=first, **kw)
+            got = fp4kit.group_quantize(_dev(cp, x), "mxfp4_e2m1", first_dims=first, **kw)
+            _check(got, exp)
+            exp = fp4kit.reference.group_quantize(xb, "mxfp4_e2m1", first_dims=fl, last_dims=ll, scale_layout="swizzled", **kw)
+            _check(fp4kit.group_quantize(_dev(cp, xb), "mxfp4_e2m1", first_dims=fl, last_dims=ll,
+                                         scale_layout="swizzled", **kw), exp)
+            if axis == "rowwise":
+                codes[seed] = np.concatenate([np.asarray(m.rowwise.data).ravel() for m in exp])
+    assert not np.array_equal(codes[3], codes[2 ** 63 + 11])
+    for k in ("group_quantize_f4", "group_quantize_rows_f4", "group_quantize_rowsk_f4"):
+        assert f"{k}_d{d}" in launched, (k, launched)
+
+
+@pytest.mark.parametrize("variant", [dict(row_scaled=True), dict(rounding="stochastic", seed=17)])
+def test_nvfp4_rowwise_varying_k_full_rows_kernel_from_float32(cp, variant, launched):
+    """NVFP4 rowwise with varying K and an extended option from float32 input: group_quantize_rows_f5_d0."""
+    fl, ll = _dims(5, 95), _dims(5, 96, mult16=True)
+    xb = _x(sum(m * k for m, k in zip(fl, ll)), seed=97)
+    exp = fp4kit.reference.group_quantize(xb, "nvfp4", first_dims=fl, last_dims=ll, axis="rowwise", **variant)
+    _check(fp4kit.group_quantize(cp.asarray(xb), "nvfp4", first_dims=fl, last_dims=ll, axis="rowwise", **variant), exp)
+    assert "group_quantize_rows_f5_d0" in launched, launched
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_group_dequantize_every_output_dtype(cp, fmt):
+    """group_dequantize of every format to float32, bfloat16 and float16, both operands, against the
+    reference's bits (output poisoned first)."""
+    f = fp4kit.FORMATS[fmt]
+    first = _dims(5, 98, even=f.packed)
+    x = _x((sum(first), 64), seed=99)
+    exp = fp4kit.reference.group_quantize(x, fmt, first_dims=first, axis="both")
+    got = fp4kit.group_quantize(cp.asarray(x), fmt, first_dims=first, axis="both")
+    _check(got, exp)
+    for operand in ("rowwise", "columnwise"):
+        for out_dtype in ("float32", "bfloat16", "float16"):
+            ref = fp4kit.reference.group_dequantize(exp, operand=operand, dtype=out_dtype)
+            dq = fp4kit.group_dequantize(got, operand=operand, dtype=out_dtype)
+            np.testing.assert_array_equal(_bits(cp.asnumpy(dq.data)), _bits(ref.data), err_msg=f"{operand} {out_dtype}")
