@@ -19,6 +19,7 @@
 // group_dequantize_* grid-stride over 16-element segments of every member.
 // Swizzled scale buffers are not cleared before the launch: every group_quantize* kernel ends by
 // writing the zero padding of the members' swizzled matrices (group_zero_padding).
+#include "common/parts.cuh"
 #include "common/quantize_tile.cuh"
 #include "common/dequantize_op.cuh"
 
@@ -198,9 +199,11 @@ __device__ __forceinline__ u64 sat_add(u64 a, u64 b) {   // a, b <= INT64_MAX
 struct DimsArg {
     i64 v[DIMS_ARG_MAX];
 };
+#if FP4KIT_IN_PART(FP4KIT_PART_COMMON)
 extern "C" __global__ void __launch_bounds__(256) group_dims_store(i64* dst, i64 n, DimsArg d) {
     for (int i = threadIdx.x; i < n; i += blockDim.x) dst[i] = d.v[i];
 }
+#endif
 
 // BYVAL (group_meta_dims): the dims come as the parameter struct *hv (first then last, 2 G <=
 // DIMS_ARG_MAX values; with one K, bit 1024, the first dims only, G <= DIMS_ARG_MAX, and every last
@@ -419,6 +422,7 @@ __device__ __forceinline__ void group_meta_body(i64 G, const i64* first, const i
     }
 }
 
+#if FP4KIT_IN_PART(FP4KIT_PART_COMMON)
 extern "C" __global__ void __launch_bounds__(META_THREADS)
 group_meta(i64 G, const i64* first, const i64* last, int block, int bits, i64 max_elements, i64 rows_total,
            i64 cap_srow, i64 cap_scol, i64 cap_arow, i64 cap_acol, i64* meta, int* err, i64 K1, i64* band,
@@ -439,6 +443,7 @@ group_meta_dims(i64 G, i64* first, i64* last, int block, int bits, i64 max_eleme
     group_meta_body<true>(G, first, last, block, bits, max_elements, rows_total, cap_srow, cap_scol, cap_arow,
                           cap_acol, meta, err, K1, band, n_band_rows, n_band_tiles, n_band_sq, tab_amax, tabs, &d);
 }
+#endif
 
 namespace fp4kit {
 
@@ -1015,9 +1020,6 @@ __device__ __forceinline__ void group_dequantize(const u8* data, const u8* scale
                      unsigned long long* done) {                                                        \
         group_stats<D>(x, G, meta, first, last, mode, rht_mask, amax_row, amax_col, dbias, dbias_K, tabs, done); \
     }
-FP4KIT_GROUP_STATS(0)
-FP4KIT_GROUP_STATS(1)
-FP4KIT_GROUP_STATS(2)
 
 // group_quantize_f<F>_d<D>: every option; ..._plain: no tile_2d / row_scaled / rht / stochastic
 // rounding (their flags ignored), 32 registers, 8 CTAs per SM (the persistent grid's size).
@@ -1054,23 +1056,15 @@ FP4KIT_GROUP_STATS(2)
 #define FP4KIT_GROUP_QUANTIZE1_ALL(F)                                                   \
     FP4KIT_GROUP_QUANTIZE1(F, 0, _plain, false, false) FP4KIT_GROUP_QUANTIZE1(F, 1, _plain, false, false) \
     FP4KIT_GROUP_QUANTIZE1(F, 2, _plain, false, false)
-FP4KIT_GROUP_QUANTIZE1_ALL(0)
-FP4KIT_GROUP_QUANTIZE1_ALL(1)
-FP4KIT_GROUP_QUANTIZE1_ALL(2)
-FP4KIT_GROUP_QUANTIZE1_ALL(3)
-FP4KIT_GROUP_QUANTIZE1_ALL(4)
-FP4KIT_GROUP_QUANTIZE1_ALL(5)
-FP4KIT_GROUP_QUANTIZE1(4, 0, _both, true, false) FP4KIT_GROUP_QUANTIZE1(4, 1, _both, true, false)
-FP4KIT_GROUP_QUANTIZE1(4, 2, _both, true, false) FP4KIT_GROUP_QUANTIZE1(5, 0, _both, true, false)
-FP4KIT_GROUP_QUANTIZE1(5, 1, _both, true, false) FP4KIT_GROUP_QUANTIZE1(5, 2, _both, true, false)
 // group_quantize1_f<4|5>_d<D>_boths (SWZ): MXFP4 / NVFP4 "both" with swizzled scales (the caller's, or
 // the staged ones that group_unswizzle_scales turns compact) and the rceil rule as compile-time facts;
 // the host picks it for those options (fp4kit/_cuda_grouped.py), group_quantize1_f<F>_d<D>_both
 // otherwise. (For MXFP6's one-tile kernel the same facts, with its buffers known non-null, measured
 // slower: ptxas spilled 8 bytes, G = 8 745.9 -> 766.0 us; the operand flags alone 755.0.)
-FP4KIT_GROUP_QUANTIZE1(4, 0, _boths, true, true) FP4KIT_GROUP_QUANTIZE1(4, 1, _boths, true, true)
-FP4KIT_GROUP_QUANTIZE1(4, 2, _boths, true, true) FP4KIT_GROUP_QUANTIZE1(5, 0, _boths, true, true)
-FP4KIT_GROUP_QUANTIZE1(5, 1, _boths, true, true) FP4KIT_GROUP_QUANTIZE1(5, 2, _boths, true, true)
+#define FP4KIT_GROUP_QUANTIZE1_BOTH(F)                                                                  \
+    FP4KIT_GROUP_QUANTIZE1(F, 0, _both, true, false) FP4KIT_GROUP_QUANTIZE1(F, 1, _both, true, false)   \
+    FP4KIT_GROUP_QUANTIZE1(F, 2, _both, true, false) FP4KIT_GROUP_QUANTIZE1(F, 0, _boths, true, true)   \
+    FP4KIT_GROUP_QUANTIZE1(F, 1, _boths, true, true) FP4KIT_GROUP_QUANTIZE1(F, 2, _boths, true, true)
 
 // group_quantize4_f<F>_d<D>: 128 x 128 squares (group_quantize_quad), 2 CTAs of 1024 threads per SM
 #define FP4KIT_GROUP_QUANTIZE4(F, D)                                                                    \
@@ -1081,10 +1075,6 @@ FP4KIT_GROUP_QUANTIZE1(5, 1, _boths, true, true) FP4KIT_GROUP_QUANTIZE1(5, 2, _b
         group_quantize_quad<F, D>(x, G, meta, row_data, row_scales, col_data, col_scales, flags,  \
                                   sq_desc, K);                                                         \
     }
-FP4KIT_GROUP_QUANTIZE4(0, 1)
-FP4KIT_GROUP_QUANTIZE4(0, 2)
-FP4KIT_GROUP_QUANTIZE4(1, 1)
-FP4KIT_GROUP_QUANTIZE4(1, 2)
 
 // group_quantize_rows_f<F>_d<D>[_plain]: rowwise only, no tile_2d (group_quantize_rows above).
 // CTAs per SM: 4 for plain NVFP4 from float32 / bfloat16 (64 registers, no spills: bfloat16 598 ->
@@ -1134,14 +1124,6 @@ FP4KIT_GROUP_QUANTIZE4(1, 2)
     FP4KIT_GROUP_QUANTIZE_ROWSK(F, 0, true, , 2) FP4KIT_GROUP_QUANTIZE_ROWSK(F, 1, true, , 2)          \
     FP4KIT_GROUP_QUANTIZE_ROWSK(F, 2, true, , 2)                                                        \
     FP4KIT_GROUP_QUANTIZE(F, 0, true, ) FP4KIT_GROUP_QUANTIZE(F, 1, true, ) FP4KIT_GROUP_QUANTIZE(F, 2, true, )
-FP4KIT_GROUP_QUANTIZE_PLAIN(0)
-FP4KIT_GROUP_QUANTIZE_PLAIN(1)
-FP4KIT_GROUP_QUANTIZE_PLAIN(2)
-FP4KIT_GROUP_QUANTIZE_PLAIN(3)
-FP4KIT_GROUP_QUANTIZE_PLAIN(4)
-FP4KIT_GROUP_QUANTIZE_PLAIN(5)
-FP4KIT_GROUP_QUANTIZE_EXT(4)
-FP4KIT_GROUP_QUANTIZE_EXT(5)
 
 #define FP4KIT_GROUP_DEQUANTIZE(F, O)                                                                   \
     extern "C" __global__ void __launch_bounds__(DQ_THREADS)                                           \
@@ -1152,9 +1134,49 @@ FP4KIT_GROUP_QUANTIZE_EXT(5)
                                row_scaled, out);                                                       \
     }
 #define FP4KIT_GROUP_DEQUANTIZE_ALL(F) FP4KIT_GROUP_DEQUANTIZE(F, 0) FP4KIT_GROUP_DEQUANTIZE(F, 1) FP4KIT_GROUP_DEQUANTIZE(F, 2)
+
+// The instantiations, one block per compile part (common/parts.cuh; fp4kit._loader.part_of: a kernel
+// named ..._f<F>_... is in part F, the others in the common part).
+#if FP4KIT_IN_PART(FP4KIT_PART_COMMON)
+FP4KIT_GROUP_STATS(0)
+FP4KIT_GROUP_STATS(1)
+FP4KIT_GROUP_STATS(2)
+#endif
+#if FP4KIT_IN_PART(0)
+FP4KIT_GROUP_QUANTIZE1_ALL(0)
+FP4KIT_GROUP_QUANTIZE4(0, 1)
+FP4KIT_GROUP_QUANTIZE4(0, 2)
+FP4KIT_GROUP_QUANTIZE_PLAIN(0)
 FP4KIT_GROUP_DEQUANTIZE_ALL(0)
+#endif
+#if FP4KIT_IN_PART(1)
+FP4KIT_GROUP_QUANTIZE1_ALL(1)
+FP4KIT_GROUP_QUANTIZE4(1, 1)
+FP4KIT_GROUP_QUANTIZE4(1, 2)
+FP4KIT_GROUP_QUANTIZE_PLAIN(1)
 FP4KIT_GROUP_DEQUANTIZE_ALL(1)
+#endif
+#if FP4KIT_IN_PART(2)
+FP4KIT_GROUP_QUANTIZE1_ALL(2)
+FP4KIT_GROUP_QUANTIZE_PLAIN(2)
 FP4KIT_GROUP_DEQUANTIZE_ALL(2)
+#endif
+#if FP4KIT_IN_PART(3)
+FP4KIT_GROUP_QUANTIZE1_ALL(3)
+FP4KIT_GROUP_QUANTIZE_PLAIN(3)
 FP4KIT_GROUP_DEQUANTIZE_ALL(3)
+#endif
+#if FP4KIT_IN_PART(4)
+FP4KIT_GROUP_QUANTIZE1_ALL(4)
+FP4KIT_GROUP_QUANTIZE1_BOTH(4)
+FP4KIT_GROUP_QUANTIZE_PLAIN(4)
+FP4KIT_GROUP_QUANTIZE_EXT(4)
 FP4KIT_GROUP_DEQUANTIZE_ALL(4)
+#endif
+#if FP4KIT_IN_PART(5)
+FP4KIT_GROUP_QUANTIZE1_ALL(5)
+FP4KIT_GROUP_QUANTIZE1_BOTH(5)
+FP4KIT_GROUP_QUANTIZE_PLAIN(5)
+FP4KIT_GROUP_QUANTIZE_EXT(5)
 FP4KIT_GROUP_DEQUANTIZE_ALL(5)
+#endif

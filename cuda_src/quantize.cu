@@ -11,6 +11,7 @@
 // The select forms of the E8M0 rceil code and inverse scale (codecs.cuh e8m0_rceil_code): fewer
 // instructions, no spills here.
 #define FP4KIT_E8M0_SELECT 1
+#include "common/parts.cuh"
 #include "common/quantize_tile.cuh"
 #include "common/amax.cuh"
 
@@ -197,9 +198,6 @@ constexpr int RA_CTAS = 8;
             __syncthreads();   /* the next block refills the multiplier table */                      \
         }                                                                                             \
     }
-FP4KIT_QUANTIZE_ROWSAM_KERNEL(0, 2)
-FP4KIT_QUANTIZE_ROWSAM_KERNEL(1, 4)
-FP4KIT_QUANTIZE_ROWSAM_KERNEL(2, 4)
 
 // quantize_f<F>_d<D>_plain / _rows: no tile_2d / row_scaled / rht / stochastic rounding (their flags
 // are ignored), fewer registers; every format.
@@ -224,6 +222,7 @@ FP4KIT_QUANTIZE_ROWSAM_KERNEL(2, 4)
 
 // quantize_f5_d1_rht: NVFP4 from bfloat16 with the fused RHT cast and no other variant (tile_2d,
 // row_scaled, stochastic rounding ignored): the RHT path of quantize_f5_d1 in fewer registers.
+#if FP4KIT_IN_PART(5)
 extern "C" __global__ void __launch_bounds__(QT_THREADS)
 quantize_f5_d1_rht(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales, u8* col_data, u8* col_scales,
                    const float* amax_row, const float* amax_col, int flags, u64 seed, u32 rht_mask) {
@@ -232,6 +231,7 @@ quantize_f5_d1_rht(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales, u8
     quantize_tile_rc<5, 1, true, QFLAG_RHT>(x, M, K, row_data, row_scales, col_data, col_scales, amax_row, amax_col,
                                             flags, seed, rht_mask, tq, kt);
 }
+#endif
 
 // quantize_f<F>_d<D>_sr / _rowssr: stochastic rounding (the FP4 formats) and no other extended
 // option (NVFP4 tile_2d / row_scaled / rht): the Philox and rounding code without the registers of
@@ -252,12 +252,6 @@ quantize_f5_d1_rht(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales, u8
         quantize_rows_direct<F, D, true, 2, QFLAG_STOCHASTIC>(x, M, K, row_data, row_scales, amax_row, \
                                                               flags, seed, (i64)blockIdx.x, lw);       \
     }
-FP4KIT_QUANTIZE_SR_KERNELS(4, 0)
-FP4KIT_QUANTIZE_SR_KERNELS(4, 1)
-FP4KIT_QUANTIZE_SR_KERNELS(4, 2)
-FP4KIT_QUANTIZE_SR_KERNELS(5, 0)
-FP4KIT_QUANTIZE_SR_KERNELS(5, 1)
-FP4KIT_QUANTIZE_SR_KERNELS(5, 2)
 
 // The small NVFP4 steps of one quantize call, in one launch ahead of its main kernel:
 // - the stored amaxes: dst_row[i] and dst_col[i] (a null one is skipped) get src[i] AND mask for
@@ -269,6 +263,7 @@ FP4KIT_QUANTIZE_SR_KERNELS(5, 2)
 //   source skips its table, and a source equal to src is read AND mask, as it is stored. The tile
 //   kernels then copy the tables instead of each CTA computing them.
 // It replaced one launch per stored amax plus one for the tables (fp4kit._plan).
+#if FP4KIT_IN_PART(FP4KIT_PART_COMMON)
 extern "C" __global__ void __launch_bounds__(QT_THREADS)
 nvfp4_amax_out(const float* src, i64 n, u32 mask, float* dst_row, float* dst_col, const float* tab_row,
                const float* tab_col, float* tabs) {
@@ -284,28 +279,51 @@ nvfp4_amax_out(const float* src, i64 n, u32 mask, float* dst_row, float* dst_col
     if (tab_col != nullptr)
         nvfp4_fill_table(tabs + NV_TAB + 1, u2f(f2u(tab_col[0]) & (tab_col == src ? mask : 0xFFFFFFFFu)), NV_TAB);
 }
+#endif
 
+// The instantiations, one block per compile part (common/parts.cuh; fp4kit._loader.part_of: a kernel
+// named ..._f<F>_... is in part F, the others in the common part).
+#if FP4KIT_IN_PART(0)
+FP4KIT_QUANTIZE_PLAIN_DTYPES(0, FP4KIT_LB_4)
 FP4KIT_QUANTIZE_QUAD_KERNEL(0, 1, _quad, 2)
 FP4KIT_QUANTIZE_QUAD_KERNEL(0, 2, _quad, 2)
-FP4KIT_QUANTIZE_QUAD_KERNEL(1, 1, _quad, 2)
-FP4KIT_QUANTIZE_QUAD_KERNEL(1, 2, _quad, 2)
-FP4KIT_QUANTIZE_QUAD_KERNEL(4, 1, _quad, 2)
-FP4KIT_QUANTIZE_QUAD_KERNEL(4, 2, _quad, 2)
 FP4KIT_QUANTIZE_QUAD_KERNEL(0, 1, _quadm, 3)
 FP4KIT_QUANTIZE_QUAD_KERNEL(0, 2, _quadm, 3)
+#endif
+#if FP4KIT_IN_PART(1)
+FP4KIT_QUANTIZE_PLAIN_DTYPES(1, FP4KIT_LB_4)
+FP4KIT_QUANTIZE_QUAD_KERNEL(1, 1, _quad, 2)
+FP4KIT_QUANTIZE_QUAD_KERNEL(1, 2, _quad, 2)
 FP4KIT_QUANTIZE_QUAD_KERNEL(1, 1, _quadm, 3)
 FP4KIT_QUANTIZE_QUAD_KERNEL(1, 2, _quadm, 3)
-FP4KIT_QUANTIZE_QUAD_KERNEL(4, 1, _quadm, 3)
-FP4KIT_QUANTIZE_QUAD_KERNEL(4, 2, _quadm, 3)
-FP4KIT_QUANTIZE_QUAD_KERNEL(2, 1, _quadm, 3)   // MXFP6: _quadm only (_plan.QUADM_MIN_ELEMENTS)
+#endif
+#if FP4KIT_IN_PART(2)   // MXFP6: _quadm only (_plan.QUADM_MIN_ELEMENTS)
+FP4KIT_QUANTIZE_PLAIN_DTYPES(2, FP4KIT_LB_4)
+FP4KIT_QUANTIZE_QUAD_KERNEL(2, 1, _quadm, 3)
 FP4KIT_QUANTIZE_QUAD_KERNEL(2, 2, _quadm, 3)
+#endif
+#if FP4KIT_IN_PART(3)
+FP4KIT_QUANTIZE_PLAIN_DTYPES(3, FP4KIT_LB_4)
 FP4KIT_QUANTIZE_QUAD_KERNEL(3, 1, _quadm, 3)
 FP4KIT_QUANTIZE_QUAD_KERNEL(3, 2, _quadm, 3)
-
-FP4KIT_QUANTIZE_PLAIN_DTYPES(0, FP4KIT_LB_4)
-FP4KIT_QUANTIZE_PLAIN_DTYPES(1, FP4KIT_LB_4)
-FP4KIT_QUANTIZE_PLAIN_DTYPES(2, FP4KIT_LB_4)
-FP4KIT_QUANTIZE_PLAIN_DTYPES(3, FP4KIT_LB_4)
+#endif
+#if FP4KIT_IN_PART(4)
 FP4KIT_QUANTIZE_PLAIN_DTYPES(4, FP4KIT_LB_4)
+FP4KIT_QUANTIZE_QUAD_KERNEL(4, 1, _quad, 2)
+FP4KIT_QUANTIZE_QUAD_KERNEL(4, 2, _quad, 2)
+FP4KIT_QUANTIZE_QUAD_KERNEL(4, 1, _quadm, 3)
+FP4KIT_QUANTIZE_QUAD_KERNEL(4, 2, _quadm, 3)
+FP4KIT_QUANTIZE_SR_KERNELS(4, 0)
+FP4KIT_QUANTIZE_SR_KERNELS(4, 1)
+FP4KIT_QUANTIZE_SR_KERNELS(4, 2)
+#endif
+#if FP4KIT_IN_PART(5)
 FP4KIT_QUANTIZE_PLAIN_DTYPES(5, FP4KIT_LB_3)
 FP4KIT_QUANTIZE_EXT_DTYPES(5)
+FP4KIT_QUANTIZE_SR_KERNELS(5, 0)
+FP4KIT_QUANTIZE_SR_KERNELS(5, 1)
+FP4KIT_QUANTIZE_SR_KERNELS(5, 2)
+FP4KIT_QUANTIZE_ROWSAM_KERNEL(0, 2)
+FP4KIT_QUANTIZE_ROWSAM_KERNEL(1, 4)
+FP4KIT_QUANTIZE_ROWSAM_KERNEL(2, 4)
+#endif

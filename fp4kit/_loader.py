@@ -10,6 +10,11 @@ the options, the NVRTC version and the architecture. Entries are written through
 file and ``os.replace`` (process safe) under a per-key thread lock; each cubin has a ``.sha256``
 sidecar, and an entry whose bytes do not match it (truncated, corrupt) is rebuilt.
 
+Compile parts: quantize.cu and grouped.cu are compiled once per part (``PARTS``; NVRTC option
+``-DFP4KIT_PART=<p>``, cuda_src/common/parts.cuh): part F holds the kernels of format F (named
+``..._f<F>_...``), part 9 the others. :func:`warmup` compiles every part in parallel threads, and a
+first call compiles only the parts its kernels are in (:func:`part_of`).
+
 Kernel coverage: with ``FP4KIT_KERNEL_LOG=<file>`` in the environment, every process appends, at
 exit, one line ``<module> <kernel>`` per kernel it fetched with :func:`get_function` (every launch
 path takes its kernels from there). ``scripts/kernel_coverage.py`` compares that log with the
@@ -21,6 +26,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import struct
 import tempfile
 import threading
@@ -31,7 +37,7 @@ from . import _nvrtc
 
 __all__ = ["cuda_src_dir", "module_names", "options_for", "arch_for_capability", "device_arch",
            "MIN_COMPUTE_CAPABILITY", "build_cubin", "get_function", "get_module", "warmup", "compile_check", "cache_dir",
-           "entry_points", "fetched_kernels"]
+           "entry_points", "fetched_kernels", "PARTS", "part_of", "parts_of"]
 
 log = logging.getLogger("fp4kit")
 
@@ -70,6 +76,26 @@ def _read_sources() -> dict[str, str]:
 def module_names() -> list[str]:
     """The op-family modules: one per top-level .cu file (e.g. 'quantize', 'dequantize')."""
     return sorted(Path(n).stem for n in _read_sources() if n.endswith(".cu") and "/" not in n)
+
+
+# module -> its compile parts (cuda_src/common/parts.cuh: FP4KIT_PART_COMMON is 9). Each part of
+# grouped.cu compiles in 7-12 s on the H100 hosts, the whole file in 48 s (NVRTC 13.0).
+PARTS: dict[str, tuple[int, ...]] = {"quantize": (0, 1, 2, 3, 4, 5, 9), "grouped": (0, 1, 2, 3, 4, 5, 9)}
+_FORMAT_IN_NAME = re.compile(r"_f(\d)_")
+
+
+def parts_of(module: str) -> tuple:
+    """The compile parts of `module`: (None,) for a module compiled whole."""
+    return PARTS.get(module, (None,))
+
+
+def part_of(module: str, kernel: str) -> int | None:
+    """The compile part holding `kernel` of `module` (None: the module is compiled whole): the
+    format id F of a name with ``_f<F>_``, else the common part 9 (parts.cuh's FP4KIT_PART_COMMON)."""
+    if module not in PARTS:
+        return None
+    m = _FORMAT_IN_NAME.search(kernel)
+    return int(m.group(1)) if m else 9
 
 
 def options_for(arch: str) -> list[str]:
@@ -187,16 +213,20 @@ def _compile(module: str, arch: str, sources: dict[str, str], options: list[str]
     return cubin
 
 
-def build_cubin(module: str, arch: str, use_cache: bool = True) -> Path | bytes:
-    """Compile `module` (cuda_src/<module>.cu) for `arch`; returns the cached cubin's path
-    (or the bytes when use_cache is False)."""
+def _part_options(arch: str, part: int | None) -> list[str]:
+    return options_for(arch) + ([] if part is None else [f"-DFP4KIT_PART={int(part)}"])
+
+
+def build_cubin(module: str, arch: str, use_cache: bool = True, part: int | None = None) -> Path | bytes:
+    """Compile `module` (cuda_src/<module>.cu) for `arch`, only its compile part `part` when given
+    (parts_of); returns the cached cubin's path (or the bytes when use_cache is False)."""
     sources = _read_sources()
-    options = options_for(arch)
+    options = _part_options(arch, part)
     if not use_cache:
         return _compile(module, arch, sources, options)
     key = _cache_key(module, arch, sources, options)
     d = cache_dir()
-    cubin = d / f"{module}-{arch}-{key[:40]}.cubin"
+    cubin = d / f"{module}{'' if part is None else f'.p{part}'}-{arch}-{key[:40]}.cubin"
     sidecar = cubin.with_suffix(".sha256")
     with _lock_for(key):
         if _valid_entry(cubin, sidecar):
@@ -224,18 +254,18 @@ def _match_driver() -> None:
     _driver_matched = True
 
 
-def get_module(module: str):
-    """The loaded cupy.RawModule of cuda_src/<module>.cu for the current device."""
+def get_module(module: str, part: int | None = None):
+    """The loaded cupy.RawModule of cuda_src/<module>.cu (its compile part `part`) for the current device."""
     import cupy
 
     _match_driver()
     dev = cupy.cuda.Device().id
     arch = device_arch(dev)
-    k = (dev, module, arch)
+    k = (dev, module, part, arch)
     mod = _modules.get(k)
     if mod is not None:
         return mod
-    path = build_cubin(module, arch)
+    path = build_cubin(module, arch, part=part)
     with _modules_guard:
         mod = _modules.get(k)
         if mod is None:
@@ -256,7 +286,7 @@ def get_function(module_name: str, kernel_name: str):
     k = (cupy.cuda.Device().id, module_name, kernel_name)
     fn = _functions.get(k)
     if fn is None:
-        fn = get_module(module_name).get_function(kernel_name)
+        fn = get_module(module_name, part_of(module_name, kernel_name)).get_function(kernel_name)
         _functions[k] = fn
         _note_fetched(module_name, kernel_name)
     return fn
@@ -316,35 +346,45 @@ def warmup() -> list[str]:
     _match_driver()
     names = module_names()
     arch = device_arch(cupy.cuda.Device().id)
-    with ThreadPoolExecutor(max_workers=min(len(names), os.cpu_count() or 1)) as pool:
-        list(pool.map(lambda n: build_cubin(n, arch), names))      # compile / validate the disk cache
-    for n in names:
-        get_module(n)                                               # load (main thread: CuPy context)
+    units = [(n, p) for n in names for p in parts_of(n)]
+    units.sort(key=lambda u: u[0] != "grouped")                     # the slowest parts first
+    with ThreadPoolExecutor(max_workers=min(len(units), os.cpu_count() or 1)) as pool:
+        list(pool.map(lambda u: build_cubin(u[0], arch, part=u[1]), units))   # compile / validate the disk cache
+    for n, p in units:
+        get_module(n, p)                                            # load (main thread: CuPy context)
     return names
 
 
 def compile_check(arch: str, modules: list[str] | None = None, verbose: bool = True,
                   sources: dict[str, str] | None = None) -> list[dict]:
-    """Compile every cuda_src/*.cu for `arch` (e.g. "sm_90", "sm_100a") with NVRTC alone: no GPU
-    and no CuPy needed, no cache. Returns one dict per file; raises RuntimeError if any failed.
+    """Compile every cuda_src/*.cu for `arch` (e.g. "sm_90", "sm_100a") with NVRTC alone, each compile
+    part of a module that has them (parts_of): no GPU and no CuPy needed, no cache. A part must hold
+    kernels, and only kernels that part_of places in it (else get_function could not find them).
+    Returns one dict per (file, part) with its kernels; raises RuntimeError if any failed.
     sources: the sources to compile from instead of cuda_src's (a probe's extra modules)."""
     results: list[dict] = []
     sources = _read_sources() if sources is None else sources
-    options = options_for(arch)
     for m in modules or module_names():
-        t0 = time.perf_counter()
-        try:
-            cubin = _compile(m, arch, sources, options)
-            res = {"file": f"{m}.cu", "arch": arch, "ok": True, "bytes": len(cubin), "error": ""}
-        except _nvrtc.NVRTCError as e:
-            res = {"file": f"{m}.cu", "arch": arch, "ok": False, "bytes": 0, "error": str(e)}
-        res["seconds"] = time.perf_counter() - t0
-        results.append(res)
-        if verbose:
-            status = f"ok  {res['bytes']:>9} bytes" if res["ok"] else "FAILED"
-            print(f"{res['file']:<18} {arch:<8} {status}  {res['seconds']:.1f}s", flush=True)
-            if not res["ok"]:
-                print(res["error"], flush=True)
+        for part in parts_of(m):
+            t0 = time.perf_counter()
+            res = {"file": f"{m}.cu", "part": part, "arch": arch, "ok": False, "bytes": 0, "error": "", "kernels": []}
+            try:
+                cubin = _compile(m, arch, sources, _part_options(arch, part))
+                res.update(ok=True, bytes=len(cubin), kernels=entry_points(cubin))
+                stray = [k for k in res["kernels"] if part_of(m, k) != part]
+                if part is not None and (stray or not res["kernels"]):
+                    res.update(ok=False, error=f"part {part} of {m}.cu: " + (
+                        f"kernels that part_of places elsewhere: {stray}" if stray else "no kernel"))
+            except _nvrtc.NVRTCError as e:
+                res["error"] = str(e)
+            res["seconds"] = time.perf_counter() - t0
+            results.append(res)
+            if verbose:
+                status = f"ok  {res['bytes']:>9} bytes, {len(res['kernels']):>3} kernels" if res["ok"] else "FAILED"
+                name = res["file"] + ("" if part is None else f" [{part}]")
+                print(f"{name:<18} {arch:<8} {status}  {res['seconds']:.1f}s", flush=True)
+                if not res["ok"]:
+                    print(res["error"], flush=True)
     failed = [r for r in results if not r["ok"]]
     if failed:
         raise RuntimeError(f"compile_check({arch}): {len(failed)} of {len(results)} files failed: "

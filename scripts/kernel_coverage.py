@@ -28,9 +28,11 @@ ALLOWED_UNUSED: dict[str, str] = {}
 def all_kernels(arch: str) -> dict[str, list[str]]:
     out = {}
     for m in _loader.module_names():
-        cubin = _loader.build_cubin(m, arch)
-        data = cubin if isinstance(cubin, bytes) else Path(cubin).read_bytes()
-        out[m] = _loader.entry_points(data)
+        out[m] = []
+        for part in _loader.parts_of(m):
+            cubin = _loader.build_cubin(m, arch, part=part)
+            out[m] += _loader.entry_points(cubin if isinstance(cubin, bytes) else Path(cubin).read_bytes())
+        out[m].sort()
     return out
 
 

@@ -60,9 +60,10 @@ def main():
         real = _loader.build_cubin
         tmp = tempfile.mkdtemp(prefix="fp4kit_move_")
 
-        def build(module, arch, use_cache=True):
+        def build(module, arch, use_cache=True, part=None):
             if module not in MOVE_MODULES:
-                return real(module, arch, use_cache)
+                return real(module, arch, use_cache, part)
+            # the whole move-only module serves every part (each part's kernels are in it)
             path = os.path.join(tmp, f"{module}_move-{arch}.cubin")
             if not os.path.exists(path):
                 with open(path, "wb") as f:

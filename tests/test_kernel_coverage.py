@@ -97,3 +97,33 @@ def test_script_fails_on_a_missing_log(tmp_path, capsys):
     kc = _script()
     assert kc.main(["--log", str(tmp_path / "none.log")]) == 1
     assert "no log" in capsys.readouterr().out
+
+
+def test_part_of_follows_the_format_in_the_name():
+    assert _loader.parts_of("swizzle") == (None,) and _loader.part_of("swizzle", "swizzle_scales") is None
+    assert _loader.parts_of("grouped") == (0, 1, 2, 3, 4, 5, 9)
+    assert _loader.part_of("quantize", "quantize_f5_d1_rht") == 5
+    assert _loader.part_of("grouped", "group_quantize1_f4_d2_boths") == 4
+    assert _loader.part_of("grouped", "group_dequantize_f0_o1") == 0
+    assert _loader.part_of("grouped", "group_stats_d1") == 9 and _loader.part_of("quantize", "nvfp4_amax_out") == 9
+
+
+def _parted(misplace: bool) -> str:
+    """A stand-in for grouped.cu with one kernel per compile part (a misplaced one when asked)."""
+    blocks = [f'#if FP4KIT_IN_PART({p})\nextern "C" __global__ void k_f{p}_x(int* o) {{ o[0] = {p}; }}\n#endif\n'
+              for p in range(6)]
+    blocks.append('#if FP4KIT_IN_PART(FP4KIT_PART_COMMON)\nextern "C" __global__ void k_meta(int* o) { o[0] = 9; }\n'
+                  + ('extern "C" __global__ void k_f3_y(int* o) { o[0] = 3; }\n' if misplace else "") + "#endif\n")
+    return '#include "common/parts.cuh"\n' + "".join(blocks)
+
+
+def test_compile_check_builds_every_part_and_refuses_a_misplaced_kernel():
+    """compile_check compiles each part with -DFP4KIT_PART=<p> and checks that a part holds only the
+    kernels part_of places in it (else get_function would look for them in another part)."""
+    _nvrtc_or_skip()
+    sources = {**_loader._read_sources(), "grouped.cu": _parted(False)}
+    res = _loader.compile_check("sm_90", ["grouped"], verbose=False, sources=sources)
+    assert [(r["part"], r["kernels"]) for r in res] == [(p, [f"k_f{p}_x"]) for p in range(6)] + [(9, ["k_meta"])]
+    sources["grouped.cu"] = _parted(True)
+    with pytest.raises(RuntimeError, match="1 of 7 files failed"):
+        _loader.compile_check("sm_90", ["grouped"], verbose=False, sources=sources)

@@ -835,8 +835,8 @@ def _defined_kernels(module: str) -> dict:
     """The extern "C" kernels that cuda_src/<module>.cu defines, name -> parameter C types, read from
     the source with its function-like macros expanded (a small preprocessor, enough for cuda_src's
     kernel-defining macros: parameters substituted as whole words, then `##` pasted, the result
-    rescanned; object-like macros, strings and #if are left alone; no kernel of cuda_src sits under
-    an #if)."""
+    rescanned; object-like macros, strings and #if are left alone, so the kernels of every compile
+    part (#if FP4KIT_IN_PART(p) blocks, cuda_src/common/parts.cuh) are read together)."""
     from fp4kit._loader import cuda_src_dir
 
     text = (cuda_src_dir() / f"{module}.cu").read_text()
