@@ -500,7 +500,10 @@ def bench_small(reps=200):
 
 
 def bench_startup():
-    """Cold start (empty cache: compile everything) and warm start (disk cache) in fresh processes."""
+    """Cold start (empty cache: compile everything) and warm start (disk cache) in fresh processes.
+    A machine that has compiled the same programs before (the GPU tests, an earlier run) answers
+    NVRTC from a cache outside fp4kit's, so the cold figure is a compile only as the first run on a
+    freshly started machine (docs/performance.md, thirty-seventh session)."""
     code = ("import time; t0=time.time(); import fp4kit; t=time.time(); fp4kit.warmup(); e=time.time(); "
             "print(e-t, e-t0)")
     env = dict(os.environ, PYTHONPATH=str(ROOT))
@@ -568,7 +571,8 @@ def tail_lines(small, startup):
         tail += [f"| {M} | {lib} | {f} | {h:.1f} |" for M, lib, f, h in small]
     if startup:
         tail += ["", f"cold start (compile everything, {startup[2]} cubins into an empty cache): {startup[0]:.1f} s; "
-                 f"warm start (disk cache): {startup[1]:.2f} s"]
+                 f"warm start (disk cache): {startup[1]:.2f} s (a compile only on a freshly started machine: "
+                 "one that compiled the same programs before answers from a cache outside fp4kit's)"]
     return tail
 
 
