@@ -198,6 +198,19 @@ def _cupy_fast_device(x, amax, any_strides: bool = False) -> int | None:
     return dev
 
 
+def _strided_fast(x, amax):
+    """(contiguous copy, device, "torch" | "cupy") for a strided PyTorch tensor or CuPy array that the
+    fast path takes once contiguous: the copy made by its library on its current stream (quantize
+    and group_quantize). None for anything else."""
+    dev = _torch_fast_device(x, amax, any_strides=True)
+    if dev is not None:
+        return x.contiguous(), dev, "torch"
+    dev = _cupy_fast_device(x, amax, any_strides=True)
+    if dev is not None:
+        return _cupy_contiguous(x), dev, "cupy"
+    return None
+
+
 def _cupy_contiguous(x):
     """A C-contiguous copy of CuPy array x on CuPy's current stream (bfloat16 through its uint16
     bits, which every CuPy version copies)."""
@@ -303,15 +316,11 @@ def quantize(x, fmt, axis="rowwise", scale_layout="compact", scale_rule="rceil",
         return _quantize_fast(x, dev, fmt, amax, (axis, scale_layout, scale_rule, tile_2d, row_scaled, rht,
                                                    rht_sign_mask, rounding), seed, "cupy")
     # a strided view (x.t(), a slice): the library's copy on its current stream, then the fast path
-    dev = _torch_fast_device(x, amax, any_strides=True)
-    if dev is not None:
-        return _quantize_fast(x.contiguous(), dev, fmt, amax, (axis, scale_layout, scale_rule, tile_2d, row_scaled,
-                                                                rht, rht_sign_mask, rounding), seed)
-    dev = _cupy_fast_device(x, amax, any_strides=True)
-    if dev is not None:
-        return _quantize_fast(_cupy_contiguous(x), dev, fmt, amax, (axis, scale_layout, scale_rule, tile_2d,
-                                                                    row_scaled, rht, rht_sign_mask, rounding),
-                              seed, "cupy")
+    strided = _strided_fast(x, amax)
+    if strided is not None:
+        return _quantize_fast(strided[0], strided[1], fmt, amax, (axis, scale_layout, scale_rule, tile_2d,
+                                                                  row_scaled, rht, rht_sign_mask, rounding),
+                              seed, strided[2])
     da = device_input(x)
     amax_cp, amax_shape, amax_dtype = _amax_input(amax, da.device, x)
     opts = quantize_options(da.shape, da.dtype, fmt, axis=axis, scale_layout=scale_layout, scale_rule=scale_rule,

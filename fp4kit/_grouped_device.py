@@ -153,9 +153,8 @@ def _contiguous_if_eligible(x, amax, torch_lib: bool):
         return x
     if not strided:
         return x
-    if torch_lib:
-        return x.contiguous() if api._torch_fast_device(x, amax, any_strides=True) is not None else x
-    return api._cupy_contiguous(x) if api._cupy_fast_device(x, amax, any_strides=True) is not None else x
+    copy = api._strided_fast(x, amax)
+    return x if copy is None else copy[0]
 
 
 def _host_layout(f, opts, kind: str, first: tuple, last: tuple, lay=None) -> tuple:
