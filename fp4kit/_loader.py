@@ -37,7 +37,7 @@ from . import _nvrtc
 
 __all__ = ["cuda_src_dir", "module_names", "options_for", "arch_for_capability", "device_arch",
            "MIN_COMPUTE_CAPABILITY", "build_cubin", "get_function", "get_module", "warmup", "compile_check", "cache_dir",
-           "entry_points", "fetched_kernels", "PARTS", "part_of", "parts_of"]
+           "entry_points", "elf_sections", "fetched_kernels", "PARTS", "part_of", "parts_of"]
 
 log = logging.getLogger("fp4kit")
 
@@ -315,11 +315,11 @@ def _note_fetched(module_name: str, kernel_name: str) -> None:
     _fetched.add((module_name, kernel_name))
 
 
-def entry_points(cubin: bytes) -> list[str]:
-    """The kernel names (entry points) of a cubin, sorted: the ELF sections ``.nv.constant0.<name>``
-    (each kernel's parameter bank; device functions have none). No CUDA tools needed."""
+def elf_sections(cubin: bytes) -> dict[str, bytes]:
+    """The sections of a cubin (64-bit ELF), name -> contents (empty for sections without file
+    contents, such as .nv.shared.*). No CUDA tools needed."""
     if cubin[:4] != b"\x7fELF" or cubin[4] != 2:
-        raise ValueError("entry_points: not a 64-bit ELF cubin")
+        raise ValueError("not a 64-bit ELF cubin")
     shoff, = struct.unpack_from("<Q", cubin, 0x28)
     shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
     headers = [struct.unpack_from("<IIQQQQIIQQ", cubin, shoff + i * shentsize) for i in range(shnum)]
@@ -329,8 +329,19 @@ def entry_points(cubin: bytes) -> list[str]:
         start = names_at + off
         return cubin[start:cubin.index(b"\0", start)].decode()
 
+    nobits = 8   # SHT_NOBITS
+    return {name(h[0]): (b"" if h[1] == nobits else cubin[h[4]:h[4] + h[5]]) for h in headers}
+
+
+def entry_points(cubin: bytes) -> list[str]:
+    """The kernel names (entry points) of a cubin, sorted: the ELF sections ``.nv.constant0.<name>``
+    (each kernel's parameter bank; device functions have none)."""
+    try:
+        sections = elf_sections(cubin)
+    except ValueError as e:
+        raise ValueError(f"entry_points: {e}") from None
     prefix = ".nv.constant0."
-    return sorted(n[len(prefix):] for n in (name(h[0]) for h in headers) if n.startswith(prefix))
+    return sorted(n[len(prefix):] for n in sections if n.startswith(prefix))
 
 
 def warmup() -> list[str]:

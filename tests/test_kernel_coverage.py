@@ -127,3 +127,24 @@ def test_compile_check_builds_every_part_and_refuses_a_misplaced_kernel():
     sources["grouped.cu"] = _parted(True)
     with pytest.raises(RuntimeError, match="1 of 7 files failed"):
         _loader.compile_check("sm_90", ["grouped"], verbose=False, sources=sources)
+
+
+def test_cubin_diff_reports_changed_added_and_removed_code(capsys):
+    spec = importlib.util.spec_from_file_location("cubin_diff", ROOT / "scripts" / "cubin_diff.py")
+    cd = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cd)
+    old = {"k_same": b"\x01" * 32, "k_addr": b"\x00" * 48, "k_gone": b"\x02" * 16}
+    new = {"k_same": b"\x01" * 32, "k_addr": b"\x00" * 17 + b"\x09" + b"\x00" * 30, "k_new": b"\x03" * 16}
+    changed, same = cd.compare(old, new)
+    out = capsys.readouterr().out
+    assert (changed, same) == (["k_addr"], ["k_same"])
+    assert "changed: k_addr: 48 -> 48 bytes, 1 instructions differ" in out
+    assert "added: k_new" in out and "removed: k_gone" in out
+
+
+def test_elf_sections_of_a_compiled_program():
+    _nvrtc_or_skip()
+    cubin = _loader._compile("probe", "sm_90", {"probe.cu": PROGRAM}, _loader.options_for("sm_90"))
+    sections = _loader.elf_sections(cubin)
+    assert {".text.first_kernel", ".text.second_kernel", ".text.made_3"} <= set(sections)
+    assert all(len(sections[f".text.{k}"]) % 16 == 0 and sections[f".text.{k}"] for k in ("first_kernel", "made_3"))
