@@ -37,7 +37,7 @@ from . import _nvrtc
 
 __all__ = ["cuda_src_dir", "module_names", "options_for", "arch_for_capability", "device_arch",
            "MIN_COMPUTE_CAPABILITY", "build_cubin", "get_function", "get_module", "warmup", "compile_check", "cache_dir",
-           "entry_points", "elf_sections", "fetched_kernels", "PARTS", "part_of", "parts_of"]
+           "entry_points", "elf_sections", "ptxas_resources", "fetched_kernels", "PARTS", "part_of", "parts_of"]
 
 log = logging.getLogger("fp4kit")
 
@@ -333,6 +333,38 @@ def elf_sections(cubin: bytes) -> dict[str, bytes]:
     return {name(h[0]): (b"" if h[1] == nobits else cubin[h[4]:h[4] + h[5]]) for h in headers}
 
 
+_PTXAS_FUNC = re.compile(r"Function properties for (\S+)")
+_PTXAS_ENTRY = re.compile(r"Compiling entry function '([^']+)'")
+_PTXAS_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_PTXAS_REGS = re.compile(r"Used (\d+) registers")
+
+
+def ptxas_resources(log: str) -> dict[str, dict[str, int]]:
+    """Per function, from a compile log with ``--ptxas-options=-v``: "stack", "spill_stores",
+    "spill_loads" (bytes) and, for kernels, "registers". Non-inlined device functions appear
+    under their (mangled) names with their own frames."""
+    out: dict[str, dict[str, int]] = {}
+    func = entry = None
+    for line in log.splitlines():
+        m = _PTXAS_ENTRY.search(line)
+        if m:
+            entry = m.group(1)
+            continue
+        m = _PTXAS_FUNC.search(line)
+        if m:
+            func = m.group(1)
+            continue
+        m = _PTXAS_FRAME.search(line)
+        if m and func is not None:
+            out.setdefault(func, {}).update(stack=int(m.group(1)), spill_stores=int(m.group(2)),
+                                            spill_loads=int(m.group(3)))
+            continue
+        m = _PTXAS_REGS.search(line)
+        if m and entry is not None:
+            out.setdefault(entry, {})["registers"] = int(m.group(1))
+    return out
+
+
 def entry_points(cubin: bytes) -> list[str]:
     """The kernel names (entry points) of a cubin, sorted: the ELF sections ``.nv.constant0.<name>``
     (each kernel's parameter bank; device functions have none)."""
@@ -371,17 +403,26 @@ def compile_check(arch: str, modules: list[str] | None = None, verbose: bool = T
     """Compile every cuda_src/*.cu for `arch` (e.g. "sm_90", "sm_100a") with NVRTC alone, each compile
     part of a module that has them (parts_of): no GPU and no CuPy needed, no cache. A part must hold
     kernels, and only kernels that part_of places in it (else get_function could not find them).
-    Returns one dict per (file, part) with its kernels; raises RuntimeError if any failed.
+    Returns one dict per (file, part) with its kernels and their ptxas resources (ptxas_resources:
+    compiled with --ptxas-options=-v, which changes only the cubin's tool note, not its code);
+    raises RuntimeError if any failed.
     sources: the sources to compile from instead of cuda_src's (a probe's extra modules)."""
     results: list[dict] = []
     sources = _read_sources() if sources is None else sources
     for m in modules or module_names():
         for part in parts_of(m):
             t0 = time.perf_counter()
-            res = {"file": f"{m}.cu", "part": part, "arch": arch, "ok": False, "bytes": 0, "error": "", "kernels": []}
+            res = {"file": f"{m}.cu", "part": part, "arch": arch, "ok": False, "bytes": 0, "error": "", "kernels": [],
+                   "resources": {}}
             try:
-                cubin = _compile(m, arch, sources, _part_options(arch, part))
-                res.update(ok=True, bytes=len(cubin), kernels=entry_points(cubin))
+                name = f"{m}.cu"
+                if name not in sources:
+                    raise FileNotFoundError(f"no CUDA source {name} in {cuda_src_dir()} (modules: {module_names()})")
+                cubin, log_text = _nvrtc.compile_program(
+                    sources[name], name, _part_options(arch, part) + ["--ptxas-options=-v"],
+                    headers={k: v for k, v in sources.items() if not k.endswith(".cu")}, output="cubin")
+                res.update(ok=True, bytes=len(cubin), kernels=entry_points(cubin),
+                           resources=ptxas_resources(log_text))
                 stray = [k for k in res["kernels"] if part_of(m, k) != part]
                 if part is not None and (stray or not res["kernels"]):
                     res.update(ok=False, error=f"part {part} of {m}.cu: " + (

@@ -2,9 +2,17 @@
 """Compile every cuda_src/*.cu with NVRTC for sm_90 and sm_100a (no GPU needed), and, for the first
 arch, the move-only builds of scripts/move_probe.py (the encode left out: a probe, not shipped).
 
-Prints one line per (file, arch) and a summary; exits non-zero if anything failed.
-Usage: python scripts/compile_check.py [arch ...]
+Every kernel's ptxas resources (registers, stack frame, spill stores / loads; also of non-inlined
+device functions) are compared with scripts/kernel_resources.json: more spill or stack than there
+fails (a kernel that starts spilling cannot land silently: items 22, 106 and 111 of
+docs/performance.md measured what spills cost), as does a kernel the file does not know; register
+changes are listed. The comparison is enforced only under the NVRTC version the file was written
+with (another version's ptxas may allocate differently); --update-resources rewrites it.
+
+Prints one line per (file, part, arch) and a summary; exits non-zero if anything failed.
+Usage: python scripts/compile_check.py [--update-resources] [arch ...]
 """
+import json
 import sys
 from pathlib import Path
 
@@ -25,13 +33,58 @@ def probe_builds(arch: str) -> int:
     return 0
 
 
+RESOURCES = Path(__file__).resolve().parent / "kernel_resources.json"
+_FIELDS = ("registers", "stack", "spill_stores", "spill_loads")
+
+
+def resources_of(results: list[dict]) -> dict[str, list[int]]:
+    """'<module>[<part>]:<function>' -> [registers, stack, spill stores, spill loads] (-1: not given)."""
+    out = {}
+    for r in results:
+        unit = r["file"][:-3] + ("" if r["part"] is None else f"[{r['part']}]")
+        for fn, v in r["resources"].items():
+            out[f"{unit}:{fn}"] = [v.get(k, -1) for k in _FIELDS]
+    return out
+
+
+def compare_resources(now: dict[str, list[int]], base: dict[str, list[int]]) -> tuple[list[str], list[str]]:
+    """(failures, notes): more stack or spill than the baseline, or a function it lacks, fail;
+    register changes and functions gone are notes."""
+    fails, notes = [], []
+    for key, v in sorted(now.items()):
+        b = base.get(key)
+        if b is None:
+            fails.append(f"{key}: not in {RESOURCES.name} (registers {v[0]}, stack {v[1]}, spill {v[2]}/{v[3]})")
+            continue
+        if any(v[i] > b[i] for i in (1, 2, 3)):
+            fails.append(f"{key}: stack / spill stores / spill loads {b[1]}/{b[2]}/{b[3]} -> {v[1]}/{v[2]}/{v[3]} bytes")
+        if v[0] != b[0]:
+            notes.append(f"{key}: registers {b[0]} -> {v[0]}")
+    notes += [f"{key}: gone" for key in sorted(set(base) - set(now))]
+    return fails, notes
+
+
+def dump_resources(base: dict) -> str:
+    """The baseline as JSON with one line per function (reviewable diffs)."""
+    archs = ",\n".join(
+        f'    {json.dumps(arch)}: {{\n' + ",\n".join(f"      {json.dumps(k)}: {json.dumps(v)}" for k, v in sorted(fns.items()))
+        + "\n    }" for arch, fns in sorted(base["archs"].items()))
+    return ('{\n  "comment": "ptxas resources per function: [registers, stack, spill stores, spill loads] '
+            '(bytes; -1: not given); scripts/compile_check.py",\n'
+            f'  "nvrtc": {json.dumps(base["nvrtc"])},\n  "archs": {{\n{archs}\n  }}\n}}\n')
+
+
 def main(argv):
-    if any(a.startswith("-") for a in argv[1:]):
+    args = [a for a in argv[1:] if a != "--update-resources"]
+    update = len(args) != len(argv) - 1
+    if any(a.startswith("-") for a in args):
         print(__doc__.strip())
-        return 0 if set(argv[1:]) <= {"-h", "--help"} else 2
-    archs = argv[1:] or ["sm_90", "sm_100a"]
-    print(f"NVRTC {'.'.join(map(str, _nvrtc.version()))} from {_nvrtc.library_path()}")
+        return 0 if set(args) <= {"-h", "--help"} else 2
+    archs = args or ["sm_90", "sm_100a"]
+    version = ".".join(map(str, _nvrtc.version()))
+    print(f"NVRTC {version} from {_nvrtc.library_path()}")
     print(f"options: {' '.join(_loader.options_for('<arch>'))}")
+    base = json.loads(RESOURCES.read_text()) if RESOURCES.is_file() else {"nvrtc": None, "archs": {}}
     total = failed = 0
     for arch in archs:
         try:
@@ -42,8 +95,26 @@ def main(argv):
             total += 1
             continue
         total += len(res)
+        now = resources_of(res)
+        if update:
+            base["archs"][arch] = now
+        else:
+            fails, notes = compare_resources(now, base["archs"].get(arch, {}))
+            enforced = base["nvrtc"] == version
+            for line in notes + fails:
+                print(f"resources {arch}: {line}")
+            spills = sum(1 for v in now.values() if v[2] or v[3])
+            print(f"resources {arch}: {len(now)} functions, {spills} with spills; against {RESOURCES.name} "
+                  f"(NVRTC {base['nvrtc']}): {len(fails)} failure(s), {len(notes)} note(s)"
+                  + ("" if enforced else f" (not enforced: this is NVRTC {version})"))
+            if enforced and fails:
+                failed += 1
         if arch == archs[0]:
             failed += probe_builds(arch)
+    if update:
+        base["nvrtc"] = version
+        RESOURCES.write_text(dump_resources(base))
+        print(f"wrote {RESOURCES} ({', '.join(sorted(base['archs']))}, NVRTC {version})")
     ok = failed == 0
     print(f"summary: {'OK' if ok else 'FAILED'}: {len(archs)} arch(s) {', '.join(archs)}, "
           f"{'all files compiled' if ok else f'{failed} failure(s)'}")

@@ -148,3 +148,43 @@ def test_elf_sections_of_a_compiled_program():
     sections = _loader.elf_sections(cubin)
     assert {".text.first_kernel", ".text.second_kernel", ".text.made_3"} <= set(sections)
     assert all(len(sections[f".text.{k}"]) % 16 == 0 and sections[f".text.{k}"] for k in ("first_kernel", "made_3"))
+
+
+PTXAS_LOG = """ptxas info    : 0 bytes gmem
+ptxas info    : Function properties for _ZN6fp4kit9run4_writeEv
+ptxas         .     16 bytes stack frame, 8 bytes spill stores, 4 bytes spill loads
+ptxas info    : Compiling entry function 'k_f4_d1_both' for 'sm_90'
+ptxas info    : Function properties for k_f4_d1_both
+ptxas         .     8 bytes stack frame, 12 bytes spill stores, 12 bytes spill loads
+ptxas info    : Used 32 registers, used 1 barriers, 8704 bytes smem
+ptxas info    : Compile time = 16.593 ms
+"""
+
+
+def test_ptxas_resources_reads_kernels_and_device_functions():
+    assert _loader.ptxas_resources(PTXAS_LOG) == {
+        "_ZN6fp4kit9run4_writeEv": {"stack": 16, "spill_stores": 8, "spill_loads": 4},
+        "k_f4_d1_both": {"stack": 8, "spill_stores": 12, "spill_loads": 12, "registers": 32}}
+
+
+def test_compile_check_resources_against_the_baseline():
+    spec = importlib.util.spec_from_file_location("compile_check", ROOT / "scripts" / "compile_check.py")
+    cc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cc)
+    res = [{"file": "grouped.cu", "part": 4, "resources": _loader.ptxas_resources(PTXAS_LOG)},
+           {"file": "swizzle.cu", "part": None, "resources": {"swizzle_scales": {"registers": 32, "stack": 0,
+                                                                                  "spill_stores": 0, "spill_loads": 0}}}]
+    now = cc.resources_of(res)
+    assert now == {"grouped[4]:_ZN6fp4kit9run4_writeEv": [-1, 16, 8, 4], "grouped[4]:k_f4_d1_both": [32, 8, 12, 12],
+                   "swizzle:swizzle_scales": [32, 0, 0, 0]}
+    assert cc.compare_resources(now, dict(now)) == ([], [])
+    base = {**now, "grouped[4]:k_f4_d1_both": [40, 8, 4, 12], "swizzle:gone_kernel": [30, 0, 0, 0]}
+    del base["swizzle:swizzle_scales"]
+    fails, notes = cc.compare_resources(now, base)
+    assert fails == ["grouped[4]:k_f4_d1_both: stack / spill stores / spill loads 8/4/12 -> 8/12/12 bytes",
+                     "swizzle:swizzle_scales: not in kernel_resources.json (registers 32, stack 0, spill 0/0)"]
+    assert notes == ["grouped[4]:k_f4_d1_both: registers 40 -> 32", "swizzle:gone_kernel: gone"]
+    # the checked-in baseline parses and covers both architectures CI compiles for
+    import json
+    base = json.loads((ROOT / "scripts" / "kernel_resources.json").read_text())
+    assert set(base["archs"]) == {"sm_90", "sm_100a"} and json.loads(cc.dump_resources(base)) == base
