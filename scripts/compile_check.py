@@ -7,12 +7,14 @@ device functions) are compared with scripts/kernel_resources.json: more spill or
 fails (a kernel that starts spilling cannot land silently: items 22, 106 and 111 of
 docs/performance.md measured what spills cost), as does a kernel the file does not know; register
 changes are listed. The comparison is enforced only under the NVRTC version the file was written
-with (another version's ptxas may allocate differently); --update-resources rewrites it.
+with (another version's ptxas may allocate differently; .ci/run installs that version, and with
+CI set a different one fails); --update-resources rewrites it.
 
 Prints one line per (file, part, arch) and a summary; exits non-zero if anything failed.
 Usage: python scripts/compile_check.py [--update-resources] [arch ...]
 """
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -101,6 +103,10 @@ def main(argv):
         else:
             fails, notes = compare_resources(now, base["archs"].get(arch, {}))
             enforced = base["nvrtc"] == version
+            if not enforced and os.environ.get("CI"):
+                print(f"resources {arch}: FAILED: CI compiles with NVRTC {version}, {RESOURCES.name} was "
+                      f"written with {base['nvrtc']} (.ci/run installs that one)")
+                failed += 1
             for line in notes + fails:
                 print(f"resources {arch}: {line}")
             spills = sum(1 for v in now.values() if v[2] or v[3])

@@ -38,32 +38,38 @@ def _old_parts(rev: str) -> dict:
     return eval(m.group(1), {}) if m else {}   # noqa: S307 - a literal dict of the repository's own code
 
 
-def kernel_texts(sources: dict[str, str], module: str, arch: str, parts) -> dict[str, bytes]:
-    """name -> machine code of every kernel and non-inlined device function of `module` (all parts)."""
-    out: dict[str, bytes] = {}
+def kernel_texts(sources: dict[str, str], module: str, arch: str, parts) -> dict[str, frozenset]:
+    """name -> the distinct machine codes of every code section (`.text.<name>`: the kernels, and device
+    functions ptxas keeps apart) of `module`; a device function compiled into several parts keeps
+    all its copies."""
+    out: dict[str, set] = {}
     for part in parts:
         opts = _loader.options_for(arch) + ([] if part is None else [f"-DFP4KIT_PART={part}"])
         sections = _loader.elf_sections(_loader._compile(module, arch, sources, opts))
         for name, data in sections.items():
             if name.startswith(".text."):
-                out[name[len(".text."):]] = data
-    return out
+                out.setdefault(name[len(".text."):], set()).add(data)
+    return {k: frozenset(v) for k, v in out.items()}
 
 
-def compare(old: dict[str, bytes], new: dict[str, bytes]) -> tuple[list[str], list[str]]:
-    """Prints one line per changed, added or removed kernel; returns (changed, identical)."""
+def compare(old: dict[str, frozenset], new: dict[str, frozenset]) -> tuple[list[str], list[str]]:
+    """Prints one line per changed, added or removed kernel; returns (changed, identical). A name is
+    identical when its distinct codes are the same on both sides."""
     changed, same = [], []
     for k in sorted(set(old) | set(new)):
         if k not in old or k not in new:
             print(f"  {'added' if k in new else 'removed'}: {k}")
             continue
-        a, b = old[k], new[k]
-        if a == b:
+        if old[k] == new[k]:
             same.append(k)
             continue
         changed.append(k)
-        n = len({i // 16 for i in range(min(len(a), len(b))) if a[i] != b[i]})
-        print(f"  changed: {k}: {len(a)} -> {len(b)} bytes, {n} instructions differ")
+        if len(old[k]) == len(new[k]) == 1:
+            a, b = next(iter(old[k])), next(iter(new[k]))
+            n = len({i // 16 for i in range(min(len(a), len(b))) if a[i] != b[i]})
+            print(f"  changed: {k}: {len(a)} -> {len(b)} bytes, {n} instructions differ")
+        else:
+            print(f"  changed: {k}: {len(old[k])} -> {len(new[k])} distinct copies across the parts")
     return changed, same
 
 

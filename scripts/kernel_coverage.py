@@ -3,7 +3,7 @@
     FP4KIT_KERNEL_LOG=/tmp/k.log python3 -m pytest tests -q -m gpu     # any GPU runs, appending
     python3 scripts/kernel_coverage.py --log /tmp/k.log [--arch sm_90] [--fail]
 
-Every module is compiled for --arch (NVRTC, through fp4kit's disk cache: no GPU needed) and its
+Every module is compiled for --arch (default the current GPU's; NVRTC, through fp4kit's disk cache) and its
 kernel names are read from the cubin (`fp4kit._loader.entry_points`). The log holds the kernels the
 runs fetched (`fp4kit._loader.get_function`, the only way a launch gets its kernel). The report
 lists, per module, how many kernels ran and names every kernel that did not. Kernels that exist on
@@ -71,12 +71,18 @@ def report(kernels: dict[str, list[str]], seen: set[tuple[str, str]]) -> tuple[l
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--log", type=Path, required=True, help="the FP4KIT_KERNEL_LOG file of the runs")
-    ap.add_argument("--arch", default="sm_90", help="architecture to list the kernels of (default sm_90)")
+    ap.add_argument("--arch", default=None,
+                    help="architecture to list the kernels of (default: the current GPU's, else sm_90)")
     ap.add_argument("--fail", action="store_true", help="exit 1 when a kernel outside ALLOWED_UNUSED never ran")
     a = ap.parse_args(argv)
     if not a.log.is_file():
         print(f"kernel_coverage: no log at {a.log} (run the GPU steps with FP4KIT_KERNEL_LOG set)")
         return 1
+    if a.arch is None:
+        try:
+            a.arch = _loader.device_arch()
+        except Exception:   # noqa: BLE001 - no CuPy or no GPU: the Hopper build
+            a.arch = "sm_90"
     missing, n_seen, n_all = report(all_kernels(a.arch), read_log(a.log))
     print(f"kernel coverage ({a.arch}): {n_seen} of {n_all} kernels launched, "
           f"{len(missing)} never launched outside the allowed list")

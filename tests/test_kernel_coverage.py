@@ -44,9 +44,9 @@ def _script():
 def test_entry_points_are_the_kernels_only(arch):
     _nvrtc_or_skip()
     cubin = _loader._compile("probe", arch, {"probe.cu": PROGRAM}, _loader.options_for(arch))
-    # the __noinline__ device function has a .text section of its own but no parameter bank
-    assert b".text.helper" in cubin or b"helper" in cubin
+    # the kernels only: not the __noinline__ device function (no parameter bank), macro-made ones too
     assert _loader.entry_points(cubin) == ["first_kernel", "made_3", "second_kernel"]
+    assert {".text.first_kernel", ".text.made_3", ".text.second_kernel"} <= set(_loader.elf_sections(cubin))
 
 
 def test_entry_points_of_a_shipped_module_match_its_source():
@@ -62,6 +62,25 @@ def test_entry_points_of_a_shipped_module_match_its_source():
 def test_entry_points_refuse_what_is_not_a_cubin():
     with pytest.raises(ValueError, match="not a 64-bit ELF cubin"):
         _loader.entry_points(b"PK\x03\x04 not an elf")
+    _nvrtc_or_skip()
+    cubin = _loader._compile("probe", "sm_90", {"probe.cu": PROGRAM}, _loader.options_for("sm_90"))
+    import struct
+    shoff = struct.unpack_from("<Q", cubin, 0x28)[0]
+    for cut in (40, 70, shoff // 2, shoff + 70):   # truncated: a ValueError, never a struct.error / IndexError
+        with pytest.raises(ValueError, match="not a 64-bit ELF cubin"):
+            _loader.entry_points(cubin[:cut])
+
+
+def test_the_common_part_matches_parts_cuh_and_unknown_parts_are_refused():
+    text = (_loader.cuda_src_dir() / "common" / "parts.cuh").read_text()
+    assert re.search(r"#define FP4KIT_PART_COMMON (\d+)", text).group(1) == str(_loader._COMMON_PART)
+    for module in _loader.PARTS:
+        assert _loader._unknown_parts(module, (_loader.cuda_src_dir() / f"{module}.cu").read_text()) == []
+    assert _loader._unknown_parts("grouped", "#if FP4KIT_IN_PART(7)\n#if FP4KIT_IN_PART(3)") == ["7"]
+    # a kernel under a part PARTS lacks would be in no cubin: compile_check refuses the file unbuilt
+    with pytest.raises(RuntimeError, match="1 of 1 files failed: grouped.cu"):
+        _loader.compile_check("sm_90", ["grouped"], verbose=False, sources={
+            "grouped.cu": '#if FP4KIT_IN_PART(6)\nextern "C" __global__ void k_f6_x() {}\n#endif\n'})
 
 
 def test_fetched_kernels_are_logged_at_exit(tmp_path):
@@ -133,12 +152,16 @@ def test_cubin_diff_reports_changed_added_and_removed_code(capsys):
     spec = importlib.util.spec_from_file_location("cubin_diff", ROOT / "scripts" / "cubin_diff.py")
     cd = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(cd)
-    old = {"k_same": b"\x01" * 32, "k_addr": b"\x00" * 48, "k_gone": b"\x02" * 16}
-    new = {"k_same": b"\x01" * 32, "k_addr": b"\x00" * 17 + b"\x09" + b"\x00" * 30, "k_new": b"\x03" * 16}
+    f = frozenset
+    old = {"k_same": f({b"\x01" * 32}), "k_addr": f({b"\x00" * 48}), "k_gone": f({b"\x02" * 16}),
+           "dev_fn": f({b"\x04" * 16})}
+    new = {"k_same": f({b"\x01" * 32}), "k_addr": f({b"\x00" * 17 + b"\x09" + b"\x00" * 30}),
+           "k_new": f({b"\x03" * 16}), "dev_fn": f({b"\x04" * 16, b"\x05" * 16})}   # one part's copy changed
     changed, same = cd.compare(old, new)
     out = capsys.readouterr().out
-    assert (changed, same) == (["k_addr"], ["k_same"])
+    assert (changed, same) == (["dev_fn", "k_addr"], ["k_same"])
     assert "changed: k_addr: 48 -> 48 bytes, 1 instructions differ" in out
+    assert "changed: dev_fn: 1 -> 2 distinct copies across the parts" in out
     assert "added: k_new" in out and "removed: k_gone" in out
 
 
