@@ -33,6 +33,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from . import _nvrtc
 
@@ -437,8 +438,8 @@ def compile_check(arch: str, modules: list[str] | None = None, verbose: bool = T
     for m in modules or module_names():
         unknown = _unknown_parts(m, sources.get(f"{m}.cu", ""))
         if unknown:   # kernels under such a part are in no cubin (part_of cannot name it)
-            res = {"file": f"{m}.cu", "part": None, "arch": arch, "ok": False, "bytes": 0, "kernels": [],
-                   "resources": {}, "seconds": 0.0,
+            res: dict[str, Any] = {"file": f"{m}.cu", "part": None, "arch": arch, "ok": False, "bytes": 0,
+                                   "kernels": [], "resources": {}, "seconds": 0.0,
                    "error": f"{m}.cu names compile parts {unknown} that PARTS[{m!r}] lacks"}
             results.append(res)
             if verbose:
