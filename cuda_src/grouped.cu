@@ -1135,8 +1135,7 @@ __device__ __forceinline__ void group_dequantize(const u8* data, const u8* scale
     }
 #define FP4KIT_GROUP_DEQUANTIZE_ALL(F) FP4KIT_GROUP_DEQUANTIZE(F, 0) FP4KIT_GROUP_DEQUANTIZE(F, 1) FP4KIT_GROUP_DEQUANTIZE(F, 2)
 
-// The instantiations, one block per compile part (common/parts.cuh; fp4kit._loader.part_of: a kernel
-// named ..._f<F>_... is in part F, the others in the common part).
+// The instantiations, one block per compile part (common/parts.cuh; fp4kit._loader.part_of).
 #if FP4KIT_IN_PART(FP4KIT_PART_COMMON)
 FP4KIT_GROUP_STATS(0)
 FP4KIT_GROUP_STATS(1)
@@ -1170,13 +1169,17 @@ FP4KIT_GROUP_DEQUANTIZE_ALL(3)
 FP4KIT_GROUP_QUANTIZE1_ALL(4)
 FP4KIT_GROUP_QUANTIZE1_BOTH(4)
 FP4KIT_GROUP_QUANTIZE_PLAIN(4)
-FP4KIT_GROUP_QUANTIZE_EXT(4)
 FP4KIT_GROUP_DEQUANTIZE_ALL(4)
+#endif
+#if FP4KIT_IN_PART(FP4KIT_PART_RECIPES(4))
+FP4KIT_GROUP_QUANTIZE_EXT(4)
 #endif
 #if FP4KIT_IN_PART(5)
 FP4KIT_GROUP_QUANTIZE1_ALL(5)
 FP4KIT_GROUP_QUANTIZE1_BOTH(5)
 FP4KIT_GROUP_QUANTIZE_PLAIN(5)
-FP4KIT_GROUP_QUANTIZE_EXT(5)
 FP4KIT_GROUP_DEQUANTIZE_ALL(5)
+#endif
+#if FP4KIT_IN_PART(FP4KIT_PART_RECIPES(5))
+FP4KIT_GROUP_QUANTIZE_EXT(5)
 #endif

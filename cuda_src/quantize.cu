@@ -222,7 +222,7 @@ constexpr int RA_CTAS = 8;
 
 // quantize_f5_d1_rht: NVFP4 from bfloat16 with the fused RHT cast and no other variant (tile_2d,
 // row_scaled, stochastic rounding ignored): the RHT path of quantize_f5_d1 in fewer registers.
-#if FP4KIT_IN_PART(5)
+#if FP4KIT_IN_PART(FP4KIT_PART_RECIPES(5))
 extern "C" __global__ void __launch_bounds__(QT_THREADS)
 quantize_f5_d1_rht(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales, u8* col_data, u8* col_scales,
                    const float* amax_row, const float* amax_col, int flags, u64 seed, u32 rht_mask) {
@@ -291,8 +291,7 @@ nvfp4_amax_out(const float* src, i64 n, u32 mask, float* dst_row, float* dst_col
 #define FP4KIT_QUANTIZE_SR_ALL(F) \
     FP4KIT_QUANTIZE_SR_KERNELS(F, 0) FP4KIT_QUANTIZE_SR_KERNELS(F, 1) FP4KIT_QUANTIZE_SR_KERNELS(F, 2)
 
-// The instantiations, one block per compile part (common/parts.cuh; fp4kit._loader.part_of: a kernel
-// named ..._f<F>_... is in part F, the others in the common part).
+// The instantiations, one block per compile part (common/parts.cuh; fp4kit._loader.part_of).
 #if FP4KIT_IN_PART(0)
 FP4KIT_QUANTIZE_PLAIN_DTYPES(0, FP4KIT_LB_4)
 FP4KIT_QUANTIZE_SQUARES(0)
@@ -312,13 +311,17 @@ FP4KIT_QUANTIZE_SQUARES_M(3)
 #if FP4KIT_IN_PART(4)
 FP4KIT_QUANTIZE_PLAIN_DTYPES(4, FP4KIT_LB_4)
 FP4KIT_QUANTIZE_SQUARES(4)
+#endif
+#if FP4KIT_IN_PART(FP4KIT_PART_RECIPES(4))
 FP4KIT_QUANTIZE_SR_ALL(4)
 #endif
 #if FP4KIT_IN_PART(5)
 FP4KIT_QUANTIZE_PLAIN_DTYPES(5, FP4KIT_LB_3)
-FP4KIT_QUANTIZE_EXT_DTYPES(5)
-FP4KIT_QUANTIZE_SR_ALL(5)
 FP4KIT_QUANTIZE_ROWSAM_KERNEL(0, 2)
 FP4KIT_QUANTIZE_ROWSAM_KERNEL(1, 4)
 FP4KIT_QUANTIZE_ROWSAM_KERNEL(2, 4)
+#endif
+#if FP4KIT_IN_PART(FP4KIT_PART_RECIPES(5))
+FP4KIT_QUANTIZE_EXT_DTYPES(5)
+FP4KIT_QUANTIZE_SR_ALL(5)
 #endif

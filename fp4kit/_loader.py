@@ -83,8 +83,11 @@ def module_names() -> list[str]:
 # module -> its compile parts (cuda_src/common/parts.cuh: FP4KIT_PART_COMMON is 9). On the
 # development machine (NVRTC 13.5) each part of grouped.cu compiles in 2-9 s, the whole file in 33 s;
 # on an H100 host (NVRTC 13.0) the whole file took 48 s.
-PARTS: dict[str, tuple[int, ...]] = {"quantize": (0, 1, 2, 3, 4, 5, 9), "grouped": (0, 1, 2, 3, 4, 5, 9)}
+PARTS: dict[str, tuple[int, ...]] = {"quantize": (0, 1, 2, 3, 4, 5, 9, 14, 15),
+                                     "grouped": (0, 1, 2, 3, 4, 5, 9, 14, 15)}
 _FORMAT_IN_NAME = re.compile(r"_f(\d)_")
+# the full kernels of the FP4 recipes (parts.cuh FP4KIT_PART_RECIPES(F) = 10 + F)
+_RECIPE_KERNEL = re.compile(r"_d\d(_rowsx|_sr|_rowssr|_rht)?$")
 _COMMON_PART = 9   # cuda_src/common/parts.cuh FP4KIT_PART_COMMON (tests/test_kernel_coverage.py)
 
 
@@ -95,11 +98,16 @@ def parts_of(module: str) -> tuple:
 
 def part_of(module: str, kernel: str) -> int | None:
     """The compile part holding `kernel` of `module` (None: the module is compiled whole): the
-    format id F of a name with ``_f<F>_``, else the common part 9 (parts.cuh's FP4KIT_PART_COMMON)."""
+    format id F of a name with ``_f<F>_`` (10 + F for the FP4 formats' full recipe kernels, names
+    ending in ``_d<D>``, ``_rowsx``, ``_sr``, ``_rowssr`` or ``_rht``), else the common part 9
+    (parts.cuh)."""
     if module not in PARTS:
         return None
     m = _FORMAT_IN_NAME.search(kernel)
-    return int(m.group(1)) if m else _COMMON_PART
+    if m is None:
+        return _COMMON_PART
+    f = int(m.group(1))
+    return 10 + f if f in (4, 5) and _RECIPE_KERNEL.search(kernel) else f
 
 
 def options_for(arch: str) -> list[str]:
@@ -420,8 +428,10 @@ def warmup() -> list[str]:
 def _unknown_parts(module: str, source: str) -> list[str]:
     """The FP4KIT_IN_PART(p) arguments of `source` (a .cu file) that are not compile parts of `module`."""
     parts = {p for p in parts_of(module) if p is not None}
-    known = {str(p) for p in parts} | ({"FP4KIT_PART_COMMON"} if _COMMON_PART in parts else set())
-    return sorted(set(re.findall(r"FP4KIT_IN_PART\(\s*([^)]*?)\s*\)", source)) - known)
+    known = ({str(p) for p in parts} | ({"FP4KIT_PART_COMMON"} if _COMMON_PART in parts else set())
+             | {f"FP4KIT_PART_RECIPES({p - 10})" for p in parts if p >= 10})
+    used = re.findall(r"FP4KIT_IN_PART\(\s*((?:[^()]|\([^()]*\))*?)\s*\)", source)   # one level of (...)
+    return sorted(set(used) - known)
 
 
 def compile_check(arch: str, modules: list[str] | None = None, verbose: bool = True,

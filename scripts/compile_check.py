@@ -117,7 +117,9 @@ def main(argv):
                 failed += 1
         if arch == archs[0]:
             failed += probe_builds(arch)
-    if update:
+    if update and failed:
+        print(f"{RESOURCES.name} not written: the compile check failed")
+    elif update:
         base["nvrtc"] = version
         RESOURCES.write_text(dump_resources(base))
         print(f"wrote {RESOURCES} ({', '.join(sorted(base['archs']))}, NVRTC {version})")

@@ -77,6 +77,8 @@ def test_the_common_part_matches_parts_cuh_and_unknown_parts_are_refused():
     for module in _loader.PARTS:
         assert _loader._unknown_parts(module, (_loader.cuda_src_dir() / f"{module}.cu").read_text()) == []
     assert _loader._unknown_parts("grouped", "#if FP4KIT_IN_PART(7)\n#if FP4KIT_IN_PART(3)") == ["7"]
+    assert _loader._unknown_parts("grouped", "#if FP4KIT_IN_PART( FP4KIT_PART_RECIPES(5) )\n"
+                                             "#if FP4KIT_IN_PART(FP4KIT_PART_RECIPES(2))") == ["FP4KIT_PART_RECIPES(2)"]
     # a kernel under a part PARTS lacks would be in no cubin: compile_check refuses the file unbuilt
     with pytest.raises(RuntimeError, match="1 of 1 files failed: grouped.cu"):
         _loader.compile_check("sm_90", ["grouped"], verbose=False, sources={
@@ -120,11 +122,19 @@ def test_script_fails_on_a_missing_log(tmp_path, capsys):
 
 def test_part_of_follows_the_format_in_the_name():
     assert _loader.parts_of("swizzle") == (None,) and _loader.part_of("swizzle", "swizzle_scales") is None
-    assert _loader.parts_of("grouped") == (0, 1, 2, 3, 4, 5, 9)
-    assert _loader.part_of("quantize", "quantize_f5_d1_rht") == 5
+    assert _loader.parts_of("grouped") == (0, 1, 2, 3, 4, 5, 9, 14, 15)
+    assert _loader.part_of("quantize", "quantize_f5_d1_plain") == 5
     assert _loader.part_of("grouped", "group_quantize1_f4_d2_boths") == 4
     assert _loader.part_of("grouped", "group_dequantize_f0_o1") == 0
     assert _loader.part_of("grouped", "group_stats_d1") == 9 and _loader.part_of("quantize", "nvfp4_amax_out") == 9
+    # the FP4 formats' full recipe kernels have parts of their own (10 + F); their plain kernels do not
+    assert [_loader.part_of("quantize", k) for k in ("quantize_f5_d1", "quantize_f5_d1_rowsx", "quantize_f4_d0_sr",
+                                                     "quantize_f5_d2_rowssr", "quantize_f5_d1_rht",
+                                                     "quantize_f5_d1_plain", "quantize_f5_d0_rowsam",
+                                                     "quantize_f4_d1_quad")] == [15, 15, 14, 15, 15, 5, 5, 4]
+    assert [_loader.part_of("grouped", k) for k in ("group_quantize_rows_f4_d0", "group_quantize_f5_d2",
+                                                    "group_quantize1_f5_d1_both", "group_quantize_f4_d1_plain",
+                                                    "group_quantize4_f0_d1")] == [14, 15, 5, 4, 0]
 
 
 def _parted(misplace: bool) -> str:
@@ -133,6 +143,8 @@ def _parted(misplace: bool) -> str:
               for p in range(6)]
     blocks.append('#if FP4KIT_IN_PART(FP4KIT_PART_COMMON)\nextern "C" __global__ void k_meta(int* o) { o[0] = 9; }\n'
                   + ('extern "C" __global__ void k_f3_y(int* o) { o[0] = 3; }\n' if misplace else "") + "#endif\n")
+    blocks += [f'#if FP4KIT_IN_PART(FP4KIT_PART_RECIPES({f}))\nextern "C" __global__ void k_f{f}_d1_sr(int* o) {{ }}\n#endif\n'
+               for f in (4, 5)]
     return '#include "common/parts.cuh"\n' + "".join(blocks)
 
 
@@ -142,9 +154,10 @@ def test_compile_check_builds_every_part_and_refuses_a_misplaced_kernel():
     _nvrtc_or_skip()
     sources = {**_loader._read_sources(), "grouped.cu": _parted(False)}
     res = _loader.compile_check("sm_90", ["grouped"], verbose=False, sources=sources)
-    assert [(r["part"], r["kernels"]) for r in res] == [(p, [f"k_f{p}_x"]) for p in range(6)] + [(9, ["k_meta"])]
+    assert [(r["part"], r["kernels"]) for r in res] == ([(p, [f"k_f{p}_x"]) for p in range(6)] + [(9, ["k_meta"])]
+                                                       + [(14, ["k_f4_d1_sr"]), (15, ["k_f5_d1_sr"])])
     sources["grouped.cu"] = _parted(True)
-    with pytest.raises(RuntimeError, match="1 of 7 files failed"):
+    with pytest.raises(RuntimeError, match="1 of 9 files failed"):
         _loader.compile_check("sm_90", ["grouped"], verbose=False, sources=sources)
 
 
