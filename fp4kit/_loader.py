@@ -39,7 +39,8 @@ from . import _nvrtc
 
 __all__ = ["cuda_src_dir", "module_names", "options_for", "arch_for_capability", "device_arch",
            "MIN_COMPUTE_CAPABILITY", "build_cubin", "get_function", "get_module", "warmup", "compile_check", "cache_dir",
-           "entry_points", "elf_sections", "ptxas_resources", "fetched_kernels", "PARTS", "part_of", "parts_of"]
+           "entry_points", "elf_sections", "ptxas_resources", "fetched_kernels", "precompile", "cached_units",
+           "compile_units", "PARTS", "part_of", "parts_of"]
 
 log = logging.getLogger("fp4kit")
 
@@ -229,6 +230,65 @@ def _part_options(arch: str, part: int | None) -> list[str]:
     return options_for(arch) + ([] if part is None else [f"-DFP4KIT_PART={int(part)}"])
 
 
+def _cache_entry(module: str, arch: str, part: int | None, sources: dict[str, str], options: list[str]) -> tuple[str, Path]:
+    """(cache key, cubin path) of one compile unit."""
+    key = _cache_key(module, arch, sources, options)
+    return key, cache_dir() / f"{module}{'' if part is None else f'.p{part}'}-{arch}-{key[:40]}.cubin"
+
+
+def compile_units() -> list[tuple[str, int | None]]:
+    """(module, part) of every compile unit, the slowest (grouped.cu's parts) first."""
+    units = [(n, p) for n in module_names() for p in parts_of(n)]
+    units.sort(key=lambda u: u[0] != "grouped")
+    return units
+
+
+def cached_units(arch: str) -> tuple[int, int]:
+    """(compile units of this build already in the disk cache for `arch`, all units): this build is
+    these sources, options and NVRTC version; nothing is compiled."""
+    sources = _read_sources()
+    units = compile_units()
+    hits = 0
+    for module, part in units:
+        _, cubin = _cache_entry(module, arch, part, sources, _part_options(arch, part))
+        hits += _valid_entry(cubin, cubin.with_suffix(".sha256"))
+    return hits, len(units)
+
+
+_ARCH = re.compile(r"sm_(\d+)a?$")
+
+
+def precompile(archs: list[str], progress=None) -> list[tuple[str, str, int | None, float]]:
+    """Compile every kernel for each of `archs` ("sm_90", "sm_100a", ...) into the disk cache with
+    NVRTC alone: no GPU and no CuPy needed (a container image built on a CPU-only machine then starts
+    warm on the GPU machine, given the same NVRTC). Units run in parallel threads; `progress`, if
+    given, is called with each finished (arch, module, part, seconds). Returns those tuples.
+    ValueError for an architecture that is not a real one (sm_XY or sm_XYa) of compute capability
+    9.0 or later, or that this NVRTC cannot target."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    for a in archs:
+        m = _ARCH.match(a) if isinstance(a, str) else None
+        if m is None or int(m.group(1)) < 10 * MIN_COMPUTE_CAPABILITY[0]:
+            raise ValueError(f"arch: expected sm_90 or a later real architecture such as sm_100a, got {a!r}")
+        can = _nvrtc.supported_archs()
+        if can and int(m.group(1)) not in can:
+            raise ValueError(f"arch: NVRTC {'.'.join(map(str, _nvrtc.version()))} cannot target {a} "
+                             f"(it targets sm_{', sm_'.join(map(str, can))})")
+    jobs = [(a, n, p) for a in archs for n, p in compile_units()]
+
+    def one(job):
+        t0 = time.perf_counter()
+        build_cubin(job[1], job[0], part=job[2])
+        done = (*job, time.perf_counter() - t0)
+        if progress is not None:
+            progress(done)
+        return done
+
+    with ThreadPoolExecutor(max_workers=max(1, min(len(jobs), os.cpu_count() or 1))) as pool:
+        return list(pool.map(one, jobs))
+
+
 def build_cubin(module: str, arch: str, use_cache: bool = True, part: int | None = None) -> Path | bytes:
     """Compile `module` (cuda_src/<module>.cu) for `arch`, only its compile part `part` when given
     (parts_of); returns the cached cubin's path (or the bytes when use_cache is False)."""
@@ -236,9 +296,7 @@ def build_cubin(module: str, arch: str, use_cache: bool = True, part: int | None
     options = _part_options(arch, part)
     if not use_cache:
         return _compile(module, arch, sources, options)
-    key = _cache_key(module, arch, sources, options)
-    d = cache_dir()
-    cubin = d / f"{module}{'' if part is None else f'.p{part}'}-{arch}-{key[:40]}.cubin"
+    key, cubin = _cache_entry(module, arch, part, sources, options)
     sidecar = cubin.with_suffix(".sha256")
     with _lock_for(key):
         if _valid_entry(cubin, sidecar):
@@ -416,8 +474,7 @@ def warmup() -> list[str]:
     _match_driver()
     names = module_names()
     arch = device_arch(cupy.cuda.Device().id)
-    units = [(n, p) for n in names for p in parts_of(n)]
-    units.sort(key=lambda u: u[0] != "grouped")                     # the slowest parts first
+    units = compile_units()
     with ThreadPoolExecutor(max_workers=min(len(units), os.cpu_count() or 1)) as pool:
         list(pool.map(lambda u: build_cubin(u[0], arch, part=u[1]), units))   # compile / validate the disk cache
     for n, p in units:

@@ -403,6 +403,51 @@ def cmd_info(args: argparse.Namespace) -> int:
         print(f"reference: not importable ({type(e).__name__}: {e})")
     gpu, why = detect_gpu()
     print(f"GPU: {gpu.name} (sm_{gpu.compute_capability}, {gpu.count} device(s))" if gpu else f"GPU: none ({why})")
+    from . import _loader, _nvrtc
+    try:
+        print(f"NVRTC: {'.'.join(map(str, _nvrtc.version()))} ({_nvrtc.library_path()})")
+    except Exception as e:   # noqa: BLE001 - any failure to load NVRTC is reported, not raised
+        print(f"NVRTC: not found ({str(e).splitlines()[0] if str(e) else type(e).__name__})")
+        return 0
+    archs = ([_loader.arch_for_capability(gpu.compute_capability // 10, gpu.compute_capability % 10)] if gpu
+             else ["sm_90", "sm_100a"])
+    cached = ", ".join("{} {} of {}".format(a, *_loader.cached_units(a)) for a in archs)
+    print(f"kernel cache: {_loader.cache_dir()} (compile units of this build: {cached}; "
+          "python -m fp4kit warmup fills it)")
+    return 0
+
+
+def cmd_warmup(args: argparse.Namespace) -> int:
+    """Compile every kernel into the disk cache: for the current GPU, or with --arch for the named
+    architectures with NVRTC alone (no GPU needed, e.g. while building a container image)."""
+    from . import _loader
+    t0 = time.perf_counter()
+    if args.arch:
+        try:
+            done = _loader.precompile(args.arch, progress=lambda d: print(
+                f"  {d[0]:<8} {d[1]}.cu" + ("" if d[2] is None else f" [{d[2]}]") + f"  {d[3]:.1f}s", flush=True))
+        except ValueError as e:
+            print(f"python -m fp4kit warmup: {e}", file=sys.stderr)
+            return 2
+        except Exception as e:   # noqa: BLE001 - NVRTC missing or a compile error: say so, exit 1
+            print(f"python -m fp4kit warmup: {type(e).__name__}: {e}", file=sys.stderr)
+            return 1
+        print(f"warmup: {len(done)} compile units for {', '.join(args.arch)} in {_fmt_seconds(time.perf_counter() - t0)}, "
+              f"cached in {_loader.cache_dir()}")
+        return 0
+    gpu, why = detect_gpu()
+    if gpu is None:
+        print(f"python -m fp4kit warmup: no GPU ({why}); name the targets to compile for without one, "
+              "e.g. --arch sm_90 sm_100a", file=sys.stderr)
+        return 1
+    import fp4kit
+    try:
+        fp4kit.warmup()
+    except Exception as e:   # noqa: BLE001 - reported with its type, exit 1
+        print(f"python -m fp4kit warmup: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    print(f"warmup: every kernel for {gpu.name} (sm_{gpu.compute_capability}) in "
+          f"{_fmt_seconds(time.perf_counter() - t0)}, cached in {_loader.cache_dir()}")
     return 0
 
 
@@ -439,8 +484,16 @@ def build_parser(prog: str = "python -m fp4kit") -> argparse.ArgumentParser:
     gpu.add_argument("--require-gpu", action="store_true",
                      help="fail when the kernel checks cannot run (no GPU, or no kernel checks in this build)")
     c.set_defaults(func=cmd_check)
-    i = sub.add_parser("info", help="versions, where fp4kit is imported from, and the GPU it sees")
+    i = sub.add_parser("info", help="versions, where fp4kit is imported from, the GPU it sees, the kernel cache")
     i.set_defaults(func=cmd_info)
+    w = sub.add_parser("warmup", help="compile every kernel into the disk cache (the GPU's, or --arch without one)",
+                       description="Compile every kernel into fp4kit's disk cache, so that no later call waits "
+                                   "for NVRTC: for the current GPU, or with --arch for the named architectures "
+                                   "without a GPU (e.g. while building a container image for GPU machines "
+                                   "that use the same NVRTC).")
+    w.add_argument("--arch", nargs="+", metavar="ARCH",
+                   help="compile for these (sm_90 for Hopper, sm_100a / sm_120a for Blackwell) with NVRTC alone")
+    w.set_defaults(func=cmd_warmup)
     return p
 
 

@@ -252,3 +252,49 @@ def test_version(capsys):
     with pytest.raises(SystemExit) as e:
         cli.main(["--version"])
     assert e.value.code == 0 and capsys.readouterr().out.strip() == f"fp4kit {fp4kit.__version__}"
+
+
+# ---------------------------------------------------------------------------------------------
+# python -m fp4kit warmup / info: the kernel cache
+
+@pytest.fixture
+def fake_nvrtc(monkeypatch, tmp_path):
+    """An empty kernel cache in tmp_path and a stand-in for NVRTC that records what it compiles."""
+    from fp4kit import _loader
+    monkeypatch.setenv("FP4KIT_CACHE_DIR", str(tmp_path))
+    calls = []
+
+    def compile_(module, arch, sources, options):
+        calls.append((module, arch, next((o for o in options if o.startswith("-DFP4KIT_PART=")), None)))
+        return b"\x7fELF" + f" {module} {arch} {options}".encode()   # what the cache takes for a cubin
+
+    monkeypatch.setattr(_loader, "_compile", compile_)
+    return calls
+
+
+def test_warmup_for_named_archs_fills_the_cache_without_a_gpu(capsys, no_gpu, fake_nvrtc):
+    from fp4kit import _loader
+    units = _loader.compile_units()
+    assert _loader.cached_units("sm_90") == (0, len(units))
+    assert cli.main(["warmup", "--arch", "sm_90", "sm_100a"]) == 0
+    out = capsys.readouterr().out
+    assert f"warmup: {2 * len(units)} compile units for sm_90, sm_100a" in out and "grouped.cu [5]" in out
+    expected = {(m, a, None if p is None else f"-DFP4KIT_PART={p}") for a in ("sm_90", "sm_100a") for m, p in units}
+    assert sorted(fake_nvrtc) == sorted(expected)          # every unit once, with its part
+    assert _loader.cached_units("sm_90") == _loader.cached_units("sm_100a") == (len(units), len(units))
+    fake_nvrtc.clear()
+    assert cli.main(["warmup", "--arch", "sm_90"]) == 0 and fake_nvrtc == []   # warm: nothing compiled
+    assert cli.main(["info"]) == 0
+    assert f"sm_90 {len(units)} of {len(units)}, sm_100a {len(units)} of {len(units)}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "compute_90", "sm90", "sm_90x"])
+def test_warmup_refuses_an_architecture_before_compiling(capsys, no_gpu, fake_nvrtc, arch):
+    assert cli.main(["warmup", "--arch", "sm_90", arch]) == 2
+    assert f"got {arch!r}" in capsys.readouterr().err and fake_nvrtc == []
+
+
+def test_warmup_without_a_gpu_or_arch_says_how(capsys, no_gpu, fake_nvrtc):
+    assert cli.main(["warmup"]) == 1
+    err = capsys.readouterr().err
+    assert "no GPU (CuPy is not installed)" in err and "--arch sm_90" in err and fake_nvrtc == []
