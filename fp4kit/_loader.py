@@ -12,14 +12,16 @@ sidecar, and an entry whose bytes do not match it (truncated, corrupt) is rebuil
 
 Compile parts: quantize.cu and grouped.cu are compiled once per part (``PARTS``; NVRTC option
 ``-DFP4KIT_PART=<p>``, cuda_src/common/parts.cuh): part F holds the kernels of format F (named
-``..._f<F>_...``), part 9 the others. :func:`warmup` compiles every part in parallel threads, and a
-first call compiles only the parts its kernels are in (:func:`part_of`).
+``..._f<F>_...``), part 10 + F the full recipe kernels of the FP4 formats, part 9 the others.
+:func:`warmup` and :func:`precompile` compile every part in parallel threads, and a first call
+compiles only the parts its kernels are in (:func:`part_of`).
 
 Kernel coverage: with ``FP4KIT_KERNEL_LOG=<file>`` in the environment, every process appends, at
 exit, one line ``<module> <kernel>`` per kernel it fetched with :func:`get_function` (every launch
 path takes its kernels from there; the grouped planner also fetches a plan's kernels for its
-occupancy queries, so a logged kernel is, strictly, one that a plan of the run was built with). ``scripts/kernel_coverage.py`` compares that log with the
-kernels of the compiled modules (:func:`entry_points`), so a kernel no test launches shows up.
+occupancy queries, so a logged kernel is, strictly, one that a plan of the run was built with).
+``scripts/kernel_coverage.py`` compares that log with the kernels of the compiled modules
+(:func:`entry_points`), so a kernel no test launches shows up.
 """
 from __future__ import annotations
 
@@ -66,9 +68,9 @@ def cuda_src_dir() -> Path:
     raise FileNotFoundError(f"fp4kit CUDA sources not found in {pkg / 'cuda_src'} or {pkg.parent / 'cuda_src'}")
 
 
-def _read_sources() -> dict[str, str]:
-    """Every .cu / .cuh under cuda_src/, keyed by its path relative to cuda_src/ (POSIX)."""
-    root = cuda_src_dir()
+def _read_sources(root: Path | None = None) -> dict[str, str]:
+    """Every .cu / .cuh under cuda_src/ (or `root`), keyed by its path relative to it (POSIX)."""
+    root = cuda_src_dir() if root is None else root
     out = {}
     for p in sorted(root.rglob("*")):
         if p.is_file() and p.suffix in (".cu", ".cuh", ".h"):
@@ -213,6 +215,11 @@ def _valid_entry(cubin: Path, sidecar: Path) -> bool:
 
 
 def _compile(module: str, arch: str, sources: dict[str, str], options: list[str]) -> bytes:
+    return _compile_logged(module, arch, sources, options)[0]
+
+
+def _compile_logged(module: str, arch: str, sources: dict[str, str], options: list[str]) -> tuple[bytes, str]:
+    """(cubin, NVRTC's log) of cuda_src/<module>.cu from `sources` with `options`."""
     global _logged_options
     name = f"{module}.cu"
     if name not in sources:
@@ -222,8 +229,7 @@ def _compile(module: str, arch: str, sources: dict[str, str], options: list[str]
         log.info("fp4kit: NVRTC %s.%s (%s), options: %s", *_nvrtc.version(), _nvrtc.library_path(),
                  " ".join(options))
         _logged_options = True
-    cubin, _ = _nvrtc.compile_program(sources[name], name, options, headers=headers, output="cubin")
-    return cubin
+    return _nvrtc.compile_program(sources[name], name, options, headers=headers, output="cubin")
 
 
 def _part_options(arch: str, part: int | None) -> list[str]:
@@ -464,22 +470,16 @@ def entry_points(cubin: bytes) -> list[str]:
 def warmup() -> list[str]:
     """Compile (or load from the cache) every module for the current device; returns their names.
 
-    Cold caches compile the modules in parallel threads (NVRTC compiles separate programs
-    concurrently and ctypes releases the GIL), so a cold start costs about the slowest module.
+    Cold caches compile the compile units in parallel threads (precompile: NVRTC compiles separate
+    programs concurrently and ctypes releases the GIL), so a cold start costs about the slowest unit.
     """
-    from concurrent.futures import ThreadPoolExecutor
-
     import cupy
 
     _match_driver()
-    names = module_names()
-    arch = device_arch(cupy.cuda.Device().id)
-    units = compile_units()
-    with ThreadPoolExecutor(max_workers=min(len(units), os.cpu_count() or 1)) as pool:
-        list(pool.map(lambda u: build_cubin(u[0], arch, part=u[1]), units))   # compile / validate the disk cache
-    for n, p in units:
-        get_module(n, p)                                            # load (main thread: CuPy context)
-    return names
+    precompile([device_arch(cupy.cuda.Device().id)])      # compile / validate the disk cache
+    for n, p in compile_units():
+        get_module(n, p)                                   # load (main thread: CuPy context)
+    return module_names()
 
 
 def _unknown_parts(module: str, source: str) -> list[str]:
@@ -507,7 +507,7 @@ def compile_check(arch: str, modules: list[str] | None = None, verbose: bool = T
         if unknown:   # kernels under such a part are in no cubin (part_of cannot name it)
             res: dict[str, Any] = {"file": f"{m}.cu", "part": None, "arch": arch, "ok": False, "bytes": 0,
                                    "kernels": [], "resources": {}, "seconds": 0.0,
-                   "error": f"{m}.cu names compile parts {unknown} that PARTS[{m!r}] lacks"}
+                                   "error": f"{m}.cu names compile parts {unknown} that PARTS[{m!r}] lacks"}
             results.append(res)
             if verbose:
                 print(res["error"], flush=True)
@@ -517,12 +517,7 @@ def compile_check(arch: str, modules: list[str] | None = None, verbose: bool = T
             res = {"file": f"{m}.cu", "part": part, "arch": arch, "ok": False, "bytes": 0, "error": "", "kernels": [],
                    "resources": {}}
             try:
-                name = f"{m}.cu"
-                if name not in sources:
-                    raise FileNotFoundError(f"no CUDA source {name} in {cuda_src_dir()} (modules: {module_names()})")
-                cubin, log_text = _nvrtc.compile_program(
-                    sources[name], name, _part_options(arch, part) + ["--ptxas-options=-v"],
-                    headers={k: v for k, v in sources.items() if not k.endswith(".cu")}, output="cubin")
+                cubin, log_text = _compile_logged(m, arch, sources, _part_options(arch, part) + ["--ptxas-options=-v"])
                 res.update(ok=True, bytes=len(cubin), kernels=entry_points(cubin),
                            resources=ptxas_resources(log_text))
                 stray = [k for k in res["kernels"] if part_of(m, k) != part]

@@ -13,6 +13,7 @@ machine code is compared, not the kernels' metadata (registers, launch bounds).
 from __future__ import annotations
 
 import argparse
+import ast
 import re
 import subprocess
 import sys
@@ -25,17 +26,12 @@ sys.path.insert(0, str(ROOT))
 from fp4kit import _loader  # noqa: E402
 
 
-def _sources(root: Path) -> dict[str, str]:
-    return {p.relative_to(root).as_posix(): p.read_text() for p in sorted(root.rglob("*"))
-            if p.is_file() and p.suffix in (".cu", ".cuh", ".h")}
-
-
 def _old_parts(rev: str) -> dict:
     """PARTS as revision `rev` declares it in fp4kit/_loader.py ({} before compile parts existed)."""
     text = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:fp4kit/_loader.py"], check=True,
                           capture_output=True, text=True).stdout
-    m = re.search(r"^PARTS\b[^=]*=\s*(\{[^\n]*\})", text, re.M)
-    return eval(m.group(1), {}) if m else {}   # noqa: S307 - a literal dict of the repository's own code
+    m = re.search(r"^PARTS\b[^=]*=\s*(\{[^{}]*\})", text, re.M)   # a dict literal, over lines or not
+    return ast.literal_eval(m.group(1)) if m else {}
 
 
 def kernel_texts(sources: dict[str, str], module: str, arch: str, parts) -> dict[str, frozenset]:
@@ -44,8 +40,7 @@ def kernel_texts(sources: dict[str, str], module: str, arch: str, parts) -> dict
     all its copies."""
     out: dict[str, set] = {}
     for part in parts:
-        opts = _loader.options_for(arch) + ([] if part is None else [f"-DFP4KIT_PART={part}"])
-        sections = _loader.elf_sections(_loader._compile(module, arch, sources, opts))
+        sections = _loader.elf_sections(_loader._compile(module, arch, sources, _loader._part_options(arch, part)))
         for name, data in sections.items():
             if name.startswith(".text."):
                 out.setdefault(name[len(".text."):], set()).add(data)
@@ -81,8 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as d:
         subprocess.run(f"git -C '{ROOT}' archive '{a.old_rev}' cuda_src | tar -x -C '{d}'", shell=True, check=True)
-        old_src = _sources(Path(d) / "cuda_src")
-    new_src = _sources(_loader.cuda_src_dir())
+        old_src = _loader._read_sources(Path(d) / "cuda_src")
+    new_src = _loader._read_sources()
     old_parts = _old_parts(a.old_rev)
     total = 0
     for m in a.modules.split(","):
