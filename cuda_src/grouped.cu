@@ -810,7 +810,8 @@ __device__ __forceinline__ void group_quantize_rows_k(const void* x, i64 G, cons
 
 // Persistent tile kernel (kinds without one K, the NVFP4 recipes): CTA b takes tiles b, b + grid, ...
 // of the tile list; a tile's member comes from band_tiles (one K) or a binary search.
-template <int FMT, int DT, bool EXT>
+// XM: as quantize_tile's (the _sr kernels: QFLAG_STOCHASTIC alone).
+template <int FMT, int DT, bool EXT, int XM = QFLAG_EXT_ALL>
 __device__ __forceinline__ void group_quantize(const void* x, i64 G, const i64* meta, const i64* first,
                                                const i64* last, u8* row_data, u8* row_scales, u8* col_data,
                                                u8* col_scales, const float* amax_row, const float* amax_col,
@@ -833,7 +834,7 @@ __device__ __forceinline__ void group_quantize(const void* x, i64 G, const i64* 
         const i64 doff = F::packed ? off[g] / 2 : off[g];
         int fl = flags & ~QFLAG_VEC_IN;
         if (((reinterpret_cast<u64>(xg) & 15) == 0) && ((K * input_itemsize(DT)) % 16 == 0)) fl |= QFLAG_VEC_IN;
-        quantize_tile<FMT, DT, EXT, QFLAG_EXT_ALL, 0, true>(xg, M, K, row_data ? row_data + doff : row_data, row_scales ? row_scales + srow[g] : row_scales,
+        quantize_tile<FMT, DT, EXT, XM, 0, true>(xg, M, K, row_data ? row_data + doff : row_data, row_scales ? row_scales + srow[g] : row_scales,
                                col_data ? col_data + doff : col_data, col_scales ? col_scales + scol[g] : col_scales,
                                amax_row ? amax_row + arow[g] : amax_row, amax_col ? amax_col + acol[g] : amax_col,
                                fl, seed, rht_mask, t - tiles[g], g == prev);
@@ -1032,6 +1033,21 @@ __device__ __forceinline__ void group_dequantize(const u8* data, const u8* scale
         group_quantize<F, D, EXT>(x, G, meta, first, last, row_data, row_scales, col_data, col_scales, \
                                   amax_row, amax_col, flags, seed, rht_mask, band_tiles, K1);          \
     }
+// group_quantize_f<F>_d<D>_sr (MXFP4, NVFP4): stochastic rounding and no other extended option, the
+// other variants compiled out (quantize.cu's _sr): 4 CTAs per SM instead of the full kernel's one
+// (130-186 registers). H100, G = 8, 65536 x 7168, bfloat16, "both", kernel time: MXFP4 3383 ->
+// 2086 us, NVFP4 3336 -> 2288 us (docs/performance.md item 117); at 3 or 2 CTAs per SM (fewer
+// spills) 2033 / 2134 us and 2161 / 2086 us against 1853 / 2039 us at 4 (with item 116's Philox).
+#define FP4KIT_GROUP_QUANTIZE_SR(F, D)                                                                  \
+    extern "C" __global__ void __launch_bounds__(QT_THREADS, 4)                                        \
+    group_quantize_f##F##_d##D##_sr(const void* x, i64 G, const i64* meta, const i64* first,           \
+                                    const i64* last, u8* row_data, u8* row_scales, u8* col_data,       \
+                                    u8* col_scales, const float* amax_row, const float* amax_col,      \
+                                    int flags, u64 seed, u32 rht_mask, const i64* band_tiles, i64 K1) { \
+        group_quantize<F, D, true, QFLAG_STOCHASTIC>(x, G, meta, first, last, row_data, row_scales,    \
+                                                     col_data, col_scales, amax_row, amax_col, flags,  \
+                                                     seed, rht_mask, band_tiles, K1);                  \
+    }
 // group_quantize1_f<F>_d<D>_plain (MX formats, plain NVFP4): one tile per CTA, one K
 // (group_quantize_one; NVFP4 fills its member's multiplier tables in every CTA). band: group_meta's
 // band buffer from n_band_rows (MX) or from band_desc_offset(n_band_rows, n_band_tiles) (NVFP4).
@@ -1123,6 +1139,10 @@ __device__ __forceinline__ void group_dequantize(const u8* data, const u8* scale
     FP4KIT_GROUP_QUANTIZE_ROWS(F, 2, true, , 2)                                                         \
     FP4KIT_GROUP_QUANTIZE_ROWSK(F, 0, true, , 2) FP4KIT_GROUP_QUANTIZE_ROWSK(F, 1, true, , 2)          \
     FP4KIT_GROUP_QUANTIZE_ROWSK(F, 2, true, , 2)                                                        \
+    FP4KIT_GROUP_QUANTIZE_SR(F, 0) FP4KIT_GROUP_QUANTIZE_SR(F, 1) FP4KIT_GROUP_QUANTIZE_SR(F, 2)
+// the full tile kernels: NVFP4's tile_2d / row_scaled / rht (MXFP4's one option, stochastic
+// rounding, takes the _sr kernels above)
+#define FP4KIT_GROUP_QUANTIZE_FULL(F)                                                                   \
     FP4KIT_GROUP_QUANTIZE(F, 0, true, ) FP4KIT_GROUP_QUANTIZE(F, 1, true, ) FP4KIT_GROUP_QUANTIZE(F, 2, true, )
 
 #define FP4KIT_GROUP_DEQUANTIZE(F, O)                                                                   \
@@ -1182,4 +1202,5 @@ FP4KIT_GROUP_DEQUANTIZE_ALL(5)
 #endif
 #if FP4KIT_IN_PART(FP4KIT_PART_RECIPES(5))
 FP4KIT_GROUP_QUANTIZE_EXT(5)
+FP4KIT_GROUP_QUANTIZE_FULL(5)
 #endif

@@ -318,6 +318,8 @@ def build_group_quantize_plan(input_dtype, opts, G, n_el, caps, amax_size, dbias
     if not quad:   # group_quantize4 takes its own grid below
         kname = "group_quantize_rowsk" if rows_only and one_k else "group_quantize_rows" if rows_only else "group_quantize"
         qname = f"{kname}_f{f.format_id}_d{dt}" + ("" if ext else "_plain")
+        if kname == "group_quantize" and ext and P.sr_only(opts):
+            qname += "_sr"   # stochastic rounding alone: the other variants compiled out
         grid = _quantize_grid(f, ext, input_dtype, rows_only, one_k, G, n_el, Kshared, rows_total,
                               lambda cap, q=qname: resident("grouped", q, cap), sm)
         band_arg = P._at(band, 8 * n_band_rows) if band is not None else _NULL_ARG   # member of every tile band

@@ -422,16 +422,22 @@ def bench_grouped(rows, reps, K=7168, total=65536, groups=(8, 64)):
         amax = torch.full((G,), 4.0, device="cuda")
         # and "both" of MXFP8 (staged squares), MXFP4 and MXFP6 (one-tile kernel), with compact scales
         # too (staged, then group_unswizzle_scales)
-        for fmt, axis, sup, layout in (("mxfp8_e4m3", "rowwise", False, "swizzled"),
-                                       ("mxfp8_e4m3", "both", False, "swizzled"),
-                                       ("mxfp8_e4m3", "both", False, "compact"),
-                                       ("mxfp4_e2m1", "both", False, "swizzled"),
-                                       ("mxfp4_e2m1", "both", False, "compact"),
-                                       ("mxfp6_e2m3", "both", False, "swizzled"),
-                                       ("mxfp6_e2m3", "both", False, "compact"),
-                                       ("nvfp4", "rowwise", False, "swizzled"), ("nvfp4", "both", False, "swizzled"),
-                                       ("nvfp4", "both", True, "swizzled")):
+        # and "both" of MXFP4 / NVFP4 with stochastic rounding (the persistent _sr kernel)
+        for fmt, axis, sup, layout, sr in (("mxfp8_e4m3", "rowwise", False, "swizzled", False),
+                                           ("mxfp8_e4m3", "both", False, "swizzled", False),
+                                           ("mxfp8_e4m3", "both", False, "compact", False),
+                                           ("mxfp4_e2m1", "both", False, "swizzled", False),
+                                           ("mxfp4_e2m1", "both", False, "compact", False),
+                                           ("mxfp6_e2m3", "both", False, "swizzled", False),
+                                           ("mxfp6_e2m3", "both", False, "compact", False),
+                                           ("nvfp4", "rowwise", False, "swizzled", False),
+                                           ("nvfp4", "both", False, "swizzled", False),
+                                           ("nvfp4", "both", True, "swizzled", False),
+                                           ("mxfp4_e2m1", "both", False, "swizzled", True),
+                                           ("nvfp4", "both", False, "swizzled", True)):
             kw = dict(axis=axis, scale_layout=layout)
+            if sr:
+                kw.update(rounding="stochastic", seed=7)
             a = amax if sup else None
             us = time_fn(lambda: fp4kit.group_quantize(x, fmt, first_dims=dims_dev, amax=a, **kw), reps=reps)
             per = [(x[s:s + m], amax[g:g + 1] if sup else None) for g, (s, m) in enumerate(zip(starts, dims)) if m]
@@ -440,7 +446,8 @@ def bench_grouped(rows, reps, K=7168, total=65536, groups=(8, 64)):
             nbytes = total * K * 2 + _bytes_out(fmt, total, K, axis)
             cu = copy_us(nbytes, reps)
             rows.append(dict(op=f"group_quantize G={G}", format=fmt, axis=axis, layout=layout,
-                             variant=vname + (", supplied amax" if sup else ""), shape=f"{total}x{K}", us=us,
+                             variant=vname + (", supplied amax" if sup else "") + (", stochastic" if sr else ""),
+                             shape=f"{total}x{K}", us=us,
                              bytes=nbytes, gbs=nbytes / us / 1e3, copy_pct=100 * cu / us, baseline_us=us_loop,
                              speedup=us_loop / us, baseline_exact="vs per-member launches"))
             _emit(rows)
@@ -534,7 +541,7 @@ def _quantize_rows(shapes, formats, axes) -> int:
     return len(shapes) * sum(per_fmt * (2 if f == "nvfp4" else 1) for f in formats)
 
 
-def expected_rows(shapes, formats, axes, groups=4, grouped_ops=10) -> int:
+def expected_rows(shapes, formats, axes, groups=4, grouped_ops=12) -> int:
     """Rows the benchmark will print (mirrors the loops below), for the progress line's estimate."""
     quant = _quantize_rows(shapes, formats, axes) + _quantize_rows(RAGGED_SHAPES, RAGGED_FORMATS, ("both",))
     return quant + len(shapes) * len(formats) * 2 + len(shapes) + 3 + groups * grouped_ops

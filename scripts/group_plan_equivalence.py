@@ -169,6 +169,9 @@ def canonical(events, results):
             # group_quantize1_f<4|5>_d<D>_boths is group_quantize1_f<F>_d<D>_both with swizzled scales and the
             # rceil rule as compile-time facts (same parameters, same bytes): it compares as _both
             k = e[2][:-1] if e[2].startswith("group_quantize1_") and e[2].endswith("_boths") else e[2]
+            # group_quantize_f<4|5>_d<D>_sr (thirty-eighth session) is the full persistent kernel with
+            # every option but stochastic rounding compiled out (same parameters, same bytes)
+            k = k[:-3] if k.startswith("group_quantize_f") and k.endswith("_sr") else k
             out.append(e[:2] + (k,) + e[3:5] + (tuple(rename(a) for a in e[5]),))
         elif e[0] == "astype":
             out.append(("astype", rename(("arr", e[1], 0))[1], rename(("arr", e[2], 0))[1]))

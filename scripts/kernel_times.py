@@ -171,6 +171,8 @@ OPS = {
     "nvfp4-sr-row": _single("nvfp4", axis="rowwise", rounding="stochastic", seed=7),
     "mxfp4-sr": _single("mxfp4_e2m1", axis="both", rounding="stochastic", seed=7),
     "mxfp4-sr-row": _single("mxfp4_e2m1", axis="rowwise", rounding="stochastic", seed=7),
+    "nvfp4-2d": _single("nvfp4", axis="both", tile_2d=True),
+    "nvfp4-rs": _single("nvfp4", axis="both", row_scaled=True),
 }
 
 
@@ -221,6 +223,11 @@ for _G in (8, 64):
                     _name = f"grp{_G}-{_f}-{'row' if _ax == 'rowwise' else 'both'}{'-c' if _lay == 'compact' else ''}-{_dt}"
                     OPS[_name] = _grouped(_fn, _G, 128, False, dtype=_dt, axis=_ax, scale_layout=_lay)
                     OPS[_name + "-loop"] = _grouped(_fn, _G, 128, True, dtype=_dt, axis=_ax, scale_layout=_lay)
+    for _f, _fn in (("mxfp4", "mxfp4_e2m1"), ("nvfp4", "nvfp4")):   # stochastic rounding, sizes % 128
+        for _ax in ("rowwise", "both"):
+            _name = f"grp{_G}-{_f}-sr-{'row' if _ax == 'rowwise' else 'both'}"
+            OPS[_name] = _grouped(_fn, _G, 128, False, axis=_ax, scale_layout="swizzled", rounding="stochastic",
+                                  seed=7)
     for _m in (128, 2):   # NVFP4 "both" with supplied amaxes
         _name = f"grp{_G}-nvfp4-both-amax{'' if _m == 128 else '-even'}"
         OPS[_name] = _grouped("nvfp4", _G, _m, False, amax=True, axis="both", scale_layout="swizzled")

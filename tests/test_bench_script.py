@@ -36,8 +36,9 @@ def test_expected_rows_matches_the_loops(bench):
     # ragged: MXFP8, MXFP6, MXFP4 and NVFP4 (two variants)
     ragged = 2 + 2 + 2 + 4                              # 8200 x 8192 "both", two layouts; nvfp4 x 2
     # + dequantize, swizzle, recipes, grouped (4 size sets x MXFP8 / NVFP4 rowwise / both + NVFP4
-    # "both" with supplied amaxes + "both" of MXFP8 compact, MXFP4 and MXFP6 in both layouts)
-    assert n == quant + ragged + 3 * 2 + 1 + 3 + 4 * 10
+    # "both" with supplied amaxes + "both" of MXFP8 compact, MXFP4 and MXFP6 in both layouts + MXFP4 /
+    # NVFP4 "both" with stochastic rounding)
+    assert n == quant + ragged + 3 * 2 + 1 + 3 + 4 * 12
 
 
 def test_tail_lines_only_for_sections_that_ran(bench):

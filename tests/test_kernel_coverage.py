@@ -134,7 +134,7 @@ def test_part_of_follows_the_format_in_the_name():
                                                      "quantize_f4_d1_quad")] == [15, 15, 14, 15, 15, 5, 5, 4]
     assert [_loader.part_of("grouped", k) for k in ("group_quantize_rows_f4_d0", "group_quantize_f5_d2",
                                                     "group_quantize1_f5_d1_both", "group_quantize_f4_d1_plain",
-                                                    "group_quantize4_f0_d1")] == [14, 15, 5, 4, 0]
+                                                    "group_quantize4_f0_d1", "group_quantize_f4_d2_sr")] == [14, 15, 5, 4, 0, 14]
 
 
 def _parted(misplace: bool) -> str:

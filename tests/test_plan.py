@@ -915,7 +915,8 @@ def test_defined_kernels_reads_the_macro_instantiations():
     assert "quantize_f2_d1_quad" not in q and "quantize_f2_d1_quadm" in q
     # the full kernels exist for NVFP4 only (no MX option but stochastic rounding needs them: _sr)
     assert "quantize_f0_d1" not in q and "quantize_f4_d1_rowsx" not in q and "group_quantize_f3_d1" not in g
-    assert "group_quantize_f4_d1" in g and "group_quantize_rows_f5_d0" in g
+    assert "group_quantize_f4_d1" not in g and "group_quantize_f5_d1" in g and "group_quantize_rows_f5_d0" in g
+    assert {"group_quantize_f4_d1_sr", "group_quantize_f5_d0_sr"} <= set(g)
     assert q["quantize_f5_d1"] == q["quantize_f0_d1_plain"] and q["quantize_f5_d1"][0] == "const void*"
 
 

@@ -11,17 +11,28 @@ namespace fp4kit {
 
 // N independent counters through the 10 rounds in lockstep: the round keys (uniform over the
 // launch) are formed once per round for all N, and the N chains give the multiplier pipe
-// independent work.
-template <int N>
+// independent work. WIDE: each 32 x 32 -> 64-bit product as one mul.wide.u32 (IMAD.WIDE.U32, both
+// halves from one instruction); otherwise __umulhi and a 32-bit multiply, which ptxas mostly emits as
+// two instructions (IMAD.HI.U32 and IMAD). The same bits either way (docs/performance.md item 116).
+template <int N, bool WIDE = false>
 __device__ __forceinline__ void philox4x32_10_n(uint4 (&c)[N], u32 k0, u32 k1) {
 #pragma unroll
     for (int i = 0; i < 10; ++i) {
 #pragma unroll
         for (int j = 0; j < N; ++j) {
-            const u32 hi0 = __umulhi(FP4KIT_PHILOX_M0, c[j].x);
-            const u32 lo0 = FP4KIT_PHILOX_M0 * c[j].x;
-            const u32 hi1 = __umulhi(FP4KIT_PHILOX_M1, c[j].z);
-            const u32 lo1 = FP4KIT_PHILOX_M1 * c[j].z;
+            u32 hi0, lo0, hi1, lo1;
+            if constexpr (WIDE) {
+                u64 p0, p1;
+                asm("mul.wide.u32 %0, %1, %2;" : "=l"(p0) : "r"(c[j].x), "r"(FP4KIT_PHILOX_M0));
+                asm("mul.wide.u32 %0, %1, %2;" : "=l"(p1) : "r"(c[j].z), "r"(FP4KIT_PHILOX_M1));
+                hi0 = (u32)(p0 >> 32), lo0 = (u32)p0;
+                hi1 = (u32)(p1 >> 32), lo1 = (u32)p1;
+            } else {
+                hi0 = __umulhi(FP4KIT_PHILOX_M0, c[j].x);
+                lo0 = FP4KIT_PHILOX_M0 * c[j].x;
+                hi1 = __umulhi(FP4KIT_PHILOX_M1, c[j].z);
+                lo1 = FP4KIT_PHILOX_M1 * c[j].z;
+            }
             c[j] = make_uint4(hi1 ^ c[j].y ^ k0, lo1, hi0 ^ c[j].w ^ k1, lo0);
         }
         k0 += FP4KIT_PHILOX_W0;
@@ -29,9 +40,10 @@ __device__ __forceinline__ void philox4x32_10_n(uint4 (&c)[N], u32 k0, u32 k1) {
     }
 }
 
+template <bool WIDE = false>
 __device__ __forceinline__ uint4 philox4x32_10(uint4 c, u32 k0, u32 k1) {
     uint4 cs[1] = {c};
-    philox4x32_10_n<1>(cs, k0, k1);
+    philox4x32_10_n<1, WIDE>(cs, k0, k1);
     return cs[0];
 }
 
@@ -48,6 +60,10 @@ __device__ __forceinline__ void philox_pick16(const uint4* P, u32* r) {
     }
 }
 
+// WIDE (the tile kernels and the grouped rows kernels): the products as mul.wide.u32, the four counters
+// as two lockstep pairs (four in lockstep took more registers and spilled under NVRTC 13.5); the
+// single-tensor rows kernels keep the other form, which measured 2-3 % faster there (item 116).
+template <bool WIDE = false>
 __device__ __forceinline__ void philox_draws16(u64 seed, u32 stream, u64 e0, u32* r) {
     const u32 k0 = (u32)seed, k1 = (u32)(seed >> 32);
     const u64 c0 = e0 >> 2;
@@ -60,14 +76,19 @@ __device__ __forceinline__ void philox_draws16(u64 seed, u32 stream, u64 e0, u32
             const u64 c = c0 + (u64)j;
             C[j] = make_uint4((u32)c, (u32)(c >> 32), stream, 0u);
         }
-        philox4x32_10_n<4>(C, k0, k1);
+        if constexpr (WIDE) {
+            philox4x32_10_n<2, true>(*reinterpret_cast<uint4(*)[2]>(C), k0, k1);
+            philox4x32_10_n<2, true>(*reinterpret_cast<uint4(*)[2]>(C + 2), k0, k1);
+        } else {
+            philox4x32_10_n<4>(C, k0, k1);
+        }
 #pragma unroll
         for (int j = 0; j < 4; ++j) P[j] = C[j];
     }
     P[4] = make_uint4(0u, 0u, 0u, 0u);
     if (off != 0) {
         const u64 c = c0 + 4u;
-        P[4] = philox4x32_10(make_uint4((u32)c, (u32)(c >> 32), stream, 0u), k0, k1);
+        P[4] = philox4x32_10<WIDE>(make_uint4((u32)c, (u32)(c >> 32), stream, 0u), k0, k1);
     }
     switch (off) {
         case 0: philox_pick16<0>(P, r); break;

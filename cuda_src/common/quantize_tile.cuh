@@ -189,7 +189,8 @@ __device__ __forceinline__ u32 nvfp4_scale_code(float b, float mult) {
 // Quantize one 16-element segment (values v, already in fp32) into packed code words w[0..3].
 // e0: linear index of v[0] within its operand (stochastic rounding only).
 // below7 (E2M1, nearest): every fp32_RN(v[i] * mul) is below 7 in magnitude and not NaN.
-template <int FMT>
+// WIDE: philox_draws16's form (stochastic rounding; false only in quantize_rows_direct).
+template <int FMT, bool WIDE = true>
 __device__ __forceinline__ void encode_seg(const float* v, float mul, bool stochastic, u64 seed, u32 stream,
                                            i64 e0, u32* w, bool below7 = false) {
     typedef Fmt<FMT> F;
@@ -219,7 +220,7 @@ __device__ __forceinline__ void encode_seg(const float* v, float mul, bool stoch
     if constexpr (E::ebits == 2 && E::mbits == 1) sr = stochastic;
     if (sr) {   // E2M1 only: 8 codes per word
         u32 r[SEG];
-        philox_draws16(seed, stream, (u64)e0, r);
+        philox_draws16<WIDE>(seed, stream, (u64)e0, r);
 #pragma unroll
         for (int q = 0; q < 2; ++q) {
             float y[8];
@@ -278,7 +279,7 @@ __device__ __forceinline__ void move_only_pairs(const u32* q, float mul, u32* w)
 #endif
 
 // The packed segment (MXFP4, nearest rounding): codes of e0..e7 in w[0], e8..e15 in w[1].
-template <int FMT>
+template <int FMT, bool = true>
 __device__ __forceinline__ void encode_seg(const Bf16Seg& v, float mul, bool, u64, u32, i64, u32* w, bool = false) {
     static_assert(FMT == FORMAT_MXFP4_E2M1, "MXFP4 only");
 #ifdef FP4KIT_MOVE_ONLY
@@ -289,7 +290,7 @@ __device__ __forceinline__ void encode_seg(const Bf16Seg& v, float mul, bool, u6
     w[1] = e2m1_pack8_bf16(v.q + 4, s2);
     w[2] = w[3] = 0u;
 }
-template <int FMT>
+template <int FMT, bool = true>
 __device__ __forceinline__ void encode_seg(const F16Seg& v, float mul, bool, u64, u32, i64, u32* w, bool = false) {
     static_assert(FMT == FORMAT_MXFP4_E2M1, "MXFP4 only");
 #ifdef FP4KIT_MOVE_ONLY
@@ -324,7 +325,7 @@ __device__ __forceinline__ u32 block_scale(float bamax, bool floor_rule, const f
 // enc_tab (NVFP4, one amax for the operand): the 128-entry multiplier table, or null.
 // r0 (grouped rows of one K): row gm is row gm - r0 of the member whose scales start at row_scales,
 // which also numbers its stochastic-rounding counter; codes and per-row amax stay indexed by gm.
-template <int FMT, bool TAB = false, bool SEL = FP4KIT_E8M0_SELECT, class SV>
+template <int FMT, bool TAB = false, bool SEL = FP4KIT_E8M0_SELECT, bool WIDE = true, class SV>
 __device__ __forceinline__ void row_segment(SV v, i64 M, i64 K, i64 gm, i64 gk, int s, u8* row_data,
                                             u8* row_scales, const float* amax_row, int flags, u64 seed,
                                             float tile_amax, float s_enc, float s_dec, const float* enc_tab = nullptr,
@@ -353,7 +354,7 @@ __device__ __forceinline__ void row_segment(SV v, i64 M, i64 K, i64 gm, i64 gk, 
         }
         u32 w[4];
         if constexpr (B7) below7 = below7 && below7_ok(bamax, mul);
-        encode_seg<FMT>(v, mul, flags & QFLAG_STOCHASTIC, seed, 0u, (gm - r0) * K + gk, w, below7);
+        encode_seg<FMT, WIDE>(v, mul, flags & QFLAG_STOCHASTIC, seed, 0u, (gm - r0) * K + gk, w, below7);
         const int n = (int)((K - gk) < SEG ? (K - gk) : SEG);
         if constexpr (F::packed) store_bytes(row_data + gm * (K / 2) + gk / 2, w, n / 2, SEG / 2);
         else store_bytes(row_data + gm * K + gk, w, n, SEG);
@@ -438,8 +439,8 @@ __device__ __forceinline__ void quantize_rows_direct(const void* x, i64 M, i64 K
         const i64 gm = m0 + hi + j * rs;
         float v[SEG];
         seg_values<DT>(raw[j], full[j], x, M, K, gm, gk, flags & QFLAG_VEC_IN, v);
-        row_segment<FMT>(v, M, K, gm, gk, s, row_data, row_scales, amax_row, flags, seed, -1.0f, s_enc, s_dec,
-                         use_tab ? enc_tab : nullptr);
+        row_segment<FMT, false, FP4KIT_E8M0_SELECT, false>(v, M, K, gm, gk, s, row_data, row_scales, amax_row, flags,
+                                                          seed, -1.0f, s_enc, s_dec, use_tab ? enc_tab : nullptr);
     }
 }
 

@@ -833,8 +833,8 @@ def test_plain_tile_kernels_every_format_and_dtype(cp, fmt, dtype, launched):
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
 def test_mxfp4_stochastic_rounding_grouped_every_kernel(cp, dtype, launched):
-    """Grouped MXFP4 with stochastic rounding through each of its full kernels: the tile kernel
-    (group_quantize_f4_d<D>; columnwise and "both", one K and varying K) and the rows kernels
+    """Grouped MXFP4 with stochastic rounding through each of its kernels: the tile kernel
+    (group_quantize_f4_d<D>_sr; columnwise and "both", one K and varying K) and the rows kernels
     (group_quantize_rowsk / group_quantize_rows; rowwise, one K and varying K), two seeds, against
     the reference's Philox stream; different seeds give different codes."""
     npdt, d = _npdt(dtype), DTYPE_IDS[dtype]
@@ -855,8 +855,32 @@ def test_mxfp4_stochastic_rounding_grouped_every_kernel(cp, dtype, launched):
             if axis == "rowwise":
                 codes[seed] = np.concatenate([np.asarray(m.rowwise.data).ravel() for m in exp])
     assert not np.array_equal(codes[3], codes[2 ** 63 + 11])
-    for k in ("group_quantize_f4", "group_quantize_rows_f4", "group_quantize_rowsk_f4"):
-        assert f"{k}_d{d}" in launched, (k, launched)
+    for k in (f"group_quantize_f4_d{d}_sr", f"group_quantize_rows_f4_d{d}", f"group_quantize_rowsk_f4_d{d}"):
+        assert k in launched, (k, launched)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_nvfp4_stochastic_rounding_grouped_tile_kernel(cp, dtype, launched):
+    """Grouped NVFP4 with stochastic rounding alone through its tile kernel (group_quantize_f5_d<D>_sr:
+    columnwise and "both", one K and varying K, compact and swizzled scales), two seeds, against the
+    reference's Philox stream; different seeds give different codes."""
+    npdt, d = _npdt(dtype), DTYPE_IDS[dtype]
+    first = _dims(5, 98, even=True)
+    x = _x((sum(first), 64), seed=99, dtype=npdt)
+    fl, ll = _dims(4, 100, even=True), _dims(4, 101, mult16=True)
+    xb = _x(sum(m * k for m, k in zip(fl, ll)), seed=102, dtype=npdt)
+    codes = {}
+    for seed in (5, 2 ** 64 - 3):
+        for axis, layout in (("columnwise", "compact"), ("both", "swizzled")):
+            kw = dict(axis=axis, rounding="stochastic", seed=seed, scale_layout=layout)
+            exp = fp4kit.reference.group_quantize(x, "nvfp4", first_dims=first, **kw)
+            _check(fp4kit.group_quantize(_dev(cp, x), "nvfp4", first_dims=first, **kw), exp)
+            exp2 = fp4kit.reference.group_quantize(xb, "nvfp4", first_dims=fl, last_dims=ll, **kw)
+            _check(fp4kit.group_quantize(_dev(cp, xb), "nvfp4", first_dims=fl, last_dims=ll, **kw), exp2)
+            if axis == "both":
+                codes[seed] = np.concatenate([np.asarray(m.columnwise.data).ravel() for m in exp])
+    assert not np.array_equal(codes[5], codes[2 ** 64 - 3])
+    assert f"group_quantize_f5_d{d}_sr" in launched, launched
 
 
 @pytest.mark.parametrize("variant", [dict(row_scaled=True), dict(rounding="stochastic", seed=17)])
