@@ -831,17 +831,25 @@ def test_plain_tile_kernels_every_format_and_dtype(cp, fmt, dtype, launched):
     assert f"group_quantize_f{f.format_id}_d{d}_plain" in launched, launched
 
 
+def _sr_inputs(dtype, G, seed, last_mult16=False):
+    """The stochastic-rounding tests' inputs (seeds seed .. seed + 4): G members of even sizes x 64,
+    and 4 members of varying K (K even, or a multiple of 16)."""
+    npdt = _npdt(dtype)
+    first = _dims(G, seed, even=True)
+    x = _x((sum(first), 64), seed=seed + 1, dtype=npdt)
+    fl, ll = _dims(4, seed + 2, even=True), _dims(4, seed + 3, even=not last_mult16, mult16=last_mult16)
+    xb = _x(sum(m * k for m, k in zip(fl, ll)), seed=seed + 4, dtype=npdt)
+    return first, x, fl, ll, xb
+
+
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
 def test_mxfp4_stochastic_rounding_grouped_every_kernel(cp, dtype, launched):
     """Grouped MXFP4 with stochastic rounding through each of its kernels: the tile kernel
     (group_quantize_f4_d<D>_sr; columnwise and "both", one K and varying K) and the rows kernels
     (group_quantize_rowsk / group_quantize_rows; rowwise, one K and varying K), two seeds, against
     the reference's Philox stream; different seeds give different codes."""
-    npdt, d = _npdt(dtype), DTYPE_IDS[dtype]
-    first = _dims(6, 90, even=True)
-    x = _x((sum(first), 64), seed=91, dtype=npdt)
-    fl, ll = _dims(4, 92, even=True), _dims(4, 93, even=True)
-    xb = _x(sum(m * k for m, k in zip(fl, ll)), seed=94, dtype=npdt)
+    d = DTYPE_IDS[dtype]
+    first, x, fl, ll, xb = _sr_inputs(dtype, 6, 90)
     codes = {}
     for seed in (3, 2 ** 63 + 11):
         for axis in ("rowwise", "columnwise", "both"):
@@ -864,11 +872,8 @@ def test_nvfp4_stochastic_rounding_grouped_tile_kernel(cp, dtype, launched):
     """Grouped NVFP4 with stochastic rounding alone through its tile kernel (group_quantize_f5_d<D>_sr:
     columnwise and "both", one K and varying K, compact and swizzled scales), two seeds, against the
     reference's Philox stream; different seeds give different codes."""
-    npdt, d = _npdt(dtype), DTYPE_IDS[dtype]
-    first = _dims(5, 98, even=True)
-    x = _x((sum(first), 64), seed=99, dtype=npdt)
-    fl, ll = _dims(4, 100, even=True), _dims(4, 101, mult16=True)
-    xb = _x(sum(m * k for m, k in zip(fl, ll)), seed=102, dtype=npdt)
+    d = DTYPE_IDS[dtype]
+    first, x, fl, ll, xb = _sr_inputs(dtype, 5, 98, last_mult16=True)
     codes = {}
     for seed in (5, 2 ** 64 - 3):
         for axis, layout in (("columnwise", "compact"), ("both", "swizzled")):
