@@ -856,7 +856,9 @@ __device__ __forceinline__ void group_quantize(const void* x, i64 G, const i64* 
 // formats keep the lookups). Each branch has its own quantize_tile call: one shared call after the
 // branches (offsets in variables set by either) made the MX kernels spill 52-68 bytes at their 32
 // registers.
-template <int FMT, int DT, bool BOTH = false, bool SWZ = false>
+// SR (the packed formats' _sr kernels): stochastic rounding, the only extended option, with
+// rows_total holding the seed (the packed formats' branch has no prefetch to bound).
+template <int FMT, int DT, bool BOTH = false, bool SWZ = false, bool SR = false>
 __device__ __forceinline__ void group_quantize_one(const void* x, i64 G, const i64* meta, const i64* first,
                                                    const i64* last, u8* row_data, u8* row_scales, u8* col_data,
                                                    u8* col_scales, const float* amax_row, const float* amax_col,
@@ -923,11 +925,11 @@ __device__ __forceinline__ void group_quantize_one(const void* x, i64 G, const i
                     0ull, 0u, d3.x,
                     (i64)blockIdx.x - j * tiles_k);
             } else {
-                quantize_tile_rc<FMT, DT, false, QFLAG_EXT_ALL, 0, true, true>(
+                quantize_tile_rc<FMT, DT, SR, SR ? QFLAG_STOCHASTIC : QFLAG_EXT_ALL, 0, true, true>(
                     xg, M, K, row_data ? row_data + doff : row_data, row_scales ? row_scales + d1.x : row_scales,
                     col_data ? col_data + doff : col_data, col_scales ? col_scales + d1.y : col_scales,
-                    amax_row ? amax_row + d2.x : amax_row, amax_col ? amax_col + d2.y : amax_col, fl, 0ull, 0u, d3.x,
-                    (i64)blockIdx.x - j * tiles_k);
+                    amax_row ? amax_row + d2.x : amax_row, amax_col ? amax_col + d2.y : amax_col, fl,
+                    SR ? rows_total : 0ull, 0u, d3.x, (i64)blockIdx.x - j * tiles_k);
             }
         }
     }
@@ -1069,6 +1071,18 @@ __device__ __forceinline__ void group_dequantize(const u8* data, const u8* scale
         group_quantize_one<F, D, BOTH, SWZ>(x, G, meta, first, last, row_data, row_scales, col_data,    \
                                        col_scales, amax_row, amax_col, flags, band, K1, rows_total, tk_m, tk_p); \
     }
+// group_quantize1_f<4|5>_d<D>_sr: the packed formats with stochastic rounding alone, one K (the seed
+// where the plain kernels take the row count), 4 CTAs per SM as the persistent _sr kernels
+#define FP4KIT_GROUP_QUANTIZE1_SR(F, D)                                                                 \
+    extern "C" __global__ void __launch_bounds__(QT_THREADS, 4)                                        \
+    group_quantize1_f##F##_d##D##_sr(const void* x, i64 G, const i64* meta, const i64* first,          \
+                               const i64* last, u8* row_data, u8* row_scales, u8* col_data,            \
+                               u8* col_scales, const float* amax_row, const float* amax_col, int flags, \
+                               u64 seed, u32 rht_mask, const i64* band, i64 K1, u32 tk_m, u32 tk_p) {  \
+        group_quantize_one<F, D, false, false, true>(x, G, meta, first, last, row_data, row_scales,     \
+                                                      col_data, col_scales, amax_row, amax_col, flags,  \
+                                                      band, K1, seed, tk_m, tk_p);                      \
+    }
 #define FP4KIT_GROUP_QUANTIZE1_ALL(F)                                                   \
     FP4KIT_GROUP_QUANTIZE1(F, 0, _plain, false, false) FP4KIT_GROUP_QUANTIZE1(F, 1, _plain, false, false) \
     FP4KIT_GROUP_QUANTIZE1(F, 2, _plain, false, false)
@@ -1139,7 +1153,8 @@ __device__ __forceinline__ void group_dequantize(const u8* data, const u8* scale
     FP4KIT_GROUP_QUANTIZE_ROWS(F, 2, true, , 2)                                                         \
     FP4KIT_GROUP_QUANTIZE_ROWSK(F, 0, true, , 2) FP4KIT_GROUP_QUANTIZE_ROWSK(F, 1, true, , 2)          \
     FP4KIT_GROUP_QUANTIZE_ROWSK(F, 2, true, , 2)                                                        \
-    FP4KIT_GROUP_QUANTIZE_SR(F, 0) FP4KIT_GROUP_QUANTIZE_SR(F, 1) FP4KIT_GROUP_QUANTIZE_SR(F, 2)
+    FP4KIT_GROUP_QUANTIZE_SR(F, 0) FP4KIT_GROUP_QUANTIZE_SR(F, 1) FP4KIT_GROUP_QUANTIZE_SR(F, 2)          \
+    FP4KIT_GROUP_QUANTIZE1_SR(F, 0) FP4KIT_GROUP_QUANTIZE1_SR(F, 1) FP4KIT_GROUP_QUANTIZE1_SR(F, 2)
 // the full tile kernels: NVFP4's tile_2d / row_scaled / rht (MXFP4's one option, stochastic
 // rounding, takes the _sr kernels above)
 #define FP4KIT_GROUP_QUANTIZE_FULL(F)                                                                   \

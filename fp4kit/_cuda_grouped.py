@@ -95,10 +95,11 @@ def _quantize_grid(f, ext, input_dtype, rows_only, one_k, G, n_el, Kshared, rows
 STATS_TABS_MAX_G = 512
 
 
-def one_tile_per_cta(f, ext, rows_only, one_k, G, Kshared, rows_total) -> bool:
+def one_tile_per_cta(f, ext, rows_only, one_k, G, Kshared, rows_total, sr: bool = False) -> bool:
     """Whether the tile kernel's grid (_quantize_grid) has one CTA for every tile, so that
-    group_quantize1 (one tile per CTA, no loop; MX and plain NVFP4) can run instead of group_quantize."""
-    return (not rows_only and one_k and bool(Kshared) and not ext
+    group_quantize1 (one tile per CTA, no loop; MX and plain NVFP4, and MXFP4 / NVFP4 with stochastic
+    rounding alone, `sr`: group_quantize1_f<F>_d<D>_sr) can run instead of group_quantize."""
+    return (not rows_only and one_k and bool(Kshared) and (not ext or (sr and f.packed))
             and _tile_bands_bound(rows_total, G) * -(-Kshared // _QT) <= _MAX_GRID)
 
 
@@ -250,18 +251,19 @@ def build_group_quantize_plan(input_dtype, opts, G, n_el, caps, amax_size, dbias
     one_k = Kshared is not None and rows_total is not None
     # the grid covers every tile: the loop-free tile kernel (the packed formats, MXFP4 and NVFP4,
     # with the bands' descriptors: grouped.cu group_quantize_one)
-    one = one_tile_per_cta(f, ext, rows_only, one_k, G, Kshared, rows_total)
+    one = one_tile_per_cta(f, ext, rows_only, one_k, G, Kshared, rows_total, P.sr_only(opts))
     # MXFP8 "both", one K % 128: 128 x 128 squares (group_quantize4; compact scales staged)
     quad = quad_squares(f, ext, opts, input_dtype, rows_only, one_k, G, Kshared, rows_total)
     # compact scales of the one-tile kernel through swizzled staging buffers (stage_one_tile)
-    staged1 = one and not quad and stage_one_tile(f, opts, input_dtype, Kshared, rows_total)
+    staged1 = one and not ext and not quad and stage_one_tile(f, opts, input_dtype, Kshared, rows_total)
     # plain NVFP4 with computed amaxes in the one-tile kernel: the statistics pass also builds every
     # member's multiplier table once its amax is final (grouped.cu stats_tables), and the tile
     # kernel copies it (QFLAG_ENC_TABS) instead of building it in every CTA
-    # (`one` implies the plain recipe: no row_scaled / rht / tile_2d / stochastic rounding); with
+    # (`one` without `ext`: the plain recipe, no row_scaled / rht / tile_2d / stochastic rounding); with
     # supplied amaxes the metadata launch builds them (extra CTAs), for any number of members
-    tabs_on = bool(one and f.is_nvfp4 and amax_size is None and not dbias and G <= STATS_TABS_MAX_G)
-    tabs_sup = bool(one and f.is_nvfp4 and amax_size is not None and G > 0)
+    # (the _sr one-tile kernel builds its tables in every CTA, as the persistent recipe kernels do)
+    tabs_on = bool(one and not ext and f.is_nvfp4 and amax_size is None and not dbias and G <= STATS_TABS_MAX_G)
+    tabs_sup = bool(one and not ext and f.is_nvfp4 and amax_size is not None and G > 0)
     out: dict[str, int | None] = dict.fromkeys(("meta", "err", "fd", "ld", "row_data", "row_scales", "row_amax", "col_data", "col_scales",
                          "col_amax", "dbias"))
     n_vals = G if one_k else 2 * G     # host values of a ("param", G) plan
@@ -320,14 +322,17 @@ def build_group_quantize_plan(input_dtype, opts, G, n_el, caps, amax_size, dbias
         qname = f"{kname}_f{f.format_id}_d{dt}" + ("" if ext else "_plain")
         if kname == "group_quantize" and ext and P.sr_only(opts):
             qname += "_sr"   # stochastic rounding alone: the other variants compiled out
-        grid = _quantize_grid(f, ext, input_dtype, rows_only, one_k, G, n_el, Kshared, rows_total,
+        # (`one` with an extended option, stochastic rounding, takes the one-tile grid too)
+        grid = _quantize_grid(f, ext and not one, input_dtype, rows_only, one_k, G, n_el, Kshared, rows_total,
                               lambda cap, q=qname: resident("grouped", q, cap), sm)
         band_arg = P._at(band, 8 * n_band_rows) if band is not None else _NULL_ARG   # member of every tile band
         if one:
             # MXFP4 / NVFP4 "both": the variant that knows its four buffers are non-null
             both = f.packed and opts.want_rowwise and opts.want_columnwise
             qname = f"group_quantize1_f{f.format_id}_d{dt}_{'both' if both else 'plain'}"
-            if both and (opts.scale_layout == "swizzled" or staged1) and opts.scale_rule != "floor":
+            if ext:   # stochastic rounding alone (one_tile_per_cta)
+                qname = f"group_quantize1_f{f.format_id}_d{dt}_sr"
+            elif both and (opts.scale_layout == "swizzled" or staged1) and opts.scale_rule != "floor":
                 qname += "s"   # swizzled (or staged) scales and the rceil rule as compile-time facts
             if f.packed:
                 band_arg = P._at(band, 8 * _band_desc_offset(n_band_rows, n_band_tiles))
@@ -408,8 +413,9 @@ def build_group_quantize_plan(input_dtype, opts, G, n_el, caps, amax_size, dbias
         b.launch("grouped", qname, grid, (
             Arg("x"), P._i64(G), meta_k, fd, ld, ptr(out["row_data"]), st_row if staged else ptr(out["row_scales"]),
             ptr(out["col_data"]), st_col if staged else ptr(out["col_scales"]), a_row_k, a_col_k,
-            # group_quantize1 takes the caller's row count where the seed was (plain recipes only)
-            P._i32(flags | (QFLAG_SWIZZLED if staged else 0)), P._u64(rows_total) if one else Arg("seed"),
+            # group_quantize1 takes the caller's row count where the seed was (plain recipes; its _sr
+            # kernels the seed)
+            P._i32(flags | (QFLAG_SWIZZLED if staged else 0)), P._u64(rows_total) if one and not ext else Arg("seed"),
             P._u32(opts.rht_sign_mask), band_arg, P._i64(Kshared or 0))
             # group_quantize1: the band of CTA b is b // ceil(K / 64), as (b m) >> p
             + (tuple(P._u32(v) for v in div_magic(-(-Kshared // _QT))) if one else ()))

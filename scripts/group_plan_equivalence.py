@@ -227,7 +227,7 @@ SHAPES = [
     ("same", [64] * 3, 256), ("same", [8192] * 8, 7168),
     ("varying_last", [5] * 3, [64, 0, 32]), ("varying_both", [32, 16, 64], [64, 32, 0]),
 ]
-n = bad = 0
+n = bad = moved = 0
 kernels = set()
 for fmt in FORMATS:
     for (kind, first, last), host, axis, layout, dtype, rec, given, dbias in itertools.product(
@@ -283,8 +283,14 @@ for fmt in FORMATS:
                 caps, Kshared, rows_total)
         a = trace("old", *args)
         b = trace("new", *args)
-        n += 1
         kernels |= {e[2] for e in b[0] if e[0] == "launch"}
+        if any(e[0] == "launch" and e[2].startswith("group_quantize1_") and e[2].endswith("_sr") for e in b[0]):
+            # stochastic rounding alone with one K takes the one-tile kernel since the thirty-eighth
+            # session (band descriptors, another grid): not comparable with the old launcher's
+            # persistent kernel; the GPU tests check its bytes against the reference
+            moved += 1
+            continue
+        n += 1
         if a != b:
             bad += 1
             if bad <= 3:
@@ -296,6 +302,7 @@ for fmt in FORMATS:
                     print("    allocations:", a[1], "|", b[1])
                 if a[2] != b[2]:
                     print("    results:", a[2], "|", b[2])
-print(f"group_quantize: {n} cases, {bad} with different traces; {len(kernels)} kernels launched: "
+print(f"group_quantize: {n} cases, {bad} with different traces ({moved} more with stochastic rounding and one K "
+      f"run group_quantize1_..._sr, not compared); {len(kernels)} kernels launched: "
       + ", ".join(sorted({k.split('_f')[0] if '_f' in k else k for k in kernels})))
 sys.exit(1 if bad or not n else 0)

@@ -1469,7 +1469,13 @@ def test_grouped_quantize_grid_sizes(monkeypatch):
     assert one(mx, False, False, True, 8, 7168, 65536)
     assert one(nv, False, False, True, 8, 7168, 65536)              # plain NVFP4 too
     assert not one(nv, True, False, True, 8, 7168, 65536)           # NVFP4 extended: persistent
-    assert not one(mx, True, False, True, 8, 7168, 65536)           # stochastic rounding
+    assert not one(mx, True, False, True, 8, 7168, 65536)           # stochastic rounding (not said alone)
+    # stochastic rounding alone (sr): the packed formats' group_quantize1_f<F>_d<D>_sr
+    mx4 = FORMATS["mxfp4_e2m1"]
+    assert one(mx4, True, False, True, 8, 7168, 65536, True) and one(nv, True, False, True, 8, 7168, 65536, True)
+    assert not one(FORMATS["mxfp8_e4m3"], True, False, True, 8, 7168, 65536, True)   # not packed
+    assert not one(mx4, True, True, True, 8, 7168, 65536, True)     # rowwise: rows kernel
+    assert not one(mx4, True, False, False, 8, 7168, None, True)    # no single K: persistent _sr
     assert not one(mx, False, True, True, 8, 7168, 65536)           # rowwise: rows kernel
     assert not one(mx, False, False, False, 8, 7168, None)          # no single K
     assert not one(mx, False, False, True, 8, 0, 65536)             # K = 0: no band table

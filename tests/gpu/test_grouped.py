@@ -845,7 +845,8 @@ def _sr_inputs(dtype, G, seed, last_mult16=False):
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
 def test_mxfp4_stochastic_rounding_grouped_every_kernel(cp, dtype, launched):
     """Grouped MXFP4 with stochastic rounding through each of its kernels: the tile kernel
-    (group_quantize_f4_d<D>_sr; columnwise and "both", one K and varying K) and the rows kernels
+    (group_quantize1_f4_d<D>_sr with one K, group_quantize_f4_d<D>_sr with varying K; columnwise and
+    "both") and the rows kernels
     (group_quantize_rowsk / group_quantize_rows; rowwise, one K and varying K), two seeds, against
     the reference's Philox stream; different seeds give different codes."""
     d = DTYPE_IDS[dtype]
@@ -863,15 +864,16 @@ def test_mxfp4_stochastic_rounding_grouped_every_kernel(cp, dtype, launched):
             if axis == "rowwise":
                 codes[seed] = np.concatenate([np.asarray(m.rowwise.data).ravel() for m in exp])
     assert not np.array_equal(codes[3], codes[2 ** 63 + 11])
-    for k in (f"group_quantize_f4_d{d}_sr", f"group_quantize_rows_f4_d{d}", f"group_quantize_rowsk_f4_d{d}"):
+    for k in (f"group_quantize1_f4_d{d}_sr", f"group_quantize_f4_d{d}_sr", f"group_quantize_rows_f4_d{d}",
+              f"group_quantize_rowsk_f4_d{d}"):
         assert k in launched, (k, launched)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
 def test_nvfp4_stochastic_rounding_grouped_tile_kernel(cp, dtype, launched):
-    """Grouped NVFP4 with stochastic rounding alone through its tile kernel (group_quantize_f5_d<D>_sr:
-    columnwise and "both", one K and varying K, compact and swizzled scales), two seeds, against the
-    reference's Philox stream; different seeds give different codes."""
+    """Grouped NVFP4 with stochastic rounding alone through its tile kernels (group_quantize1_f5_d<D>_sr
+    with one K, group_quantize_f5_d<D>_sr with varying K; columnwise and "both", compact and swizzled
+    scales), two seeds, against the reference's Philox stream; different seeds give different codes."""
     d = DTYPE_IDS[dtype]
     first, x, fl, ll, xb = _sr_inputs(dtype, 5, 98, last_mult16=True)
     codes = {}
@@ -885,7 +887,7 @@ def test_nvfp4_stochastic_rounding_grouped_tile_kernel(cp, dtype, launched):
             if axis == "both":
                 codes[seed] = np.concatenate([np.asarray(m.columnwise.data).ravel() for m in exp])
     assert not np.array_equal(codes[5], codes[2 ** 64 - 3])
-    assert f"group_quantize_f5_d{d}_sr" in launched, launched
+    assert f"group_quantize1_f5_d{d}_sr" in launched and f"group_quantize_f5_d{d}_sr" in launched, launched
 
 
 @pytest.mark.parametrize("variant", [dict(row_scaled=True), dict(rounding="stochastic", seed=17)])
