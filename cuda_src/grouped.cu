@@ -808,7 +808,8 @@ __device__ __forceinline__ void group_quantize_rows_k(const void* x, i64 G, cons
     if (flags & QFLAG_SWIZZLED) group_zero_padding(G, meta, nullptr, K, F::block, row_scales, nullptr);
 }
 
-// Persistent tile kernel (kinds without one K, the NVFP4 recipes): CTA b takes tiles b, b + grid, ...
+// Persistent tile kernel (kinds without one K, the NVFP4 recipes, stochastic rounding when the one-tile
+// grid would exceed the launch limit): CTA b takes tiles b, b + grid, ...
 // of the tile list; a tile's member comes from band_tiles (one K) or a binary search.
 // XM: as quantize_tile's (the _sr kernels: QFLAG_STOCHASTIC alone).
 template <int FMT, int DT, bool EXT, int XM = QFLAG_EXT_ALL>

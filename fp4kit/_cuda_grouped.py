@@ -76,7 +76,9 @@ def _quantize_grid(f, ext, input_dtype, rows_only, one_k, G, n_el, Kshared, rows
     member sizes, 1552 -> 1524 us with sizes % 128). Otherwise the kernels are persistent: the tile
     kernel runs one wave of resident CTAs, the run kernel SMs x 8 CTAs (it hid the per-member table
     refills better: 563 us vs 600 us for one wave). resident(cap): the tile kernel's resident CTAs
-    per SM (at most cap); sm: the device's SM count."""
+    per SM (at most cap); sm: the device's SM count. `ext`: the persistent recipe kernels; the caller
+    passes False for the one-tile stochastic-rounding kernel (group_quantize1_..._sr), whose grid is
+    the plain one-tile kernels'."""
     if one_k:
         tiles_k = -(-Kshared // _QT)
         if rows_only:

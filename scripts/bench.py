@@ -422,7 +422,7 @@ def bench_grouped(rows, reps, K=7168, total=65536, groups=(8, 64)):
         amax = torch.full((G,), 4.0, device="cuda")
         # and "both" of MXFP8 (staged squares), MXFP4 and MXFP6 (one-tile kernel), with compact scales
         # too (staged, then group_unswizzle_scales)
-        # and "both" of MXFP4 / NVFP4 with stochastic rounding (the persistent _sr kernel)
+        # and "both" of MXFP4 / NVFP4 with stochastic rounding (one K: the one-tile _sr kernel)
         for fmt, axis, sup, layout, sr in (("mxfp8_e4m3", "rowwise", False, "swizzled", False),
                                            ("mxfp8_e4m3", "both", False, "swizzled", False),
                                            ("mxfp8_e4m3", "both", False, "compact", False),

@@ -970,10 +970,16 @@ def test_grouped_planned_launches_name_defined_kernels():
                             kinds = [a.kind for a in s.args]
                             assert len(params) == len(kinds), (s.kernel, params, kinds)
                             assert all(_fits_c(c, k) for c, k in zip(params, kinds)), (s.kernel, list(zip(params, kinds)))
+                            if s.kernel.startswith("group_quantize1_"):
+                                # the u64 after the flags: the seed for the _sr kernels, the caller's row
+                                # count (the L2 prefetch's bound) for the plain ones (grouped.cu)
+                                want = Arg("seed") if s.kernel.endswith("_sr") else Arg("u64", rows)
+                                assert s.args[12] == want, (s.kernel, s.args[12])
                             seen.add(s.kernel)
     # the variants this test is for were reached
     for name in ("group_quantize1_f4_d1_boths", "group_quantize1_f4_d1_both", "group_quantize1_f5_d1_boths",
                  "group_quantize1_f5_d0_both", "group_quantize1_f2_d1_plain", "group_quantize4_f0_d1",
+                 "group_quantize1_f4_d2_sr", "group_quantize1_f5_d0_sr", "group_quantize_f5_d1_sr",
                  "group_meta", "group_meta_dims", "group_unswizzle_scales", "group_stats_d1"):
         assert name in seen, (name, sorted(seen))
     assert any(k.startswith("group_quantize_rowsk_") for k in seen) and any(k.startswith("group_quantize_f") for k in seen)
@@ -1469,9 +1475,9 @@ def test_grouped_quantize_grid_sizes(monkeypatch):
     assert one(mx, False, False, True, 8, 7168, 65536)
     assert one(nv, False, False, True, 8, 7168, 65536)              # plain NVFP4 too
     assert not one(nv, True, False, True, 8, 7168, 65536)           # NVFP4 extended: persistent
-    assert not one(mx, True, False, True, 8, 7168, 65536)           # stochastic rounding (not said alone)
-    # stochastic rounding alone (sr): the packed formats' group_quantize1_f<F>_d<D>_sr
     mx4 = FORMATS["mxfp4_e2m1"]
+    assert not one(mx4, True, False, True, 8, 7168, 65536)          # extended, not stochastic rounding alone
+    # stochastic rounding alone (sr): the packed formats' group_quantize1_f<F>_d<D>_sr
     assert one(mx4, True, False, True, 8, 7168, 65536, True) and one(nv, True, False, True, 8, 7168, 65536, True)
     assert not one(FORMATS["mxfp8_e4m3"], True, False, True, 8, 7168, 65536, True)   # not packed
     assert not one(mx4, True, True, True, 8, 7168, 65536, True)     # rowwise: rows kernel
