@@ -110,7 +110,8 @@ def test_same_and_varying_last_and_both(cp, fmt):
 
 
 @pytest.mark.parametrize("variant", [dict(), dict(tile_2d=True), dict(row_scaled=True), dict(rht=True),
-                                     dict(rounding="stochastic", seed=99), dict(amax="given")])
+                                     dict(rounding="stochastic", seed=99), dict(amax="given"),
+                                     dict(rounding="stochastic", seed=99, amax="given")])
 def test_nvfp4_variants_grouped(cp, variant):
     import ml_dtypes
     first = _dims(6, 7, mult16=True)
