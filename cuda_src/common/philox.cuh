@@ -15,7 +15,7 @@ namespace fp4kit {
 // halves from one instruction); otherwise __umulhi and a 32-bit multiply, which ptxas mostly emits as
 // two instructions (IMAD.HI.U32 and IMAD). The same bits either way (docs/performance.md item 116).
 template <int N, bool WIDE = false>
-__device__ __forceinline__ void philox4x32_10_n(uint4 (&c)[N], u32 k0, u32 k1) {
+__device__ __forceinline__ void philox4x32_10_n(uint4* c, u32 k0, u32 k1) {   // c[0 .. N)
 #pragma unroll
     for (int i = 0; i < 10; ++i) {
 #pragma unroll
@@ -77,8 +77,8 @@ __device__ __forceinline__ void philox_draws16(u64 seed, u32 stream, u64 e0, u32
             C[j] = make_uint4((u32)c, (u32)(c >> 32), stream, 0u);
         }
         if constexpr (WIDE) {
-            philox4x32_10_n<2, true>(*reinterpret_cast<uint4(*)[2]>(C), k0, k1);
-            philox4x32_10_n<2, true>(*reinterpret_cast<uint4(*)[2]>(C + 2), k0, k1);
+            philox4x32_10_n<2, true>(C, k0, k1);
+            philox4x32_10_n<2, true>(C + 2, k0, k1);
         } else {
             philox4x32_10_n<4>(C, k0, k1);
         }
