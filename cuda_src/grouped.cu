@@ -858,7 +858,10 @@ __device__ __forceinline__ void group_quantize(const void* x, i64 G, const i64* 
 // branches (offsets in variables set by either) made the MX kernels spill 52-68 bytes at their 32
 // registers.
 // SR (the packed formats' _sr kernels): stochastic rounding, the only extended option, with
-// rows_total holding the seed (the packed formats' branch has no prefetch to bound).
+// rows_total holding the seed (the packed formats' branch has no prefetch to bound). NVFP4's _sr
+// kernels leave out RUN4 (FP4 code rows off 8-byte boundaries then go through the single-tensor
+// kernels' writer; H100, G = 8, 65536 x 7168, "both", kernel time, sizes % 128 1778 -> 1724 us,
+// even sizes 1915 -> 1879, G = 64 1785 -> 1731); MXFP4's keep it (1721 against 1719 us without).
 template <int FMT, int DT, bool BOTH = false, bool SWZ = false, bool SR = false>
 __device__ __forceinline__ void group_quantize_one(const void* x, i64 G, const i64* meta, const i64* first,
                                                    const i64* last, u8* row_data, u8* row_scales, u8* col_data,
@@ -926,7 +929,7 @@ __device__ __forceinline__ void group_quantize_one(const void* x, i64 G, const i
                     0ull, 0u, d3.x,
                     (i64)blockIdx.x - j * tiles_k);
             } else {
-                quantize_tile_rc<FMT, DT, SR, SR ? QFLAG_STOCHASTIC : QFLAG_EXT_ALL, 0, true, true>(
+                quantize_tile_rc<FMT, DT, SR, SR ? QFLAG_STOCHASTIC : QFLAG_EXT_ALL, 0, true, !(SR && !F::mx)>(
                     xg, M, K, row_data ? row_data + doff : row_data, row_scales ? row_scales + d1.x : row_scales,
                     col_data ? col_data + doff : col_data, col_scales ? col_scales + d1.y : col_scales,
                     amax_row ? amax_row + d2.x : amax_row, amax_col ? amax_col + d2.y : amax_col, fl,
@@ -1052,7 +1055,8 @@ __device__ __forceinline__ void group_dequantize(const u8* data, const u8* scale
                                                      seed, rht_mask, band_tiles, K1);                  \
     }
 // group_quantize1_f<F>_d<D>_plain (MX formats, plain NVFP4): one tile per CTA, one K
-// (group_quantize_one; NVFP4 fills its member's multiplier tables in every CTA). band: group_meta's
+// (group_quantize_one; NVFP4 copies its member's multiplier table, built by group_stats or group_meta
+// (QFLAG_ENC_TABS), or past STATS_TABS_MAX_G members builds it in every CTA). band: group_meta's
 // band buffer from n_band_rows (MX) or from band_desc_offset(n_band_rows, n_band_tiles) (NVFP4).
 // group_quantize's parameters, with the caller's row count (the bound of the L2 prefetch) where
 // the seed was (the plain recipes have none) and rht_mask unused, then (tk_m, tk_p), the host's
@@ -1073,7 +1077,8 @@ __device__ __forceinline__ void group_dequantize(const u8* data, const u8* scale
                                        col_scales, amax_row, amax_col, flags, band, K1, rows_total, tk_m, tk_p); \
     }
 // group_quantize1_f<4|5>_d<D>_sr: the packed formats with stochastic rounding alone, one K (the seed
-// where the plain kernels take the row count), 4 CTAs per SM as the persistent _sr kernels
+// where the plain kernels take the row count), 4 CTAs per SM as the persistent _sr kernels; NVFP4's
+// tables as the plain kernel's (H100, G = 8, 65536 x 7168, "both", sizes % 128: 1859 -> 1778 us)
 #define FP4KIT_GROUP_QUANTIZE1_SR(F, D)                                                                 \
     extern "C" __global__ void __launch_bounds__(QT_THREADS, 4)                                        \
     group_quantize1_f##F##_d##D##_sr(const void* x, i64 G, const i64* meta, const i64* first,          \

@@ -261,11 +261,11 @@ def build_group_quantize_plan(input_dtype, opts, G, n_el, caps, amax_size, dbias
     # plain NVFP4 with computed amaxes in the one-tile kernel: the statistics pass also builds every
     # member's multiplier table once its amax is final (grouped.cu stats_tables), and the tile
     # kernel copies it (QFLAG_ENC_TABS) instead of building it in every CTA
-    # (`one` without `ext`: the plain recipe, no row_scaled / rht / tile_2d / stochastic rounding); with
+    # (`one`: the plain recipe, or stochastic rounding alone in the _sr one-tile kernel, whose tables
+    # are the same; a CTA that built its own spent ~12 % of the kernel's instructions on them); with
     # supplied amaxes the metadata launch builds them (extra CTAs), for any number of members
-    # (the _sr one-tile kernel builds its tables in every CTA, as the persistent recipe kernels do)
-    tabs_on = bool(one and not ext and f.is_nvfp4 and amax_size is None and not dbias and G <= STATS_TABS_MAX_G)
-    tabs_sup = bool(one and not ext and f.is_nvfp4 and amax_size is not None and G > 0)
+    tabs_on = bool(one and f.is_nvfp4 and amax_size is None and not dbias and G <= STATS_TABS_MAX_G)
+    tabs_sup = bool(one and f.is_nvfp4 and amax_size is not None and G > 0)
     out: dict[str, int | None] = dict.fromkeys(("meta", "err", "fd", "ld", "row_data", "row_scales", "row_amax", "col_data", "col_scales",
                          "col_amax", "dbias"))
     n_vals = G if one_k else 2 * G     # host values of a ("param", G) plan

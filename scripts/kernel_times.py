@@ -205,6 +205,10 @@ for _f, _fn in (("nvfp4", "nvfp4"), ("mxfp8", "mxfp8_e4m3"), ("mxfp6", "mxfp6_e2
     OPS[f"grp1-{_f}-both"] = _grouped1(_fn, axis="both", scale_layout="swizzled")
     OPS[f"big-{_f}-both-f16"] = _big(_fn, "float16", axis="both", scale_layout="swizzled")
     OPS[f"grp1-{_f}-both-f16"] = _grouped1(_fn, "float16", axis="both", scale_layout="swizzled")
+    if _f in ("nvfp4", "mxfp4"):   # stochastic rounding: one kernel's rate, single tensor against group of one
+        OPS[f"big-{_f}-sr-both"] = _big(_fn, axis="both", scale_layout="swizzled", rounding="stochastic", seed=7)
+        OPS[f"grp1-{_f}-sr-both"] = _grouped1(_fn, axis="both", scale_layout="swizzled", rounding="stochastic",
+                                              seed=7)
 for _G in (8, 64):
     for _m in (128, 2):
         for _f, _fn in (("mxfp8", "mxfp8_e4m3"), ("mxfp6", "mxfp6_e2m3"), ("mxfp4", "mxfp4_e2m1"), ("nvfp4", "nvfp4")):
@@ -228,6 +232,12 @@ for _G in (8, 64):
             _name = f"grp{_G}-{_f}-sr-{'row' if _ax == 'rowwise' else 'both'}"
             OPS[_name] = _grouped(_fn, _G, 128, False, axis=_ax, scale_layout="swizzled", rounding="stochastic",
                                   seed=7)
+            OPS[_name + "-loop"] = _grouped(_fn, _G, 128, True, axis=_ax, scale_layout="swizzled",
+                                            rounding="stochastic", seed=7)
+            OPS[_name + "-even"] = _grouped(_fn, _G, 2, False, axis=_ax, scale_layout="swizzled",
+                                            rounding="stochastic", seed=7)
+            OPS[_name + "-even-loop"] = _grouped(_fn, _G, 2, True, axis=_ax, scale_layout="swizzled",
+                                                 rounding="stochastic", seed=7)
     for _m in (128, 2):   # NVFP4 "both" with supplied amaxes
         _name = f"grp{_G}-nvfp4-both-amax{'' if _m == 128 else '-even'}"
         OPS[_name] = _grouped("nvfp4", _G, _m, False, amax=True, axis="both", scale_layout="swizzled")
