@@ -268,7 +268,7 @@ def e2m1_sr_magnitude(y: np.ndarray, r: np.ndarray) -> np.ndarray:
     """codecs.cuh e2m1_sr_magnitude (y float32, r uint32 draws): SPEC's "float(r >> 8) < (a - lo) /
     (hi - lo) * 2^24" as code = (X + 2^24 - 1 - (r >> 8)) / 2^24 + 2 j' with X = ceil(a * 2^(25 - j')),
     a = min(|y|, 6) and j' from a's exponent field; X + 2^24 - 1 is the low word of
-    fma_ru(a, 2^25, 2^(52 + j') + (2^24 - 1) 2^j'), exact in float64 as modelled here."""
+    fma_ru(a, 2^(25 - j'), 2^52 + 2^24 - 1), exact in float64 as modelled here."""
     a = _fminf(np.abs(y), np.float32(6.0))
     j = np.maximum(a.view(np.uint32).astype(np.int64) >> 23, 127) - 127
     x = np.ceil(a.astype(np.float64) * np.exp2(25.0 - j)).astype(np.int64) + 0xFFFFFF

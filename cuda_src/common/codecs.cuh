@@ -592,10 +592,12 @@ __device__ __forceinline__ float nvfp4_dequant_mult(u32 sf, float A) {
 // integer), code(lo) = floor(X / 2^24) + 2 j' and F = X mod 2^24 where a is on the fine grid of its
 // range (a >= 1, exact), or its ceiling (a < 1: "R < F" <=> "R < ceil(F)" for integer R). So
 //   code = (X + (2^24 - 1) - R) / 2^24 + 2 j'                         (integer division)
-// X + 2^24 - 1 is the low word of fma_ru((double)a, 2^25, C), C = 2^(52 + j') + (2^24 - 1) 2^j': the
-// product is exact, the ulp of the sum is 2^j', so the one rounding (upwards) divides by 2^j' and
-// takes the ceiling; the conversion to double is exact. j' comes from a's exponent field e
-// (j' = max(e, 127) - 127, as a <= 6 has e <= 129). a = min(|y|, 6) first: NaN (fminf drops it),
+// X + 2^24 - 1 is the low word of fma_ru((double)a, 2^(25 - j'), C), C = 2^52 + 2^24 - 1: the
+// product is exact (a power-of-two scaling), the sum stays below 2^53 (ulp 1), so the one rounding
+// (upwards) takes the ceiling; the conversion to double is exact. j' comes from a's exponent field e
+// (j' = max(e, 127) - 127, as a <= 6 has e <= 129). The scale (not the addend) carries j', so C is
+// one constant and the scale's high word one multiply-add (an earlier form scaled by 2^25 and put
+// 2^(52 + j') + (2^24 - 1) 2^j' in the addend: an ALU instruction more per element). a = min(|y|, 6) first: NaN (fminf drops it),
 // inf and everything >= 6 become 6, code 7 for any draw. FP64 and the conversion run on pipes the
 // tile kernels leave idle; the rest is integer arithmetic.
 // The magnitude code; y's sign is applied by the caller. For y whose NaNs have the sign bit clear
@@ -603,8 +605,8 @@ __device__ __forceinline__ float nvfp4_dequant_mult(u32 sf, float A) {
 __device__ __forceinline__ u32 e2m1_sr_magnitude(float y, u32 r) {
     const float a = fminf(fabsf(y), 6.0f);
     const u32 j = max(f2u(a) >> 23, 127u);                                // 127 + j'
-    const double c = __hiloint2double((int)((j + (1075u - 127u)) << 20), 0xFFFFFF);
-    const u32 x = (u32)__double2loint(__fma_ru((double)a, 33554432.0, c));   // X + 2^24 - 1
+    const double sc = __hiloint2double((int)((1023u + 25u + 127u) * 1048576u - j * 1048576u), 0);   // 2^(25 - j')
+    const u32 x = (u32)__double2loint(__fma_ru((double)a, sc, 4503599644147711.0));   // X + 2^24 - 1
     return (x - (r >> 8) + ((j - 127u) << 25)) >> 24;
 }
 
