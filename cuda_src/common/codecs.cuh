@@ -597,8 +597,9 @@ __device__ __forceinline__ float nvfp4_dequant_mult(u32 sf, float A) {
 // (upwards) takes the ceiling; the conversion to double is exact. j' comes from a's exponent field e
 // (j' = max(e, 127) - 127, as a <= 6 has e <= 129). The scale (not the addend) carries j', so C is
 // one constant and the scale's high word one multiply-add (an earlier form scaled by 2^25 and put
-// 2^(52 + j') + (2^24 - 1) 2^j' in the addend: an ALU instruction more per element). a = min(|y|, 6) first: NaN (fminf drops it),
-// inf and everything >= 6 become 6, code 7 for any draw. FP64 and the conversion run on pipes the
+// 2^(52 + j') + (2^24 - 1) 2^j' in the addend: an ALU instruction more per element; docs/
+// performance.md item 120). a = min(|y|, 6) first: NaN (fminf drops it), inf and everything >= 6
+// become 6, code 7 for any draw. FP64 and the conversion run on pipes the
 // tile kernels leave idle; the rest is integer arithmetic.
 // The magnitude code; y's sign is applied by the caller. For y whose NaNs have the sign bit clear
 // (products, see e2m1_append_product) NaN gives 7 with sign 0, as SPEC section 2 asks.

@@ -661,6 +661,51 @@ def test_nvfp4_grouped_tables_from_stats(cp, dtype, launch_args):
             _check(g[i], exp[i])
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_nvfp4_stochastic_rounding_grouped_tables(cp, dtype, launch_args):
+    """Grouped NVFP4 with stochastic rounding alone and one K: the one-tile _sr kernel copies the
+    members' multiplier tables (QFLAG_ENC_TABS) built by the statistics pass (computed amaxes:
+    members of zeros, inf, NaN and huge values, empty members) or by the metadata launch (supplied
+    amaxes, one of them 0), and past STATS_TABS_MAX_G members with computed amaxes builds them in
+    every CTA; both layouts, two seeds, bytes against the reference's Philox stream."""
+    import ml_dtypes
+    from fp4kit._cuda_grouped import STATS_TABS_MAX_G
+    from fp4kit._plan import QFLAG_ENC_TABS
+    npdt = {"bfloat16": ml_dtypes.bfloat16, "float32": np.float32}[dtype]
+    first = [0, 300, 2, 0, 4000, 18, 70, 0]
+    x = _x((sum(first), 64), seed=120).astype(np.float32)
+    offs = np.cumsum([0] + first)
+    x[offs[1]:offs[2]] = 0.0               # amax 0
+    x[offs[4] + 7, 5] = np.inf            # amax inf
+    x[offs[5], 3] = np.nan                # NaN ignored by the amax
+    x[offs[6], 7] = 3e38
+    x = x.astype(npdt)
+    xd = _dev(cp, x)
+    amax = np.abs(np.random.default_rng(2).standard_normal(len(first))).astype(np.float32) * 8
+    amax[4] = 0.0
+    for seed in (11, 2 ** 64 - 5):
+        for layout in ("compact", "swizzled"):
+            for sup in (False, True):
+                kw = dict(axis="both", scale_layout=layout, rounding="stochastic", seed=seed)
+                exp = fp4kit.reference.group_quantize(x, "nvfp4", first_dims=first, amax=amax if sup else None, **kw)
+                del launch_args[:]
+                got = fp4kit.group_quantize(xd, "nvfp4", first_dims=first, amax=cp.asarray(amax) if sup else None,
+                                            **kw)
+                _check(got, exp)
+                q = [a for n, a in launch_args if n.startswith("group_quantize1_f5") and n.endswith("_sr")]
+                assert q and q[0][11].value & QFLAG_ENC_TABS, [n for n, _ in launch_args]
+                if not sup:
+                    assert q[0][9] == stats_tabs(launch_args) and q[0][10] == stats_tabs(launch_args)
+    # more members than group_stats takes tables for: the _sr kernel builds them per CTA
+    first = _dims(STATS_TABS_MAX_G + 1, 121, even=True)
+    x = _x((sum(first), 64), seed=122).astype(npdt)
+    kw = dict(axis="both", rounding="stochastic", seed=3)
+    exp = fp4kit.reference.group_quantize(x, "nvfp4", first_dims=first, **kw)
+    del launch_args[:]
+    _check(fp4kit.group_quantize(_dev(cp, x), "nvfp4", first_dims=first, **kw), exp)
+    q = [a for n, a in launch_args if n.startswith("group_quantize1_f5") and n.endswith("_sr")]
+    assert q and not q[0][11].value & QFLAG_ENC_TABS
+
 def test_nvfp4_grouped_tables_supplied_amax(cp, launch_args):
     """Plain NVFP4 with supplied amaxes and one K: the metadata launch's extra CTAs (two members
     each) build every member's multiplier table from its amax and the one-tile kernel copies it
