@@ -275,6 +275,16 @@ def e2m1_sr_magnitude(y: np.ndarray, r: np.ndarray) -> np.ndarray:
     return (((x - (r.astype(np.int64) >> 8) + (j << 25)) & 0xFFFFFFFF) >> 24)
 
 
+def e2m1_sr_magnitude_neg(y: np.ndarray, nr: np.ndarray) -> np.ndarray:
+    """codecs.cuh e2m1_sr_magnitude<true>: nr is the complement of the draw (philox_draws16 gives even
+    elements so), X + 2^25 is the low word of fma_ru(a, 2^(25 - j'), 2^52 + 2^25), and the sum
+    X + 2^25 + (nr >> 8) + (127 + j') 2^25 wraps to X + 2^24 - 1 - (draw >> 8) + j' 2^25."""
+    a = _fminf(np.abs(y), np.float32(6.0))
+    j = np.maximum(a.view(np.uint32).astype(np.int64) >> 23, 127)
+    x = np.ceil(a.astype(np.float64) * np.exp2(25.0 - (j - 127))).astype(np.int64) + (1 << 25)
+    return (((x + (nr.astype(np.int64) >> 8) + (j << 25)) & 0xFFFFFFFF) >> 24)
+
+
 def e2m1_sr_codes(y: np.ndarray, r: np.ndarray) -> np.ndarray:
     """e2m1_pack8_stochastic's code of each element: magnitude and y's sign bit (products: NaN +)."""
     return (e2m1_sr_magnitude(y, r) | ((y.view(np.uint32) >> np.uint32(28)) & np.uint32(8))).astype(np.uint8)
@@ -321,11 +331,21 @@ def test_e2m1_stochastic_integer_form_equals_reference():
               np.ceil(a.astype(np.float64) * np.exp2(25.0 - j)).astype(np.int64) + 0xFFFFFF + (r >> 8) - (r >> 9)):
         wrong = ((x - (r.astype(np.int64) >> 8) + (j << 25)) & 0xFFFFFFFF) >> 24
         assert not np.array_equal(wrong, e2m1_sr_magnitude(y, r))
+    # the complemented-draw form gives the same codes from ~r (and a missing 2^25 in its addend, or
+    # the plain draw in place of its complement, is caught)
+    nr = ~r
+    assert np.array_equal(e2m1_sr_magnitude_neg(y, nr), e2m1_sr_magnitude(y, r))
+    x = np.ceil(a.astype(np.float64) * np.exp2(25.0 - j)).astype(np.int64)
+    assert not np.array_equal(((x + (nr.astype(np.int64) >> 8) + ((j + 127) << 25)) & 0xFFFFFFFF) >> 24,
+                              e2m1_sr_magnitude(y, r))
+    assert not np.array_equal(e2m1_sr_magnitude_neg(y, r), e2m1_sr_magnitude(y, r))
 
 
 def test_e2m1_pack8_stochastic_places_codes_and_signs():
-    """e2m1_pack8_stochastic: magnitudes by acc * 16 + code from the last element down, signs by
-    e2m1_signs8 (the permutes of e2m1_pack8_product); every value visits every position."""
+    """e2m1_pack8_stochastic<true> (the tile kernels' form): magnitudes by acc * 16 + code from the
+    last element down (even elements from their complemented draws), signs by e2m1_signs8 (the
+    permutes of e2m1_pack8_product); every value visits every position. (<false>, the rows kernels'
+    form, takes every draw plain: e2m1_sr_magnitude, tested above.)"""
     y, r = _sr_cases()
     n = y.size // 8 * 8
     codes = numerics.encode_sr(y, "e2m1", r).astype(np.uint32)
@@ -334,8 +354,9 @@ def test_e2m1_pack8_stochastic_places_codes_and_signs():
         rr = np.roll(r, shift)[:n].reshape(-1, 8)
         cc = np.roll(codes, shift)[:n].reshape(-1, 8)
         acc = np.zeros(yy.shape[0], dtype=np.uint64)
-        for i in range(7, -1, -1):
-            acc = (acc * 16 + e2m1_sr_magnitude(yy[:, i], rr[:, i]).astype(np.uint64)) % (1 << 32)
+        for i in range(7, -1, -1):   # even i: the complemented draw (philox_draws16) and <true>
+            m = e2m1_sr_magnitude_neg(yy[:, i], ~rr[:, i]) if i % 2 == 0 else e2m1_sr_magnitude(yy[:, i], rr[:, i])
+            acc = (acc * 16 + m.astype(np.uint64)) % (1 << 32)
         b = yy.view(np.uint32)
         ev = prmt(prmt(b[:, 0], b[:, 2], 0xFB), prmt(b[:, 4], b[:, 6], 0xFB), 0x5410)
         od = prmt(prmt(b[:, 1], b[:, 3], 0xFB), prmt(b[:, 5], b[:, 7], 0xFB), 0x5410)

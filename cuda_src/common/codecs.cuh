@@ -603,20 +603,34 @@ __device__ __forceinline__ float nvfp4_dequant_mult(u32 sf, float A) {
 // tile kernels leave idle; the rest is integer arithmetic.
 // The magnitude code; y's sign is applied by the caller. For y whose NaNs have the sign bit clear
 // (products, see e2m1_append_product) NaN gives 7 with sign 0, as SPEC section 2 asks.
+// NEG: r is the complement of the draw, ~draw, so (r >> 8) = 2^24 - 1 - (draw >> 8) and the sum is
+// X + 2^25 + (r >> 8) + (127 + j') 2^25 = X + 2^24 - 1 - R + j' 2^25 (mod 2^32) with the addend
+// C = 2^52 + 2^25 (one shift-add where the plain draw takes a shift and a subtraction).
+template <bool NEG = false>
 __device__ __forceinline__ u32 e2m1_sr_magnitude(float y, u32 r) {
     const float a = fminf(fabsf(y), 6.0f);
     const u32 j = max(f2u(a) >> 23, 127u);                                // 127 + j'
     const double sc = __hiloint2double((int)((1023u + 25u + 127u) * 1048576u - j * 1048576u), 0);   // 2^(25 - j')
-    const u32 x = (u32)__double2loint(__fma_ru((double)a, sc, 4503599644147711.0));   // X + 2^24 - 1
-    return (x - (r >> 8) + ((j - 127u) << 25)) >> 24;
+    if constexpr (NEG) {
+        const u32 x = (u32)__double2loint(__fma_ru((double)a, sc, 4503599660924928.0));   // X + 2^25
+        return (x + (r >> 8) + (j << 25)) >> 24;
+    } else {
+        const u32 x = (u32)__double2loint(__fma_ru((double)a, sc, 4503599644147711.0));   // X + 2^24 - 1
+        return (x - (r >> 8) + ((j - 127u) << 25)) >> 24;
+    }
 }
 
-// The stochastically rounded E2M1 codes of y[0..7] (draws r[0..7]), code i in bits 4i .. 4i+3, for y
-// whose NaNs have the sign bit clear (encode_seg's products).
+// The stochastically rounded E2M1 codes of y[0..7] (draws r[0..7]; NEG: the complements for even i,
+// as philox_draws16<true> gives them), code i in bits 4i .. 4i+3, for y whose NaNs have the sign bit
+// clear (encode_seg's products).
+template <bool NEG>
 __device__ __forceinline__ u32 e2m1_pack8_stochastic(const float* y, const u32* r) {
     u32 acc = 0u;
 #pragma unroll
-    for (int i = 7; i >= 0; --i) acc = acc * 16u + e2m1_sr_magnitude(y[i], r[i]);
+    for (int i = 7; i >= 1; i -= 2) {
+        acc = acc * 16u + e2m1_sr_magnitude<false>(y[i], r[i]);
+        acc = acc * 16u + e2m1_sr_magnitude<NEG>(y[i - 1], r[i - 1]);
+    }
     return acc | e2m1_signs8(y);
 }
 

@@ -226,7 +226,7 @@ __device__ __forceinline__ void encode_seg(const float* v, float mul, bool stoch
             float y[8];
 #pragma unroll
             for (int i = 0; i < 8; ++i) y[i] = mul_rn(v[8 * q + i], mul);
-            w[q] = e2m1_pack8_stochastic(y, r + 8 * q);
+            w[q] = e2m1_pack8_stochastic<WIDE>(y, r + 8 * q);   // WIDE: complemented even draws
         }
         return;
     } else if constexpr (!F::packed) {
