@@ -270,13 +270,20 @@ def precompile(archs: list[str], progress=None) -> list[tuple[str, str, int | No
     warm on the GPU machine, given the same NVRTC). Units run in parallel threads; `progress`, if
     given, is called with each finished (arch, module, part, seconds). Returns those tuples.
     ValueError for an architecture that is not a real one (sm_XY or sm_XYa) of compute capability
-    9.0 or later, or that this NVRTC cannot target."""
+    9.0 or later, for one that fp4kit never loads (a GPU of compute capability X.Y loads
+    arch_for_capability's sm_90 or sm_XYa: a cache for sm_100 or sm_90a would never be read), or
+    for one that this NVRTC cannot target."""
     from concurrent.futures import ThreadPoolExecutor
 
     for a in archs:
         m = _ARCH.match(a) if isinstance(a, str) else None
         if m is None or int(m.group(1)) < 10 * MIN_COMPUTE_CAPABILITY[0]:
             raise ValueError(f"arch: expected sm_90 or a later real architecture such as sm_100a, got {a!r}")
+        n = int(m.group(1))
+        loaded = arch_for_capability(n // 10, n % 10)
+        if a != loaded:
+            raise ValueError(f"arch: a GPU of compute capability {n // 10}.{n % 10} loads {loaded} kernels, "
+                             f"never {a!r}: use {loaded}")
         can = _nvrtc.supported_archs()
         if can and int(m.group(1)) not in can:
             raise ValueError(f"arch: NVRTC {'.'.join(map(str, _nvrtc.version()))} cannot target {a} "

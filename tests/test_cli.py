@@ -294,6 +294,14 @@ def test_warmup_refuses_an_architecture_before_compiling(capsys, no_gpu, fake_nv
     assert f"got {arch!r}" in capsys.readouterr().err and fake_nvrtc == []
 
 
+@pytest.mark.parametrize("arch,loaded", [("sm_100", "sm_100a"), ("sm_120", "sm_120a"), ("sm_90a", "sm_90")])
+def test_warmup_refuses_an_architecture_no_gpu_loads(capsys, no_gpu, fake_nvrtc, arch, loaded):
+    """A cache for sm_100 / sm_90a would never be read: a 10.0 GPU loads sm_100a, a 9.0 one sm_90."""
+    assert cli.main(["warmup", "--arch", arch]) == 2
+    err = capsys.readouterr().err
+    assert f"never {arch!r}: use {loaded}" in err and fake_nvrtc == []
+
+
 def test_warmup_without_a_gpu_or_arch_says_how(capsys, no_gpu, fake_nvrtc):
     assert cli.main(["warmup"]) == 1
     err = capsys.readouterr().err
