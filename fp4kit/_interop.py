@@ -33,8 +33,10 @@ def require_cupy():
     except ImportError as e:
         raise BackendUnavailableError(
             f"fp4kit's GPU backend (device arrays, fp4kit.warmup) needs CuPy, which could not be imported "
-            f"({e}); install the CuPy extra that matches your CUDA driver: pip install \"fp4kit[cuda13]\" "
-            f"or pip install \"fp4kit[cuda12]\" (NumPy arrays run the CPU reference without it)") from e
+            f"({e}); install the CuPy extra that matches your CUDA driver: pip install \".[cuda13]\" or "
+            f"pip install \".[cuda12]\" in a source checkout (\"fp4kit[cuda13]\" / \"fp4kit[cuda12]\" from "
+            f"a package index), or cupy-cuda13x / cupy-cuda12x alone (NumPy arrays run the CPU reference "
+            f"without it)") from e
     return cupy
 
 

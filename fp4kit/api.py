@@ -72,6 +72,12 @@ def quantize(x: Any, fmt: FormatLike, axis: Axis = "rowwise", scale_layout: Scal
         tile_2d, row_scaled, rht, rht_sign_mask: NVFP4 recipes (SPEC section 4).
         rounding: "nearest" or "stochastic" (FP4 formats) with a 64-bit `seed`.
 
+    Non-finite inputs follow SPEC sections 2-4: amaxes ignore NaN, so a NaN changes its own code
+    only (FP4 / FP6 have no NaN code: NaN becomes +max); an inf makes its block's amax inf, so in an
+    MX format the other elements of that block decode to zero, and in NVFP4 (whose global amax is
+    then inf) every element of the tensor decodes to a non-finite value (pass ``amax=`` or clean the
+    input first).
+
     Returns:
         QuantizedTensor with ``.rowwise`` / ``.columnwise`` Operands (``data``, ``scales``, ``amax``).
 
@@ -96,7 +102,8 @@ def dequantize(q: QuantizedTensor, dtype: OutDType = "float32", operand: Operand
 
     Args:
         q: a QuantizedTensor (NumPy arrays run the reference, device arrays the CUDA kernels).
-        dtype: "float32", "bfloat16" or "float16" (the last conversion rounds to nearest even).
+        dtype: "float32", "bfloat16" or "float16" (the last conversion rounds to nearest even, so
+            values past float16's 65504, e.g. 65504 quantized to MXFP8 E4M3 as 65536, become inf).
         operand: "rowwise" or "columnwise" (must be present in `q`).
 
     Returns an array in the library of `q`'s arrays: the input's shape for the rowwise operand,

@@ -110,8 +110,11 @@ DTYPES = ("float32", "bfloat16", "float16")
 
 def get_format(fmt, name: str = "fmt") -> Format:
     """Resolve a format name (or Format) with a clear error naming the argument `name`."""
-    if isinstance(fmt, Format):
-        return fmt
+    if isinstance(fmt, Format):   # one of FORMATS' own objects (or an equal one): a made-up one is refused
+        if FORMATS.get(fmt.name) != fmt:
+            raise ValueError(f"{name}: expected one of fp4kit.FORMATS' values or a format name (one of "
+                             f"{sorted(FORMATS)}), got {fmt!r}")
+        return FORMATS[fmt.name]
     if not isinstance(fmt, str):
         raise TypeError(f"{name}: expected a format name (one of {sorted(FORMATS)}), got {type(fmt).__name__}")
     try:

@@ -2,6 +2,8 @@
 (SPEC.md section 8), through the public API and the reference alike."""
 from __future__ import annotations
 
+import dataclasses
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -23,12 +25,12 @@ QUANTIZE_ERRORS = [
     ("zero_dim", (np.array(1.0, F32), "nvfp4"), {}, ValueError, r"x: expected an array with ndim >= 1, got a 0-d"),
     ("odd_packed_k", (np.zeros((4, 15), F32), "nvfp4"), {}, ValueError, r"x: nvfp4 packs two codes per byte along K, so K must be even.*K=15"),
     ("odd_packed_k_mxfp4", (np.zeros((4, 33), F32), "mxfp4_e2m1"), {"axis": "both"}, ValueError, r"K must be even"),
-    ("odd_packed_m", (np.zeros((3, 16), F32), "nvfp4"), {"axis": "columnwise"}, ValueError, r"x: nvfp4 columnwise .* M must be even, got M=3"),
-    ("odd_packed_m_nd", (np.zeros((3, 1, 16), F32), "mxfp4_e2m1"), {"axis": "both"}, ValueError, r"M must be even, got M=3"),
+    ("odd_packed_m", (np.zeros((3, 16), F32), "nvfp4"), {"axis": "columnwise"}, ValueError, r"x: nvfp4 columnwise .* M must be even, got shape \(3, 16\) \(M=3\)"),
+    ("odd_packed_m_nd", (np.zeros((3, 1, 16), F32), "mxfp4_e2m1"), {"axis": "both"}, ValueError, r"M must be even, got shape \(3, 1, 16\) \(M=3\)"),
     ("rht_float32", (X, "nvfp4"), {"axis": "columnwise", "rht": True}, TypeError, r"x: rht=True needs bfloat16 input, got dtype float32"),
     ("rht_float16", (X.astype(np.float16), "nvfp4"), {"axis": "both", "rht": True}, TypeError, r"rht=True needs bfloat16 .* float16"),
     ("rht_rowwise_only", (XB, "nvfp4"), {"rht": True}, ValueError, r"rht: .*columnwise operand.*got axis='rowwise'"),
-    ("rht_m_not_16", (np.zeros((24, 16), BF16), "nvfp4"), {"axis": "both", "rht": True}, ValueError, r"rht=True needs M .* multiple of 16, got M=24"),
+    ("rht_m_not_16", (np.zeros((24, 16), BF16), "nvfp4"), {"axis": "both", "rht": True}, ValueError, r"rht=True needs M .* multiple of 16, got shape \(24, 16\) \(M=24\)"),
     ("row_scaled_tile_2d", (X, "nvfp4"), {"row_scaled": True, "tile_2d": True}, ValueError, r"row_scaled: cannot be combined with tile_2d"),
     ("row_scaled_rht", (XB, "nvfp4"), {"row_scaled": True, "rht": True, "axis": "both"}, ValueError, r"row_scaled: cannot be combined with rht"),
     ("stochastic_mxfp8", (X, "mxfp8_e4m3"), {"rounding": "stochastic"}, ValueError, r"rounding: 'stochastic' is for FP4 formats .* got format 'mxfp8_e4m3'"),
@@ -51,6 +53,10 @@ QUANTIZE_ERRORS = [
     ("rounding_bad", (X, "nvfp4"), {"rounding": "sr"}, ValueError, r"rounding: expected one of \['nearest', 'stochastic'\], got 'sr'"),
     ("fmt_bad", (X, "nvfp5"), {}, ValueError, r"fmt: expected one of .*'nvfp4'.* got 'nvfp5'"),
     ("fmt_type", (X, 5), {}, TypeError, r"fmt: expected a format name"),
+    ("fmt_made_up_object", (X, fp4kit.Format("foo", "e2m1", 6.0, 32, "e8m0", None, 4)), {}, ValueError,
+     r"fmt: expected one of fp4kit.FORMATS' values or a format name .* got Format\(name='foo'"),
+    ("fmt_altered_object", (X, dataclasses.replace(fp4kit.FORMATS["nvfp4"], block=32)), {}, ValueError,
+     r"fmt: expected one of fp4kit.FORMATS' values .* got Format\(name='nvfp4', .*block=32"),
     ("tile_2d_str", (X, "nvfp4"), {"tile_2d": "yes"}, TypeError, r"tile_2d: expected True or False, got str 'yes'"),
     ("tile_2d_int", (X, "nvfp4"), {"tile_2d": 1}, TypeError, r"tile_2d: expected True or False, got int"),
     ("row_scaled_none", (X, "nvfp4"), {"row_scaled": None}, TypeError, r"row_scaled: expected True or False"),
@@ -271,7 +277,9 @@ def without_cupy(monkeypatch):
 
 
 def test_device_array_without_cupy_says_how_to_install_it(without_cupy):
-    install = r'needs CuPy.*pip install "fp4kit\[cuda13\]" or pip install "fp4kit\[cuda12\]"'
+    # the README's commands (a source checkout), the package-index form and the bare CuPy wheels
+    install = (r'needs CuPy.*pip install "\.\[cuda13\]" or pip install "\.\[cuda12\]" in a source checkout '
+               r'\("fp4kit\[cuda13\]" / "fp4kit\[cuda12\]" from a package index\), or cupy-cuda13x / cupy-cuda12x')
     calls = [lambda: fp4kit.quantize(_CAI(), "nvfp4"), lambda: fp4kit.swizzle_scales(_CAI()),
              lambda: fp4kit.group_quantize(_CAI(), "nvfp4", num_groups=2), lambda: fp4kit.rht_transform(_CAI()),
              fp4kit.warmup, lambda: fp4kit._interop.as_cupy(_CAI())]
