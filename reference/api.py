@@ -110,9 +110,10 @@ def quantize(x: np.ndarray, fmt: FormatLike, axis: Axis = "rowwise", scale_layou
                            options=opts, input_dtype=dn)
 
 
-def dequantize_operand(op: Operand, dtype: str = "float32") -> np.ndarray:
-    """One operand -> (rows, cols) array of `dtype`."""
-    f = FORMATS[op.format]
+def check_operand_dtypes(op: Operand) -> None:
+    """TypeError unless op's arrays have the dtypes quantize gives (uint8 codes and scales, float32
+    amax): a hand-built operand of other dtypes would be decoded as if it were codes
+    (dequantize_operand, qmatmul's operand_f64)."""
     for field, want in (("data", "uint8"), ("scales", "uint8"), ("amax", "float32")):
         a = getattr(op, field)
         if a is None:
@@ -121,6 +122,12 @@ def dequantize_operand(op: Operand, dtype: str = "float32") -> np.ndarray:
         if got != want:
             raise TypeError(f"{field}: expected a {want} NumPy array (as quantize gives), got "
                             f"{type(a).__name__ if got is None else 'dtype ' + got}")
+
+
+def dequantize_operand(op: Operand, dtype: str = "float32") -> np.ndarray:
+    """One operand -> (rows, cols) array of `dtype`."""
+    f = FORMATS[op.format]
+    check_operand_dtypes(op)
     sc = unswizzle(op.scales, op.scale_shape) if op.scale_layout == "swizzled" else op.scales
     if f.is_nvfp4:
         y = nvfp4.dequantize_operand(op.data, sc, op.amax, op.cols)

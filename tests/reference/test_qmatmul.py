@@ -113,11 +113,11 @@ def _hand_built(q, field, convert):
 
 QMATMUL_ERRORS = [
     ("a_data_float32", lambda: (_hand_built(_q(), "data", lambda d: d.astype(F32) + F32(0.5)), _q()), {}, TypeError,
-     r"a\.data: expected a uint8 array \(as quantize gives\), got dtype float32"),
+     r"data: expected a uint8 NumPy array \(as quantize gives\), got dtype float32"),
     ("b_scales_int64", lambda: (_q(), _hand_built(_q(), "scales", lambda d: d.astype(np.int64) + 256)), {},
-     TypeError, r"b\.scales: expected a uint8 array \(as quantize gives\), got dtype int64"),
+     TypeError, r"scales: expected a uint8 NumPy array \(as quantize gives\), got dtype int64"),
     ("b_amax_float64", lambda: (_q("nvfp4"), _hand_built(_q("nvfp4"), "amax", lambda a: a.astype(np.float64))), {},
-     TypeError, r"b\.amax: expected a float32 array \(as quantize gives\), got dtype float64"),
+     TypeError, r"amax: expected a float32 NumPy array \(as quantize gives\), got dtype float64"),
     ("a_not_quantized", lambda: (_X, _q()), {}, TypeError, r"a: expected a QuantizedTensor, got ndarray"),
     ("b_not_quantized", lambda: (_q(), None), {}, TypeError, r"b: expected a QuantizedTensor, got NoneType"),
     ("a_grouped", lambda: (fp4kit.group_quantize(np.ones((64, 32), F32), "mxfp8_e4m3", num_groups=2), _q()), {},
