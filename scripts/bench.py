@@ -595,7 +595,12 @@ def main(argv=None):
                     help="the quantize / dequantize / ragged formats instead of the defaults (e.g. nvfp4)")
     ap.add_argument("--only", default="", metavar="SECTIONS",
                     help="comma-separated subset of " + ",".join(SECTIONS) + " (default: all)")
+    ap.add_argument("--compare", default="", metavar="REF.md",
+                    help="after the run, compare its rows with a reference table (e.g. docs/bench-h100.md; "
+                         "scripts/bench_compare.py) and write the report beside --md")
     args = ap.parse_args(argv)
+    if args.compare and not Path(args.compare).is_file():
+        ap.error(f"--compare: no such file {args.compare!r}")
     only = [s for s in args.only.split(",") if s]
     bad = sorted(set(only) - set(SECTIONS))
     if bad:
@@ -666,6 +671,12 @@ def main(argv=None):
         print("\n".join(tail))
     worst = min((r["copy_pct"] for r in rows), default=float("nan"))
     print(f"\nbench summary on {dev}: {len(rows)} rows, worst copy% {worst:.0f}; table in {args.md}, CSV in {args.csv}")
+    if args.compare and rows:
+        out = str(Path(args.md).with_name(Path(args.md).stem + "_compare.md"))
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import bench_compare
+        bench_compare.main([args.md, "--ref", args.compare, "--out", out, "--brief"])
+        print(f"comparison with {args.compare} in {out}")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@
 # with FP4KIT_SANITIZE=1, scripts/sanitize.sh (compute-sanitizer memcheck, racecheck, initcheck,
 # synccheck); scripts/kernel_coverage.py (which kernels of cuda_src/ those steps launched, through
 # FP4KIT_KERNEL_LOG; fails when one never ran that is not on its allowed list); scripts/host_overhead.py with $HOST_ARGS (default --grouped, "none" skips it);
-# scripts/bench.py with $BENCH_ARGS (default --quick; "" runs the full benchmark, "none" skips it).
+# scripts/bench.py with $BENCH_ARGS (default --quick; "" runs the full benchmark, "none" skips it),
+# its rows compared with docs/bench-h100.md (scripts/bench_compare.py).
 # A summary (pass/fail per step) is printed last; the exit status is non-zero when any step failed.
 set -uo pipefail
 
@@ -59,8 +60,11 @@ if [ "${BENCH_ARGS-}" = "none" ]; then
     names+=("bench")
     results+=("skipped (BENCH_ARGS=none)")
 elif [ -f scripts/bench.py ]; then
+    # its rows against the table of record (scripts/bench_compare.py; report in bench_compare.md)
+    compare=()
+    if [ -f docs/bench-h100.md ]; then compare=(--compare docs/bench-h100.md); fi
     # shellcheck disable=SC2086
-    run_step "bench ${BENCH_ARGS---quick}" bench.log python3 scripts/bench.py ${BENCH_ARGS---quick}
+    run_step "bench ${BENCH_ARGS---quick}" bench.log python3 scripts/bench.py ${BENCH_ARGS---quick} ${compare[@]+"${compare[@]}"}
 else
     names+=("bench --quick")
     results+=("skipped (scripts/bench.py not present)")
@@ -77,5 +81,8 @@ for i in "${!names[@]}"; do
     case "${results[$i]}" in FAIL*) status=1 ;; esac
 done
 if [ -n "$pytest_line" ]; then echo "  gpu tests said: $pytest_line"; fi
+if [ -f "$logdir/bench.log" ]; then
+    grep -E '^bench vs ' "$logdir/bench.log" | tail -n 1 | sed 's/^/  /'
+fi
 if [ "$status" -eq 0 ]; then echo "gpu_check: all steps passed"; else echo "gpu_check: FAILED"; fi
 exit "$status"
