@@ -1,7 +1,9 @@
 """Fixtures shared by the CPU and GPU tests."""
 from __future__ import annotations
 
+import importlib.util
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -32,3 +34,19 @@ def size_rules_off(monkeypatch):
     _plan.clear_plans()
     yield
     _plan.clear_plans()
+
+
+@pytest.fixture(scope="session")
+def script():
+    """script(name): scripts/<name>.py imported as a module (once per name; no GPU needed to import)."""
+    loaded: dict = {}
+
+    def load(name: str):
+        if name not in loaded:
+            spec = importlib.util.spec_from_file_location(f"fp4kit_script_{name}", REPO / "scripts" / f"{name}.py")
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules[spec.name] = mod
+            spec.loader.exec_module(mod)
+            loaded[name] = mod
+        return loaded[name]
+    return load

@@ -2,7 +2,6 @@
 the wiring into scripts/bench.py (--compare) and scripts/gpu_check.sh."""
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -14,21 +13,13 @@ SCRIPT = ROOT / "scripts" / "bench_compare.py"
 
 
 @pytest.fixture(scope="module")
-def bc():
-    spec = importlib.util.spec_from_file_location("fp4kit_bench_compare", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+def bc(script):
+    return script("bench_compare")
 
 
 @pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("fp4kit_bench_script_cmp", ROOT / "scripts" / "bench.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+def bench(script):
+    return script("bench")
 
 
 def _row(bench, op="quantize", fmt="nvfp4", axis="both", layout="swizzled", variant="supplied amax",

@@ -12,12 +12,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("fp4kit_bench_script", ROOT / "scripts" / "bench.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+def bench(script):
+    return script("bench")
 
 
 @pytest.mark.parametrize("G,multiple", [(8, 2), (8, 128), (64, 2), (64, 128)])
