@@ -483,27 +483,35 @@ def bench_recipes(rows, reps, shape=(8192, 8192)):
         _emit(rows)
 
 
-def bench_small(reps=200):
-    """Host time per call once warm, M in 1, 16, 128 and K = 4096 (wall clock, synchronised at the
-    end): a bfloat16 PyTorch tensor and a float16 CuPy array (both take the fast path)."""
+def bench_small(reps=200, rounds=5):
+    """Host time per call once warm, M in 1, 16, 128 and K = 4096: a bfloat16 PyTorch tensor and a
+    float16 CuPy array (both take the fast path). Each configuration is warmed up (100 calls), then
+    timed `rounds` times over `reps` calls (wall clock, synchronised after each round), the rounds of
+    all configurations interleaved so that a slow spell of the host falls on all of them; returns
+    (M, input, format, median, fastest, slowest round) in us per call. (One round each, as before the
+    fortieth session, read 13-26 us where the median of rounds reads 15-19 us on the same host: the
+    spread is the host's, docs/performance.md.)"""
     import cupy
     import fp4kit
     torch = _torch()
-    out = []
+    configs = []
     for M in (1, 16, 128):
         xt = torch.randn(M, 4096, device="cuda").to(torch.bfloat16)
         for lib, x in (("torch bfloat16", xt), ("cupy float16", cupy.asarray(xt.float().cpu().numpy(), cupy.float16))):
             for fmt in ("mxfp8_e4m3", "nvfp4"):
-                for _ in range(20):
+                for _ in range(100):
                     fp4kit.quantize(x, fmt)
-                torch.cuda.synchronize()
-                t = time.perf_counter()
-                for _ in range(reps):
-                    fp4kit.quantize(x, fmt)
-                host = (time.perf_counter() - t) / reps * 1e6
-                torch.cuda.synchronize()
-                out.append((M, lib, fmt, host))
-    return out
+                configs.append((M, lib, fmt, x))
+    torch.cuda.synchronize()
+    times: list[list[float]] = [[] for _ in configs]
+    for _ in range(rounds):
+        for i, (_, _, fmt, x) in enumerate(configs):
+            t = time.perf_counter()
+            for _ in range(reps):
+                fp4kit.quantize(x, fmt)
+            times[i].append((time.perf_counter() - t) / reps * 1e6)
+            torch.cuda.synchronize()
+    return [(M, lib, fmt, statistics.median(ts), min(ts), max(ts)) for (M, lib, fmt, _), ts in zip(configs, times)]
 
 
 def bench_startup():
@@ -574,8 +582,9 @@ def tail_lines(small, startup):
     that section ran, the start-up line when it ran; nothing otherwise."""
     tail = []
     if small:
-        tail += ["", "| M x 4096 | input | format | host us/call |", "|---|---|---|---|"]
-        tail += [f"| {M} | {lib} | {f} | {h:.1f} |" for M, lib, f, h in small]
+        tail += ["", "| M x 4096 | input | format | host us/call (median of rounds) | fastest - slowest round |",
+                 "|---|---|---|---|---|"]
+        tail += [f"| {M} | {lib} | {f} | {h:.1f} | {lo:.1f} - {hi:.1f} |" for M, lib, f, h, lo, hi in small]
     if startup:
         tail += ["", f"cold start (compile everything, {startup[2]} cubins into an empty cache): {startup[0]:.1f} s; "
                  f"warm start (disk cache): {startup[1]:.2f} s (a compile only on a freshly started machine: "
@@ -598,9 +607,17 @@ def main(argv=None):
     ap.add_argument("--compare", default="", metavar="REF.md",
                     help="after the run, compare its rows with a reference table (e.g. docs/bench-h100.md; "
                          "scripts/bench_compare.py) and write the report beside --md")
+    ap.add_argument("--cpu", type=int, default=None, metavar="N",
+                    help="run pinned to CPU N (the small-input host times depend on the CPU a process gets: "
+                         "on the lent H100 VMs one vCPU read 1.45x another, docs/performance.md)")
     args = ap.parse_args(argv)
     if args.compare and not Path(args.compare).is_file():
         ap.error(f"--compare: no such file {args.compare!r}")
+    if args.cpu is not None:
+        allowed = sorted(os.sched_getaffinity(0))
+        if args.cpu not in allowed:
+            ap.error(f"--cpu: CPU {args.cpu} is not one this process may run on ({allowed[0]}-{allowed[-1]})")
+        os.sched_setaffinity(0, {args.cpu})
     only = [s for s in args.only.split(",") if s]
     bad = sorted(set(only) - set(SECTIONS))
     if bad:

@@ -105,10 +105,13 @@ def test_cli(bc, bench, tmp_path):
 
 
 def test_bench_and_gpu_check_wiring(bench, capsys):
-    """bench.py --compare refuses a missing file before any GPU work; gpu_check.sh compares with the
-    table of record and prints the summary line."""
+    """bench.py --compare refuses a missing file and --cpu a CPU outside the process's affinity, before
+    any GPU work; gpu_check.sh compares with the table of record and prints the summary line."""
     with pytest.raises(SystemExit):
         bench.main(["--compare", "no/such/table.md"])
     assert "--compare: no such file" in capsys.readouterr().err
+    with pytest.raises(SystemExit):                     # --cpu: a CPU this process may not run on
+        bench.main(["--cpu", "100000"])
+    assert "--cpu: CPU 100000 is not one this process may run on" in capsys.readouterr().err
     sh = (ROOT / "scripts" / "gpu_check.sh").read_text()
     assert "--compare docs/bench-h100.md" in sh and "'^bench vs '" in sh
