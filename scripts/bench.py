@@ -488,9 +488,9 @@ def bench_small(reps=200, rounds=5):
     float16 CuPy array (both take the fast path). Each configuration is warmed up (100 calls), then
     timed `rounds` times over `reps` calls (wall clock, synchronised after each round), the rounds of
     all configurations interleaved so that a slow spell of the host falls on all of them; returns
-    (M, input, format, median, fastest, slowest round) in us per call. (One round each, as before the
-    fortieth session, read 13-26 us where the median of rounds reads 15-19 us on the same host: the
-    spread is the host's, docs/performance.md.)"""
+    (M, input, format, median, fastest, slowest round) in us per call. The process's CPU moves these
+    more than the rows differ (on a lent H100 VM one vCPU ran the same calls 1.45x slower than
+    another: docs/performance.md, fortieth session); --cpu pins it."""
     import cupy
     import fp4kit
     torch = _torch()

@@ -41,9 +41,9 @@ def test_tail_lines_only_for_sections_that_ran(bench):
     """The lines printed after the op rows: no empty small-input table (an --only run without the
     "small" section printed its header and repeated the last op row)."""
     assert bench.tail_lines([], None) == []
-    small = bench.tail_lines([(1, "torch bfloat16", "nvfp4", 17.25)], None)
-    assert small == ["", "| M x 4096 | input | format | host us/call |", "|---|---|---|---|",
-                     "| 1 | torch bfloat16 | nvfp4 | 17.2 |"]
+    small = bench.tail_lines([(1, "torch bfloat16", "nvfp4", 17.25, 16.04, 19.5)], None)
+    assert small == ["", "| M x 4096 | input | format | host us/call (median of rounds) | fastest - slowest round |",
+                     "|---|---|---|---|---|", "| 1 | torch bfloat16 | nvfp4 | 17.2 | 16.0 - 19.5 |"]
     start = bench.tail_lines([], (2.2, 0.51, 166))
     assert len(start) == 2 and start[0] == "" and "166 cubins" in start[1] and "0.51 s" in start[1]
     assert not any("|" in line for line in start)
