@@ -156,6 +156,7 @@ OPS = {
     "nvfp4-both-16k-swz": _single("nvfp4", M=16384, K=16384, axis="both", scale_layout="swizzled"),
     "nvfp4-both-16k-amax": _single("nvfp4", M=16384, K=16384, axis="both", amax=4.0),
     "nvfp4-both-amax": _single("nvfp4", axis="both", amax=4.0),
+    "nvfp4-both-4k-amax": _single("nvfp4", M=4096, K=4096, axis="both", amax=4.0),
     "nvfp4-both-16k-amax-swz": _single("nvfp4", M=16384, K=16384, axis="both", amax=4.0, scale_layout="swizzled"),
     "nvfp4-both-m16k-amax": _single("nvfp4", M=16384, axis="both", amax=4.0),
     "nvfp4-both-k16k-amax": _single("nvfp4", K=16384, axis="both", amax=4.0),
