@@ -577,7 +577,7 @@ HEADER = ("| op | format | axis | scales | variant | shape | us (device) | GB/s 
 SECTIONS = ("quantize", "ragged", "torchao", "dequantize", "swizzle", "recipes", "grouped", "small", "startup")
 
 
-def tail_lines(small, startup):
+def tail_lines(small, startup, cpu=None):
     """The lines after the op rows (which were printed as they came): the small-input table when
     that section ran, the start-up line when it ran; nothing otherwise."""
     tail = []
@@ -585,6 +585,7 @@ def tail_lines(small, startup):
         tail += ["", "| M x 4096 | input | format | host us/call (median of rounds) | fastest - slowest round |",
                  "|---|---|---|---|---|"]
         tail += [f"| {M} | {lib} | {f} | {h:.1f} | {lo:.1f} - {hi:.1f} |" for M, lib, f, h, lo, hi in small]
+        tail += ["", f"(host times pinned to CPU {cpu})" if cpu is not None else "(host times not pinned: --cpu N pins them)"]
     if startup:
         tail += ["", f"cold start (compile everything, {startup[2]} cubins into an empty cache): {startup[0]:.1f} s; "
                  f"warm start (disk cache): {startup[1]:.2f} s (a compile only on a freshly started machine: "
@@ -611,13 +612,18 @@ def main(argv=None):
                     help="run pinned to CPU N (the small-input host times depend on the CPU a process gets: "
                          "on the lent H100 VMs one vCPU read 1.45x another, docs/performance.md)")
     args = ap.parse_args(argv)
-    if args.compare and not Path(args.compare).is_file():
-        ap.error(f"--compare: no such file {args.compare!r}")
-    if args.cpu is not None:
-        allowed = sorted(os.sched_getaffinity(0))
-        if args.cpu not in allowed:
-            ap.error(f"--cpu: CPU {args.cpu} is not one this process may run on ({allowed[0]}-{allowed[-1]})")
-        os.sched_setaffinity(0, {args.cpu})
+    if args.compare:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import bench_compare
+        try:
+            ref_rows = bench_compare.parse_table(Path(args.compare).read_text()).rows
+        except OSError as e:
+            ap.error(f"--compare: cannot read {args.compare!r}: {e.strerror or e}")
+        if not ref_rows:
+            ap.error(f"--compare: {args.compare!r} holds no scripts/bench.py row")
+    if args.cpu is not None and args.cpu not in os.sched_getaffinity(0):
+        ap.error(f"--cpu: CPU {args.cpu} is not one this process may run on "
+                 f"({', '.join(map(str, sorted(os.sched_getaffinity(0))))})")
     only = [s for s in args.only.split(",") if s]
     bad = sorted(set(only) - set(SECTIONS))
     if bad:
@@ -674,26 +680,34 @@ def main(argv=None):
         if "grouped" in run:
             bench_grouped(rows, reps)
     _PROGRESS = None
-    small = bench_small() if "small" in run else []
+    small = []
+    if "small" in run:
+        affinity = os.sched_getaffinity(0)
+        if args.cpu is not None:                    # the small-input section alone runs pinned
+            os.sched_setaffinity(0, {args.cpu})
+        try:
+            small = bench_small()
+        finally:
+            os.sched_setaffinity(0, affinity)
     startup = None if args.no_startup or "startup" not in run else bench_startup()
     with open(args.csv, "w", newline="") as fh:
         fields = list(dict.fromkeys(k for r in rows for k in r))
         w = csv.DictWriter(fh, fieldnames=fields)
         w.writeheader()
         w.writerows(rows)
-    tail = tail_lines(small, startup)
+    tail = tail_lines(small, startup, args.cpu)
     lines = [f"# fp4kit benchmarks on {dev}", "", HEADER] + [_fmt_row(r) for r in rows] + tail
     Path(args.md).write_text("\n".join(lines) + "\n")
     if tail:
         print("\n".join(tail))
     worst = min((r["copy_pct"] for r in rows), default=float("nan"))
     print(f"\nbench summary on {dev}: {len(rows)} rows, worst copy% {worst:.0f}; table in {args.md}, CSV in {args.csv}")
-    if args.compare and rows:
+    if args.compare and not rows:
+        print(f"no op rows to compare with {args.compare} (sections {', '.join(sorted(run))})")
+    elif args.compare:
         out = str(Path(args.md).with_name(Path(args.md).stem + "_compare.md"))
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-        import bench_compare
-        bench_compare.main([args.md, "--ref", args.compare, "--out", out, "--brief"])
-        print(f"comparison with {args.compare} in {out}")
+        if bench_compare.main([args.md, "--ref", args.compare, "--out", out, "--brief"]) == 0:
+            print(f"comparison with {args.compare} in {out}")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ benchmark row. Times from different GPUs are compared too, with a warning in the
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 from pathlib import Path
 from typing import NamedTuple
@@ -38,6 +39,7 @@ class Table(NamedTuple):
     device: str | None  # from the "# fp4kit benchmarks on <device>" title, when there is one
     rows: dict          # key -> Row, the first row of each key in file order
     duplicates: int     # rows whose key came earlier in the file (ignored)
+    skipped: int = 0    # lines of a bench table that are not a row of it (wrong cell count, no time)
 
 
 def _cells(line: str) -> list[str]:
@@ -59,7 +61,7 @@ def parse_table(text: str) -> Table:
     malformed lines are skipped)."""
     device = None
     rows: dict = {}
-    dups = 0
+    dups = skipped = 0
     in_table = False
     for line in text.splitlines():
         s = line.strip()
@@ -72,17 +74,18 @@ def parse_table(text: str) -> Table:
         if tuple(cells) == COLUMNS:
             in_table = True
             continue
-        if not in_table or len(cells) != len(COLUMNS) or set(s) <= set("|-: "):
+        if not in_table or set(s) <= set("|-: "):
             continue
-        us = _number(cells[6])
+        us = _number(cells[6]) if len(cells) == len(COLUMNS) else None
         if us is None:
+            skipped += 1
             continue
         key = tuple(cells[:KEY_COLUMNS])
         if key in rows:
             dups += 1
             continue
         rows[key] = Row(key, us, _number(cells[8], "%"), _number(cells[10], "x"))
-    return Table(device, rows, dups)
+    return Table(device, rows, dups, skipped)
 
 
 class Change(NamedTuple):
@@ -97,14 +100,14 @@ class Change(NamedTuple):
 
 def compare(new: Table, ref: Table, threshold: float = 3.0) -> list[Change]:
     """One Change per key present in both tables, in the new table's order."""
-    if threshold < 0:
+    if not threshold >= 0:
         raise ValueError(f"threshold: expected a percentage >= 0, got {threshold}")
     out = []
     for key, n in new.rows.items():
         r = ref.rows.get(key)
         if r is None or r.us <= 0:
             continue
-        d = 100.0 * (n.us - r.us) / r.us
+        d = round(100.0 * (n.us - r.us) / r.us, 6)     # 10.0 -> 10.3 us is +3 %, not +3.0000000000000027 %
         flag = "slower" if d > threshold else ("faster" if d < -threshold else "")
         out.append(Change(key, r.us, n.us, d, r.speedup, n.speedup, flag))
     return out
@@ -132,27 +135,36 @@ def report(changes: list[Change], new: Table, ref: Table, threshold: float, ref_
 
 
 def summary(changes: list[Change], new: Table, ref: Table, threshold: float, ref_name: str) -> str:
-    slower = [c for c in changes if c.flag == "slower"]
-    faster = [c for c in changes if c.flag == "faster"]
-    unmatched = len(new.rows) - len(changes)
-    parts = [f"{len(changes)} of {len(new.rows)} rows matched"]
-    if slower:
-        w = max(slower, key=lambda c: c.delta_pct)
-        parts.append(f"{len(slower)} slower by more than {threshold:g}% (worst {w.delta_pct:+.1f}%: {_name(w.key)})")
+    if not changes:
+        text = (f"bench vs {ref_name}: nothing compared, none of the {len(new.rows)} rows is in the reference "
+                "(other shapes, formats or variants)")
     else:
-        parts.append(f"none slower by more than {threshold:g}%")
-    if faster:
-        b = min(faster, key=lambda c: c.delta_pct)
-        parts.append(f"{len(faster)} faster (best {b.delta_pct:+.1f}%: {_name(b.key)})")
-    if unmatched:
-        parts.append(f"{unmatched} new rows without a reference")
-    if changes:
-        med = sorted(c.delta_pct for c in changes)[len(changes) // 2]
-        parts.append(f"median change {med:+.1f}%")
-    text = f"bench vs {ref_name}: " + "; ".join(parts)
+        slower = [c for c in changes if c.flag == "slower"]
+        faster = [c for c in changes if c.flag == "faster"]
+        parts = [f"{len(changes)} of {len(new.rows)} rows matched"]
+        if slower:
+            w = max(slower, key=lambda c: c.delta_pct)
+            parts.append(f"{len(slower)} slower by more than {threshold:g}% (worst {w.delta_pct:+.1f}%: {_name(w.key)})")
+        else:
+            parts.append(f"none slower by more than {threshold:g}%")
+        if faster:
+            b = min(faster, key=lambda c: c.delta_pct)
+            parts.append(f"{len(faster)} faster (best {b.delta_pct:+.1f}%: {_name(b.key)})")
+        unmatched = len(new.rows) - len(changes)
+        if unmatched:
+            parts.append(f"{unmatched} without a reference row")
+        parts.append(f"median change {statistics.median(c.delta_pct for c in changes) + 0.0:+.1f}%")
+        text = f"bench vs {ref_name}: " + "; ".join(parts)
+    notes = []
+    if new.duplicates:
+        notes.append(f"{new.duplicates} repeated rows of the new table ignored")
+    if new.skipped or ref.skipped:
+        notes.append(f"{new.skipped + ref.skipped} malformed table lines skipped")
     if new.device and ref.device and new.device != ref.device:
-        text += f" [different GPUs: {new.device} against {ref.device}]"
-    return text
+        notes.append(f"different GPUs: {new.device} against {ref.device}")
+    elif not (new.device and ref.device):
+        notes.append("a table without its GPU in the title")
+    return text + "".join(f" [{n}]" for n in notes)
 
 
 def main(argv=None) -> int:
@@ -165,7 +177,7 @@ def main(argv=None) -> int:
     ap.add_argument("--brief", action="store_true", help="print only the flagged rows and the summary "
                     "(--out still gets the whole report)")
     args = ap.parse_args(argv)
-    if args.threshold < 0:
+    if not args.threshold >= 0:
         ap.error(f"--threshold: expected a percentage >= 0, got {args.threshold}")
     tables = {}
     for which in ("new", "ref"):
@@ -189,6 +201,7 @@ def main(argv=None) -> int:
     else:
         print("\n".join(lines))
     if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text("\n".join(lines) + "\n")
     return 0
 

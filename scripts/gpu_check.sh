@@ -60,6 +60,7 @@ if [ "${BENCH_ARGS-}" = "none" ]; then
     names+=("bench")
     results+=("skipped (BENCH_ARGS=none)")
 elif [ -f scripts/bench.py ]; then
+    rm -f "$logdir/bench.log"   # no stale summary line from an earlier run in the same folder
     # its rows against the table of record (scripts/bench_compare.py; report in bench_compare.md)
     compare=()
     if [ -f docs/bench-h100.md ]; then compare=(--compare docs/bench-h100.md); fi
@@ -81,7 +82,7 @@ for i in "${!names[@]}"; do
     case "${results[$i]}" in FAIL*) status=1 ;; esac
 done
 if [ -n "$pytest_line" ]; then echo "  gpu tests said: $pytest_line"; fi
-if [ -f "$logdir/bench.log" ]; then
+if [ "${BENCH_ARGS-}" != "none" ] && [ -f "$logdir/bench.log" ]; then
     grep -E '^bench vs ' "$logdir/bench.log" | tail -n 1 | sed 's/^/  /'
 fi
 if [ "$status" -eq 0 ]; then echo "gpu_check: all steps passed"; else echo "gpu_check: FAILED"; fi

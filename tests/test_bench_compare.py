@@ -61,8 +61,8 @@ def test_compare_flags_by_threshold(bc, bench):
         ("1x8192", 3.5, "slower"), ("2x8192", 2.0, ""), ("3x8192", -10.0, "faster")]
     s = bc.summary(ch, new, ref, 3.0, "ref.md")
     assert s.startswith("bench vs ref.md: 3 of 4 rows matched; 1 slower by more than 3% (worst +3.5%")
-    assert "1 faster (best -10.0%" in s and "1 new rows without a reference" in s
-    assert "different GPUs" not in s
+    assert "1 faster (best -10.0%" in s and "1 without a reference row" in s
+    assert "different GPUs" not in s and "[" not in s
     assert [c.flag for c in bc.compare(new, ref, threshold=5.0)] == ["", "", "faster"]
     with pytest.raises(ValueError, match="threshold"):
         bc.compare(new, ref, threshold=-1)
@@ -109,9 +109,44 @@ def test_bench_and_gpu_check_wiring(bench, capsys):
     any GPU work; gpu_check.sh compares with the table of record and prints the summary line."""
     with pytest.raises(SystemExit):
         bench.main(["--compare", "no/such/table.md"])
-    assert "--compare: no such file" in capsys.readouterr().err
+    assert "--compare: cannot read 'no/such/table.md'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):                     # a file that is no bench table
+        bench.main(["--compare", str(ROOT / "README.md")])
+    assert "holds no scripts/bench.py row" in capsys.readouterr().err
     with pytest.raises(SystemExit):                     # --cpu: a CPU this process may not run on
         bench.main(["--cpu", "100000"])
-    assert "--cpu: CPU 100000 is not one this process may run on" in capsys.readouterr().err
+    assert "--cpu: CPU 100000 is not one this process may run on (" in capsys.readouterr().err
     sh = (ROOT / "scripts" / "gpu_check.sh").read_text()
     assert "--compare docs/bench-h100.md" in sh and "'^bench vs '" in sh
+
+
+def test_edges(bc, bench):
+    """Exactly the threshold is not "more than" it; a reference time of 0 and malformed lines are not
+    compared but counted; nothing in common says so instead of reading like a pass; repeated rows of
+    the new table are named."""
+    ref = bc.parse_table(_table(bench, [_row(bench, shape="1x1", us=10.0), _row(bench, shape="2x2", us=0.0),
+                                        "| quantize | nvfp4 | both | a | b | c | x | 1 | 1% | - | - | - |",
+                                        "| too | few | cells |"]))
+    assert ref.skipped == 2 and len(ref.rows) == 2
+    new = bc.parse_table(_table(bench, [_row(bench, shape="1x1", us=10.3), _row(bench, shape="2x2", us=5.0),
+                                        _row(bench, shape="1x1", us=99.0)]))
+    ch = bc.compare(new, ref, 3.0)
+    assert [(c.key[5], c.delta_pct, c.flag) for c in ch] == [("1x1", 3.0, "")]
+    s = bc.summary(ch, new, ref, 3.0, "ref.md")
+    assert "1 of 2 rows matched; none slower" in s and "[1 repeated rows of the new table ignored]" in s
+    assert "[2 malformed table lines skipped]" in s
+    other = bc.parse_table(_table(bench, [_row(bench, shape="9x9")]))
+    s = bc.summary(bc.compare(other, ref), other, ref, 3.0, "ref.md")
+    assert s.startswith("bench vs ref.md: nothing compared, none of the 1 rows is in the reference")
+    untitled = bc.parse_table("\n".join([bench.HEADER, _row(bench, shape="1x1")]))
+    assert "[a table without its GPU in the title]" in bc.summary(bc.compare(untitled, ref), untitled, ref, 3.0, "r")
+    with pytest.raises(ValueError, match="threshold"):
+        bc.compare(new, ref, threshold=float("nan"))
+
+
+def test_out_into_a_new_folder(bc, bench, tmp_path, capsys):
+    ref = tmp_path / "ref.md"
+    ref.write_text(_table(bench, [_row(bench)]))
+    out = tmp_path / "a" / "b" / "cmp.md"
+    assert bc.main([str(ref), "--ref", str(ref), "--out", str(out), "--brief"]) == 0
+    assert out.read_text().strip().splitlines()[-1] == capsys.readouterr().out.strip().splitlines()[-1]

@@ -43,7 +43,10 @@ def test_tail_lines_only_for_sections_that_ran(bench):
     assert bench.tail_lines([], None) == []
     small = bench.tail_lines([(1, "torch bfloat16", "nvfp4", 17.25, 16.04, 19.5)], None)
     assert small == ["", "| M x 4096 | input | format | host us/call (median of rounds) | fastest - slowest round |",
-                     "|---|---|---|---|---|", "| 1 | torch bfloat16 | nvfp4 | 17.2 | 16.0 - 19.5 |"]
+                     "|---|---|---|---|---|", "| 1 | torch bfloat16 | nvfp4 | 17.2 | 16.0 - 19.5 |", "",
+                     "(host times not pinned: --cpu N pins them)"]
+    assert bench.tail_lines([(1, "torch bfloat16", "nvfp4", 17.25, 16.04, 19.5)], None, 3)[-1] == \
+        "(host times pinned to CPU 3)"
     start = bench.tail_lines([], (2.2, 0.51, 166))
     assert len(start) == 2 and start[0] == "" and "166 cubins" in start[1] and "0.51 s" in start[1]
     assert not any("|" in line for line in start)
