@@ -609,8 +609,8 @@ def main(argv=None):
                     help="after the run, compare its rows with a reference table (e.g. docs/bench-h100.md; "
                          "scripts/bench_compare.py) and write the report beside --md")
     ap.add_argument("--cpu", type=int, default=None, metavar="N",
-                    help="run pinned to CPU N (the small-input host times depend on the CPU a process gets: "
-                         "on the lent H100 VMs one vCPU read 1.45x another, docs/performance.md)")
+                    help="run the small-input section pinned to CPU N (its host times depend on the CPU the "
+                         "process gets: on a lent H100 VM one vCPU read 1.45x another, docs/performance.md)")
     args = ap.parse_args(argv)
     if args.compare:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
