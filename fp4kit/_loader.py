@@ -285,7 +285,7 @@ def precompile(archs: list[str], progress=None) -> list[tuple[str, str, int | No
             raise ValueError(f"arch: a GPU of compute capability {n // 10}.{n % 10} loads {loaded} kernels, "
                              f"never {a!r}: use {loaded}")
         can = _nvrtc.supported_archs()
-        if can and int(m.group(1)) not in can:
+        if can and n not in can:
             raise ValueError(f"arch: NVRTC {'.'.join(map(str, _nvrtc.version()))} cannot target {a} "
                              f"(it targets sm_{', sm_'.join(map(str, can))})")
     jobs = [(a, n, p) for a in archs for n, p in compile_units()]
