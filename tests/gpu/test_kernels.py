@@ -770,6 +770,34 @@ def test_nvfp4_rht(gpu):
                                 scale_layout="swizzled")
 
 
+def test_nvfp4_rht_amax_pass_nonfinite_groups(gpu):
+    """The one-pass plain + RHT amax (amax_plain_rht_bf16, NVFP4 "both" with rht and a computed amax;
+    a thread per group of 16 rows x 2 columns, several groups per thread here, grid-stride): NaN / -NaN
+    in some groups drop out of both amaxes (a NaN input makes every w_j of its column's group NaN)
+    while the other column of such a group still counts, also when it holds the tensor's largest
+    values; the largest value in a finite group; an infinity (both amaxes infinite)."""
+    rng = np.random.default_rng(91)
+    M, K = 2048, 8192   # 2^20 groups of 2 columns: several per thread of the amax launch
+    base = rng.standard_normal((M, K)).astype(np.float32)
+    for case in ("nan_pair_holds_max", "finite_group_holds_max", "inf"):
+        x = base.copy()
+        rows = rng.integers(0, M // 16, size=40) * 16
+        cols = rng.integers(0, K // 2, size=40) * 2
+        for r, c in zip(rows, cols):
+            x[r + rng.integers(0, 16), c] = np.nan if r % 32 else -np.nan
+        if case == "nan_pair_holds_max":
+            x[rows[3] + 5, cols[3] + 1] = 300.0
+            x[rows[7] + 9, cols[7] + 1] = -280.0
+        elif case == "finite_group_holds_max":
+            x[17, 4097] = 250.0
+        else:
+            x[rows[5] + 2, cols[5] + 1] = np.inf
+        xb = x.astype(ml_dtypes.bfloat16)
+        q, row, col = check_against_reference(gpu, xb, "nvfp4", axis="both", rht=True)
+        finite = case != "inf"
+        assert np.isfinite(q.rowwise.amax).all() == finite and np.isfinite(q.columnwise.amax).all() == finite, case
+
+
 @pytest.mark.parametrize("fmt", ["nvfp4", "mxfp4_e2m1"])
 def test_stochastic_rounding(gpu, fmt):
     for i, shape in enumerate([(126, 96), (64, 64), (1, 32), (130, 62)]):
