@@ -28,7 +28,8 @@ def _is_device(x) -> bool:
 
 def _bad_input(x, name="x"):
     return TypeError(f"{name}: expected a NumPy array (reference on the CPU) or a CUDA device array "
-                     f"(CuPy, PyTorch, JAX, DLPack or __cuda_array_interface__), got {type(x).__name__}")
+                     f"(CuPy, PyTorch, JAX, DLPack or __cuda_array_interface__), got {type(x).__name__}"
+                     f"{_ref.api.scalar_hint(x)}")
 
 
 _device_api = None

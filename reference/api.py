@@ -36,9 +36,17 @@ def dtype_name(dt) -> str | None:
     return None
 
 
+def scalar_hint(x) -> str:
+    """For a NumPy scalar given where an array belongs, the words that say so (else "")."""
+    if isinstance(x, np.generic):
+        return " (a NumPy scalar, not an array: np.asarray keeps it 0-d, np.atleast_1d makes it one)"
+    return ""
+
+
 def _np_input(x, name="x") -> tuple[np.ndarray, str]:
     if not isinstance(x, np.ndarray):
-        raise TypeError(f"{name}: expected a NumPy array (or a device array through fp4kit.quantize), got {type(x).__name__}")
+        raise TypeError(f"{name}: expected a NumPy array (or a device array through fp4kit.quantize), got "
+                        f"{type(x).__name__}{scalar_hint(x)}")
     dn = dtype_name(x.dtype)
     if dn is None:
         raise TypeError(f"{name}: expected dtype float32, bfloat16 or float16, got {x.dtype}")

@@ -94,6 +94,16 @@ def test_quantize_rejects_non_arrays(x):
         fp4kit.reference.quantize(x, "nvfp4")
 
 
+def test_numpy_scalar_input_says_how_to_pass_it():
+    """A NumPy scalar where an array belongs: the TypeError says so and how to make it an array."""
+    hint = r"got float32 \(a NumPy scalar, not an array: np.asarray keeps it 0-d, np.atleast_1d makes it one\)$"
+    for q in (fp4kit.quantize, fp4kit.reference.quantize):
+        with pytest.raises(TypeError, match=hint):
+            q(np.float32(1.0), "nvfp4")
+    with pytest.raises(TypeError, match=r"got float$"):   # a Python float: no NumPy hint
+        fp4kit.quantize(3.0, "nvfp4")
+
+
 def test_dequantize_errors():
     q = fp4kit.quantize(X, "nvfp4")
     for dq in (fp4kit.dequantize, fp4kit.reference.dequantize):
