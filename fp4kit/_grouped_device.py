@@ -38,7 +38,10 @@ ERRORS = {
     4: "the members' scales exceed the scale buffer bound",
     8: "an FP4 member has an odd length along a packed axis",
     16: "rht=True needs every member's M_i to be a multiple of 16",
-    32: "the members' row amaxes exceed the amax buffer bound",
+    32: "the members' row amaxes exceed the amax buffer bound (row_scaled: one per row, sum M_i, and one per "
+        "column, sum K_i, within the supplied amax's length; with device dims of a 1-D input the element bound "
+        "max_elements also bounds those rows and columns, so members of rows without columns or columns "
+        "without rows beyond it need host dims)",
     64: "for kind 'varying_first' / 'same' the members' rows exceed x.shape[0]",
 }
 
@@ -68,13 +71,18 @@ def _is_dev(d):
     return d is not None and not isinstance(d, (int, np.integer, list, tuple, np.ndarray)) and _interop.is_device_array(d)
 
 
-def _bounds(kind, f, opts, G, N, Mshared, Kshared):
-    """Upper bounds (bytes) of the scale buffers and (floats) of the amax buffers for device dims."""
+def _bounds(kind, f, opts, G, N, Mshared, Kshared, rows=None):
+    """Upper bounds (bytes) of the scale buffers and (floats) of the amax buffers for device dims.
+
+    rows: x.shape[0] for the kinds with one K, which bounds sum M_i where the elements cannot
+    (K = 0: members of rows without elements, whose row-scaled amaxes are still one per row). For
+    the 1-D kinds the element bound N bounds sum M_i over members with K_i > 0 only (and sum K_i
+    over those with M_i > 0): rows or columns of empty members beyond it are flagged (GERR_AMAX)."""
     b = f.block
     cap = {}
     if kind in ("same", "varying_first"):
         K = Kshared
-        Mtot = N // K if K else 0
+        Mtot = N // K if K else (rows or 0)
         nb = f.num_blocks(K)
         cap["srow"] = (Mtot * nb) if opts.scale_layout == "compact" else (Mtot + 127 * G) * (-(-nb // 4) * 4)
         cap["scol"] = (K * (Mtot // b + 2 * G)) if opts.scale_layout == "compact" else \
@@ -422,7 +430,7 @@ def _group_quantize_checked(x, fmt, num_groups, first_dims, last_dims, amax, dbi
                         raise ValueError(f"first_dims/last_dims: expected the same number of members, got {fd.shape[0]} and {G}")
                     Mshared = None
                     kind = "varying_both"
-        caps = _bounds(kind, f, opts, G, n_el, Mshared, Kshared)
+        caps = _bounds(kind, f, opts, G, n_el, Mshared, Kshared, da.shape[0] if kind == "varying_first" else None)
         host_first = host_last = None
     if dbias and kind not in ("same", "varying_first"):
         raise ValueError(f"dbias: only kinds 'same' and 'varying_first' have per-member column sums, got kind {kind!r}")
@@ -490,7 +498,7 @@ def _group_quantize_checked(x, fmt, num_groups, first_dims, last_dims, amax, dbi
                 plan = info[4]
             else:
                 bound = _bounds("varying_first" if Kshared is not None else "varying_last", f, opts, G, n_el,
-                                first_dims if type(first_dims) is int else None, Kshared)
+                                first_dims if type(first_dims) is int else None, Kshared, rows_total)
                 spec = ("bound", bound)
                 if _within(info, bound):
                     caps, dims = bound, ("param", G)

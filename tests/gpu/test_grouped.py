@@ -771,6 +771,32 @@ def test_row_scaled_amax_shorter_than_device_dims_rows(cp, n, host_amax):
             _check(got[i], exp[i])
 
 
+def test_row_scaled_device_dims_members_without_columns(cp):
+    """Row-scaled NVFP4 with device dims and members of rows but no columns. varying_first with
+    K = 0: one (zero) amax per row, bounded by x.shape[0] (the element bound, 0, bounded nothing, so
+    the metadata launch flagged valid dims); the bytes and amaxes equal the reference's. A 1-D input
+    (varying_both): rows without columns beyond max_elements cannot be bounded on the host and are
+    flagged, naming the way out (host dims), which quantize as the reference."""
+    for first in ([2], [0, 4, 2], [6, 0]):
+        xh = np.zeros((sum(first) + 3, 0), np.float32)
+        for axis in ("rowwise", "both"):
+            got = fp4kit.group_quantize(cp.asarray(xh), "nvfp4", first_dims=cp.asarray(np.array(first, np.int64)),
+                                        row_scaled=True, axis=axis)
+            got.check()
+            exp = fp4kit.reference.group_quantize(xh[:sum(first)], "nvfp4", first_dims=first, row_scaled=True, axis=axis)
+            for i in range(len(first)):
+                _check(got[i], exp[i])
+                assert cp.asnumpy(got[i].rowwise.amax).tolist() == [0.0] * first[i]
+    x1 = _x(32, seed=143)
+    first, last = [40, 1, 0], [0, 32, 0]           # 41 rows, 32 elements
+    g = fp4kit.group_quantize(cp.asarray(x1), "nvfp4", row_scaled=True, first_dims=cp.asarray(np.array(first, np.int64)),
+                              last_dims=cp.asarray(np.array(last, np.int64)), max_elements=32)
+    with pytest.raises(ValueError, match=r"row amaxes exceed the amax buffer bound .* need host dims"):
+        g.check()
+    exp = fp4kit.reference.group_quantize(x1, "nvfp4", row_scaled=True, first_dims=first, last_dims=last)
+    _check(fp4kit.group_quantize(cp.asarray(x1), "nvfp4", row_scaled=True, first_dims=first, last_dims=last), exp)
+
+
 def test_row_scaled_amax_varying_last_exact_length(cp):
     """varying_last with device last dims and one M: sum M_i = G x M is known on the host, so the
     row-scaled amax length is checked there, before any launch."""

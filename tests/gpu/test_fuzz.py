@@ -1,0 +1,333 @@
+"""Randomised kernel-vs-reference properties that reach every planner path: shapes drawn around the
+multiples of 16, 64 and 128 that the planners branch on, the size bounds on or off (off: small
+shapes take the 128 x 128 squares and the staged compact scales), inputs contiguous, one element
+into their buffer (no 16-byte loads) or transposed views, from CuPy or PyTorch, NVFP4 amaxes computed
+or supplied on the device, every recipe option; the dequantize of each result too; and grouped
+tensors of all four kinds with host or device dims. A combination the reference refuses must be
+refused on the GPU with the same exception type, naming the same argument.
+
+The example budget is FP4KIT_FUZZ_EXAMPLES (default 40 per test and format; derandomised, so a run is
+repeatable and a failure prints its case)."""
+from __future__ import annotations
+
+import os
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import fp4kit
+from fp4kit import _plan
+
+pytestmark = pytest.mark.gpu
+
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+N_EXAMPLES = int(os.environ.get("FP4KIT_FUZZ_EXAMPLES", "40"))
+FORMATS = list(fp4kit.FORMATS)
+SETTINGS = settings(max_examples=N_EXAMPLES, deadline=None, derandomize=True,
+                    suppress_health_check=list(HealthCheck), print_blob=True)
+DTYPES = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
+SPECIAL = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, -3e-39, 6.0, 448.0, 1e30, 57344.0, 65504.0]
+
+
+@pytest.fixture
+def cp(gpu):
+    """CuPy, with output poisoning on (conftest's gpu fixture)."""
+    return gpu
+
+
+@pytest.fixture
+def size_rules():
+    """Set fp4kit._plan.SIZE_RULES for one example (hypothesis runs the examples of one test call
+    inside one fixture scope); restores it and clears the memoised plans afterwards."""
+    old = _plan.SIZE_RULES
+
+    def set_rules(on: bool):
+        if _plan.SIZE_RULES != on:
+            _plan.SIZE_RULES = on
+            _plan.clear_plans()
+    yield set_rules
+    _plan.SIZE_RULES = old
+    _plan.clear_plans()
+
+
+def _side(draw, even: bool) -> int:
+    """A length near a multiple of 128 (0-4 of them) or of 16, or any small one."""
+    kind = draw(st.sampled_from(["m128", "m128", "near128", "m16", "any"]))
+    if kind == "m128":
+        n = 128 * draw(st.integers(0, 4))
+    elif kind == "near128":
+        n = 128 * draw(st.integers(1, 3)) + draw(st.sampled_from([-32, -16, -2, 2, 16, 32, 64]))
+    elif kind == "m16":
+        n = 16 * draw(st.integers(0, 24))
+    else:
+        n = draw(st.integers(0, 200))
+    return n - n % 2 if even else n
+
+
+def _values(rng, n: int, specials: list) -> np.ndarray:
+    x = (rng.standard_normal(n) * np.exp2(rng.integers(-12, 12, n))).astype(np.float32)
+    if n and specials:
+        x[rng.integers(0, n, len(specials))] = np.array(specials, np.float32)
+    return x
+
+
+def _to_device(cp, a: np.ndarray, lib: str, view: str):
+    """a on the device through `lib` ("cupy" or "torch"; bfloat16 always through torch), as a
+    contiguous array, a view one element into a larger buffer, or the transpose of a contiguous
+    (K, M) array (a strided view)."""
+    import torch
+    bf16 = a.dtype == np.dtype(ml_dtypes.bfloat16)
+    if bf16:
+        lib = "torch"
+
+    def put(h):
+        if lib == "cupy":
+            return cp.asarray(h)
+        if bf16:
+            return torch.from_numpy(np.ascontiguousarray(h).view(np.int16)).cuda().view(torch.bfloat16)
+        return torch.from_numpy(np.ascontiguousarray(h)).cuda()
+    if view == "offset":
+        flat = np.concatenate([np.zeros(1, a.dtype), a.reshape(-1)])
+        return put(flat)[1:].reshape(a.shape)
+    if view == "transposed" and a.ndim == 2:
+        return put(np.ascontiguousarray(a.T)).T
+    return put(a)
+
+
+def _host(a):
+    """A device array or tensor of codes / values back on the host as NumPy."""
+    if isinstance(a, np.ndarray):
+        return a
+    if hasattr(a, "get"):
+        return a.get()
+    import torch
+    if isinstance(a, torch.Tensor):
+        if a.dtype == torch.bfloat16:
+            return a.contiguous().view(torch.int16).cpu().numpy().view(ml_dtypes.bfloat16)
+        return a.cpu().numpy()
+    return np.asarray(a)
+
+
+def _refuses(fn):
+    """The exception `fn` raises (TypeError / ValueError), or None."""
+    try:
+        return None, fn()
+    except (TypeError, ValueError) as e:
+        return e, None
+
+
+def _same_refusal(ref_err, gpu_call):
+    """The GPU call raises what the reference raised: the same type, naming the same argument (the
+    text before the first colon; the rest may describe a device array differently)."""
+    with pytest.raises(type(ref_err)) as info:
+        gpu_call()
+    assert str(info.value).split(":")[0] == str(ref_err).split(":")[0], (str(info.value), str(ref_err))
+
+
+@st.composite
+def _single_case(draw, fmt):
+    f = fp4kit.FORMATS[fmt]
+    M, K = _side(draw, f.packed), _side(draw, f.packed)
+    dtype = draw(st.sampled_from(list(DTYPES)))
+    kw = dict(axis=draw(st.sampled_from(["rowwise", "columnwise", "both", "both"])),
+              scale_layout=draw(st.sampled_from(["compact", "swizzled"])))
+    amax = None
+    if f.is_mx:
+        kw["scale_rule"] = draw(st.sampled_from(["rceil", "floor"]))
+    else:
+        v = draw(st.sampled_from(["plain", "plain", "tile_2d", "row_scaled", "rht"]))
+        if v == "rht":
+            kw["rht"] = True
+            if draw(st.booleans()):
+                kw["rht_sign_mask"] = draw(st.sampled_from([0, 0xFFFF, 0x0001, 0xD7E8, 0x1234]))
+        elif v != "plain":
+            kw[v] = True
+        amax = draw(st.sampled_from([None, None, "true", "third", "zero", "tiny", "huge", "inf"]))
+    if f.packed and draw(st.integers(0, 3)) == 0:
+        kw["rounding"] = "stochastic"
+        kw["seed"] = draw(st.integers(0, 2**64 - 1))
+    return dict(fmt=fmt, M=M, K=K, dtype=dtype, kw=kw, amax=amax,
+                lib=draw(st.sampled_from(["cupy", "torch"])),
+                view=draw(st.sampled_from(["contiguous", "contiguous", "offset", "transposed"])),
+                size_rules=draw(st.booleans()), seed=draw(st.integers(0, 2**32 - 1)),
+                specials=draw(st.lists(st.sampled_from(SPECIAL), max_size=6)),
+                out=draw(st.sampled_from(["float32", "bfloat16", "float16"])))
+
+
+def _amax_array(kind, x32: np.ndarray, rows: bool) -> np.ndarray:
+    """A supplied NVFP4 amax: (1,), or (M,) per row; `kind` scales the true one."""
+    with np.errstate(invalid="ignore"):
+        true = np.nanmax(np.abs(x32), axis=1) if rows else np.array([np.nanmax(np.abs(x32))])
+    true = np.nan_to_num(true.astype(np.float32), nan=0.0)
+    return {"true": true, "third": true / 3, "zero": np.zeros_like(true), "tiny": np.full_like(true, 1e-38),
+            "huge": np.full_like(true, 3e38), "inf": np.full_like(true, np.inf)}[kind].astype(np.float32)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@SETTINGS
+@given(data=st.data())
+def test_fuzz_quantize_and_dequantize_equal_reference(cp, size_rules, fmt, data):
+    case = data.draw(_single_case(fmt), label="case")
+    size_rules(case["size_rules"])
+    M, K = case["M"], case["K"]
+    rng = np.random.default_rng(case["seed"])
+    with np.errstate(over="ignore"):
+        xn = _values(rng, M * K, case["specials"]).reshape(M, K).astype(DTYPES[case["dtype"]])
+    kw = dict(case["kw"])
+    ref_kw = dict(kw)
+    if case["amax"] is not None and M * K:
+        a = _amax_array(case["amax"], xn.astype(np.float32), kw.get("row_scaled", False))
+        ref_kw["amax"], kw["amax"] = a, cp.asarray(a)
+    err, exp = _refuses(lambda: fp4kit.reference.quantize(xn, case["fmt"], **ref_kw))
+    xd = _to_device(cp, xn, case["lib"], case["view"])
+    if err is not None:
+        _same_refusal(err, lambda: fp4kit.quantize(xd, case["fmt"], **kw))
+        return
+    got = fp4kit.quantize(xd, case["fmt"], **kw)
+    rep = fp4kit.compare(got, exp, x=xn)
+    assert rep.ok, str(rep)
+    for operand in ("rowwise", "columnwise"):
+        if getattr(exp, operand) is None:
+            continue
+        want = fp4kit.reference.dequantize(exp, dtype=case["out"], operand=operand)
+        back = _host(fp4kit.dequantize(got, dtype=case["out"], operand=operand))
+        assert back.shape == want.shape and back.dtype == want.dtype, (back.shape, want.shape, back.dtype)
+        w = want.dtype.itemsize
+        view = {4: np.uint32, 2: np.uint16}[w]
+        assert np.array_equal(back.view(view), want.view(view)), f"dequantize {operand} to {case['out']}"
+
+
+@st.composite
+def _group_case(draw, fmt):
+    f = fp4kit.FORMATS[fmt]
+    kind = draw(st.sampled_from(["same", "varying_first", "varying_first", "varying_last", "varying_both"]))
+    G = draw(st.sampled_from([1, 2, 3, 5, 8, 9]))
+    step = draw(st.sampled_from([1, 2, 16, 128])) if not f.packed else draw(st.sampled_from([2, 16, 128]))
+
+    def dims(n, hi):
+        ds = [step * draw(st.integers(0, hi // step)) for _ in range(n)]
+        return ds
+    if kind == "same":
+        first, last = [draw(st.sampled_from([0, 2, 16, 64, 128, 130]))] * G, None
+        K = _side(draw, f.packed) if draw(st.booleans()) else draw(st.sampled_from([64, 128, 256]))
+        last = [K] * G
+    elif kind == "varying_first":
+        first = dims(G, 300)
+        K = draw(st.sampled_from([0, 2, 32, 64, 96, 128, 130, 256, 384]))
+        last = [K] * G
+    elif kind == "varying_last":
+        M = draw(st.sampled_from([0, 2, 16, 32, 64, 128, 130]))
+        first, last = [M] * G, dims(G, 300)
+    else:
+        first, last = dims(G, 200), dims(G, 200)
+    kw = dict(axis=draw(st.sampled_from(["rowwise", "columnwise", "both", "both"])),
+              scale_layout=draw(st.sampled_from(["compact", "swizzled"])))
+    amax = None
+    if f.is_mx:
+        kw["scale_rule"] = draw(st.sampled_from(["rceil", "floor"]))
+    else:
+        v = draw(st.sampled_from(["plain", "plain", "tile_2d", "row_scaled", "rht"]))
+        if v != "plain":
+            kw[v] = True
+        amax = draw(st.sampled_from([None, None, "true", "third", "zero"]))
+    if f.packed and draw(st.integers(0, 3)) == 0:
+        kw["rounding"] = "stochastic"
+        kw["seed"] = draw(st.integers(0, 2**64 - 1))
+    return dict(fmt=fmt, kind=kind, G=G, first=first, last=last, kw=kw, amax=amax,
+                dtype=draw(st.sampled_from(list(DTYPES))), lib=draw(st.sampled_from(["cupy", "torch"])),
+                device_dims=kind != "same" and draw(st.booleans()), spare=draw(st.sampled_from([0, 0, 64])),
+                int_m=draw(st.booleans()),
+                size_rules=draw(st.booleans()), seed=draw(st.integers(0, 2**32 - 1)),
+                specials=draw(st.lists(st.sampled_from(SPECIAL), max_size=4)),
+                out=draw(st.sampled_from(["float32", "bfloat16"])))
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@SETTINGS
+@given(data=st.data())
+def test_fuzz_group_quantize_and_dequantize_equal_reference(cp, size_rules, fmt, data):
+    case = data.draw(_group_case(fmt), label="case")
+    size_rules(case["size_rules"])
+    first, last, kind = case["first"], case["last"], case["kind"]
+    total = sum(m * k for m, k in zip(first, last))
+    rng = np.random.default_rng(case["seed"])
+    dt = DTYPES[case["dtype"]]
+    if kind in ("same", "varying_first"):
+        K = last[0]
+        rows = sum(first)
+        spare_rows = case["spare"] if kind == "varying_first" and case["device_dims"] else 0
+        with np.errstate(over="ignore"):
+            full = _values(rng, (rows + spare_rows) * K, case["specials"]).reshape(rows + spare_rows, K).astype(dt)
+        xn = full[:rows]
+    else:
+        spare = case["spare"] if case["device_dims"] else 0
+        with np.errstate(over="ignore"):
+            full = _values(rng, total + spare, case["specials"]).astype(dt)
+        xn = full[:total]
+    kw = dict(case["kw"])
+    ref_kw = dict(kw)
+    if case["amax"] is not None:
+        x32 = xn.astype(np.float32).reshape(-1)
+        offs = np.cumsum([0] + [m * k for m, k in zip(first, last)])
+        if kw.get("row_scaled"):
+            per = [np.abs(x32[offs[g]:offs[g + 1]].reshape(first[g], last[g])).max(axis=1, initial=0.0)
+                   for g in range(case["G"])]
+            a = np.concatenate(per) if per else np.zeros(0)
+        else:
+            a = np.array([np.abs(x32[offs[g]:offs[g + 1]]).max(initial=0.0) for g in range(case["G"])])
+        a = np.nan_to_num(a.astype(np.float32), nan=0.0)
+        a = {"true": a, "third": a / 3, "zero": np.zeros_like(a)}[case["amax"]].astype(np.float32)
+        ref_kw["amax"], kw["amax"] = a, cp.asarray(a)
+    if kind == "same":
+        ref_dims, dev_dims = dict(num_groups=case["G"]), dict(num_groups=case["G"])
+    elif kind == "varying_first":
+        ref_dims = dict(first_dims=first)
+        dev_dims = dict(first_dims=cp.asarray(np.array(first, np.int64))) if case["device_dims"] else ref_dims
+    else:
+        ref_dims = dict(first_dims=first, last_dims=last)
+        shared_m = kind == "varying_last" and case["int_m"]
+        dev_dims = (dict(first_dims=first[0] if shared_m else cp.asarray(np.array(first, np.int64)),
+                         last_dims=cp.asarray(np.array(last, np.int64)))
+                    if case["device_dims"] else ref_dims)
+    err, exp = _refuses(lambda: fp4kit.reference.group_quantize(xn, case["fmt"], **ref_dims, **ref_kw))
+    xd = _to_device(cp, full, case["lib"], "contiguous")
+    if case["device_dims"] and case["spare"]:
+        kw["max_elements"] = full.size
+    elif not case["device_dims"] and full.shape != xn.shape:
+        xd = xd[:xn.shape[0]]
+    if err is not None:
+        if case["device_dims"]:
+            return        # some refusals (the members' sizes) are only known on the device: tested elsewhere
+        _same_refusal(err, lambda: fp4kit.group_quantize(xd, case["fmt"], **dev_dims, **kw))
+        return
+    got = fp4kit.group_quantize(xd, case["fmt"], **dev_dims, **kw)
+    if case["device_dims"] and kw.get("row_scaled") and kind in ("varying_last", "varying_both"):
+        # one amax per row and per column: with device dims of a 1-D input the buffers are bounded
+        # by the element bound, which rows without columns (and columns without rows) exceed
+        N, Ms = full.size, first[0] if shared_m else None
+        if sum(first) > (N if Ms is None else Ms * case["G"]) or sum(last) > (N // Ms if Ms else N):
+            with pytest.raises(ValueError, match="row amaxes exceed the amax buffer bound"):
+                got.check()
+            return
+    got.check()
+    assert len(got) == case["G"]
+    if case["device_dims"]:
+        for i in range(case["G"]):
+            rep = fp4kit.compare(got[i], exp[i])
+            assert rep.ok, f"member {i}: {rep}"
+    else:
+        rep = fp4kit.compare(got, exp)
+        assert rep.ok, str(rep)
+    for operand in ("rowwise", "columnwise"):
+        if getattr(exp[0], operand) is None:
+            continue
+        want = fp4kit.reference.group_dequantize(exp, dtype=case["out"], operand=operand)
+        back = fp4kit.group_dequantize(got, dtype=case["out"], operand=operand)
+        view = {"float32": np.uint32, "bfloat16": np.uint16}[case["out"]]
+        for i in range(case["G"]):
+            b, w = _host(back[i]), want[i]
+            assert b.shape == w.shape, (operand, i, b.shape, w.shape)
+            assert np.array_equal(b.view(view), w.view(view)), f"group_dequantize {operand} member {i}"
