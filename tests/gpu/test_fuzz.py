@@ -97,6 +97,34 @@ def _to_device(cp, a: np.ndarray, lib: str, view: str):
     return put(a)
 
 
+class _Stream:
+    """The call's current stream: the library's default, or a new non-blocking stream of the input's
+    library (entered around the fp4kit calls, synchronised on exit), so that every launch and
+    allocation must follow the caller's stream."""
+
+    def __init__(self, cp, lib: str, side: bool):
+        self.cp, self.lib, self.side, self.ctx, self.stream = cp, lib, side, None, None
+
+    def __enter__(self):
+        if self.side:
+            self.cp.cuda.Device().synchronize()        # inputs written on the default stream
+            if self.lib == "torch":
+                import torch
+                self.stream = torch.cuda.Stream()
+                self.ctx = torch.cuda.stream(self.stream)
+            else:
+                self.stream = self.cp.cuda.Stream(non_blocking=True)
+                self.ctx = self.stream
+            self.ctx.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self.side:
+            self.ctx.__exit__(*exc)
+            self.stream.synchronize()
+        return False
+
+
 def _host(a):
     """A device array or tensor of codes / values back on the host as NumPy."""
     if isinstance(a, np.ndarray):
@@ -153,6 +181,7 @@ def _single_case(draw, fmt):
                 lib=draw(st.sampled_from(["cupy", "torch"])),
                 view=draw(st.sampled_from(["contiguous", "contiguous", "offset", "transposed"])),
                 size_rules=draw(st.booleans()), seed=draw(st.integers(0, 2**32 - 1)),
+                side_stream=draw(st.booleans()),
                 specials=draw(st.lists(st.sampled_from(SPECIAL), max_size=6)),
                 out=draw(st.sampled_from(["float32", "bfloat16", "float16"])))
 
@@ -186,14 +215,15 @@ def test_fuzz_quantize_and_dequantize_equal_reference(cp, size_rules, fmt, data)
     if err is not None:
         _same_refusal(err, lambda: fp4kit.quantize(xd, case["fmt"], **kw))
         return
-    got = fp4kit.quantize(xd, case["fmt"], **kw)
+    operands = [op for op in ("rowwise", "columnwise") if getattr(exp, op) is not None]
+    with _Stream(cp, "torch" if xn.dtype == np.dtype(ml_dtypes.bfloat16) else case["lib"], case["side_stream"]):
+        got = fp4kit.quantize(xd, case["fmt"], **kw)
+        backs = {op: fp4kit.dequantize(got, dtype=case["out"], operand=op) for op in operands}
     rep = fp4kit.compare(got, exp, x=xn)
     assert rep.ok, str(rep)
-    for operand in ("rowwise", "columnwise"):
-        if getattr(exp, operand) is None:
-            continue
+    for operand in operands:
         want = fp4kit.reference.dequantize(exp, dtype=case["out"], operand=operand)
-        back = _host(fp4kit.dequantize(got, dtype=case["out"], operand=operand))
+        back = _host(backs[operand])
         assert back.shape == want.shape and back.dtype == want.dtype, (back.shape, want.shape, back.dtype)
         w = want.dtype.itemsize
         view = {4: np.uint32, 2: np.uint16}[w]
@@ -239,7 +269,7 @@ def _group_case(draw, fmt):
     return dict(fmt=fmt, kind=kind, G=G, first=first, last=last, kw=kw, amax=amax,
                 dtype=draw(st.sampled_from(list(DTYPES))), lib=draw(st.sampled_from(["cupy", "torch"])),
                 device_dims=kind != "same" and draw(st.booleans()), spare=draw(st.sampled_from([0, 0, 64])),
-                int_m=draw(st.booleans()),
+                int_m=draw(st.booleans()), side_stream=draw(st.booleans()),
                 size_rules=draw(st.booleans()), seed=draw(st.integers(0, 2**32 - 1)),
                 specials=draw(st.lists(st.sampled_from(SPECIAL), max_size=4)),
                 out=draw(st.sampled_from(["float32", "bfloat16"])))
@@ -303,7 +333,10 @@ def test_fuzz_group_quantize_and_dequantize_equal_reference(cp, size_rules, fmt,
             return        # some refusals (the members' sizes) are only known on the device: tested elsewhere
         _same_refusal(err, lambda: fp4kit.group_quantize(xd, case["fmt"], **dev_dims, **kw))
         return
-    got = fp4kit.group_quantize(xd, case["fmt"], **dev_dims, **kw)
+    operands = [op for op in ("rowwise", "columnwise") if getattr(exp[0], op) is not None]
+    with _Stream(cp, "torch" if dt == ml_dtypes.bfloat16 else case["lib"], case["side_stream"]):
+        got = fp4kit.group_quantize(xd, case["fmt"], **dev_dims, **kw)
+        backs = {op: fp4kit.group_dequantize(got, dtype=case["out"], operand=op) for op in operands}
     if case["device_dims"] and kw.get("row_scaled") and kind in ("varying_last", "varying_both"):
         # one amax per row and per column: with device dims of a 1-D input the buffers are bounded
         # by the element bound, which rows without columns (and columns without rows) exceed
@@ -321,13 +354,66 @@ def test_fuzz_group_quantize_and_dequantize_equal_reference(cp, size_rules, fmt,
     else:
         rep = fp4kit.compare(got, exp)
         assert rep.ok, str(rep)
-    for operand in ("rowwise", "columnwise"):
-        if getattr(exp[0], operand) is None:
-            continue
+    for operand in operands:
         want = fp4kit.reference.group_dequantize(exp, dtype=case["out"], operand=operand)
-        back = fp4kit.group_dequantize(got, dtype=case["out"], operand=operand)
+        back = backs[operand]
         view = {"float32": np.uint32, "bfloat16": np.uint16}[case["out"]]
         for i in range(case["G"]):
             b, w = _host(back[i]), want[i]
             assert b.shape == w.shape, (operand, i, b.shape, w.shape)
             assert np.array_equal(b.view(view), w.view(view)), f"group_dequantize {operand} member {i}"
+
+
+@st.composite
+def _qmatmul_case(draw, family):
+    fa = "nvfp4" if family == "nvfp4" else family
+    fb = "nvfp4" if family == "nvfp4" else draw(st.sampled_from([f for f in FORMATS if f != "nvfp4"]))
+    # K even for FP4 (the packed axis of a rowwise operand, M / N of a columnwise one)
+    M, N, K = (2 * draw(st.integers(0, 80)) for _ in range(3))
+    kw = {}
+    if family == "nvfp4":
+        kw = draw(st.sampled_from([{}, dict(rht=True), dict(row_scaled=True), dict(tile_2d=True)]))
+    return dict(fa=fa, fb=fb, M=M, N=N, K=K, kw=kw,
+                a_op=draw(st.sampled_from(["rowwise", "columnwise"])), b_op=draw(st.sampled_from(["rowwise", "columnwise"])),
+                la=draw(st.sampled_from(["compact", "swizzled"])), lb=draw(st.sampled_from(["compact", "swizzled"])),
+                seed=draw(st.integers(0, 2**32 - 1)), specials=draw(st.lists(st.sampled_from(SPECIAL[:7]), max_size=3)),
+                side_stream=draw(st.booleans()))
+
+
+@pytest.mark.parametrize("family", [f for f in FORMATS if f != "mxfp8_e5m2"])
+@SETTINGS
+@given(data=st.data())
+def test_fuzz_qmatmul_equals_reference(cp, family, data):
+    """qmatmul of two GPU-quantized operands (either operand of each, any MX pair, NVFP4 with its
+    recipes) against the reference's: float64 accumulation in another order, so equal within a
+    float32 rounding; refusals (K mismatch, RHT basis, ...) the reference's."""
+    case = data.draw(_qmatmul_case(family), label="case")
+    rng = np.random.default_rng(case["seed"])
+    M, N, K = case["M"], case["N"], case["K"]
+    # the a operand is (M, K) blocked along K: x (M, K) rowwise or x (K, M) columnwise
+    sa = (M, K) if case["a_op"] == "rowwise" else (K, M)
+    sb = (N, K) if case["b_op"] == "rowwise" else (K, N)
+    kw = dict(case["kw"])
+    rht = kw.pop("rht", False)
+    xa = _values(rng, sa[0] * sa[1], case["specials"]).reshape(sa).astype(ml_dtypes.bfloat16 if rht else np.float32)
+    xb = _values(rng, sb[0] * sb[1], []).reshape(sb).astype(ml_dtypes.bfloat16 if rht else np.float32)
+    opts_a = dict(kw, axis="both", scale_layout=case["la"], rht=rht and case["a_op"] == "columnwise")
+    opts_b = dict(kw, axis="both", scale_layout=case["lb"], rht=rht and case["b_op"] == "columnwise")
+    err, ra = _refuses(lambda: fp4kit.reference.quantize(xa, case["fa"], **opts_a))
+    err_b, rb = _refuses(lambda: fp4kit.reference.quantize(xb, case["fb"], **opts_b))
+    if err is not None or err_b is not None:
+        return          # quantize's refusals are the other tests' business
+    with _Stream(cp, "torch" if rht else "cupy", case["side_stream"]):
+        ga = fp4kit.quantize(_to_device(cp, xa, "cupy", "contiguous"), case["fa"], **opts_a)
+        gb = fp4kit.quantize(_to_device(cp, xb, "cupy", "contiguous"), case["fb"], **opts_b)
+    err, exp = _refuses(lambda: fp4kit.reference.qmatmul(ra, rb, a_operand=case["a_op"], b_operand=case["b_op"]))
+    if err is not None:
+        _same_refusal(err, lambda: fp4kit.qmatmul(ga, gb, a_operand=case["a_op"], b_operand=case["b_op"]))
+        return
+    with _Stream(cp, "torch" if rht else "cupy", case["side_stream"]):
+        got = fp4kit.qmatmul(ga, gb, a_operand=case["a_op"], b_operand=case["b_op"])
+    got = _host(got)
+    assert got.dtype == np.float32 and got.shape == exp.shape == (M, N), (got.shape, exp.shape)
+    fin = exp[np.isfinite(exp)]
+    scale = float(np.abs(fin).max()) if fin.size else 0.0
+    np.testing.assert_allclose(got, exp, rtol=2**-23, atol=1e-12 * scale)
