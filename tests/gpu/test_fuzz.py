@@ -417,3 +417,84 @@ def test_fuzz_qmatmul_equals_reference(cp, family, data):
     fin = exp[np.isfinite(exp)]
     scale = float(np.abs(fin).max()) if fin.size else 0.0
     np.testing.assert_allclose(got, exp, rtol=2**-23, atol=1e-12 * scale)
+
+
+@st.composite
+def _dims_sequence_case(draw, fmt):
+    """One grouped signature (format, options, G, K, rows of x) and several dims vectors for it."""
+    f = fp4kit.FORMATS[fmt]
+    G = draw(st.sampled_from([1, 2, 4, 7]))
+    K = draw(st.sampled_from([32, 64, 128, 160, 256]))
+    rows = draw(st.sampled_from([128, 256, 384, 520]))
+    step = draw(st.sampled_from([2, 16, 128]) if f.packed else st.sampled_from([1, 16, 128]))
+    seqs = []
+    for _ in range(4):
+        d = [step * draw(st.integers(0, rows // step)) for _ in range(G)]
+        while sum(d) > rows:                     # keep within the buffer: shrink the largest
+            i = int(np.argmax(d))
+            d[i] -= step
+        seqs.append(d)
+    kw = dict(axis=draw(st.sampled_from(["rowwise", "columnwise", "both"])),
+              scale_layout=draw(st.sampled_from(["compact", "swizzled"])))
+    if f.is_mx:
+        kw["scale_rule"] = draw(st.sampled_from(["rceil", "floor"]))
+    else:
+        v = draw(st.sampled_from(["plain", "tile_2d", "row_scaled"]))
+        if v != "plain":
+            kw[v] = True
+    if f.packed and draw(st.booleans()):
+        kw["rounding"] = "stochastic"
+        kw["seed"] = draw(st.integers(0, 2**64 - 1))
+    return dict(G=G, K=K, rows=rows, seqs=seqs, kw=kw, how=draw(st.sampled_from(["host", "device", "graph"])),
+                dtype=draw(st.sampled_from(list(DTYPES))),
+                lib=draw(st.sampled_from(["cupy", "torch"])), size_rules=draw(st.booleans()),
+                seed=draw(st.integers(0, 2**32 - 1)))
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@settings(max_examples=max(1, N_EXAMPLES // 4), deadline=None, derandomize=True,
+          suppress_health_check=list(HealthCheck), print_blob=True)
+@given(data=st.data())
+def test_fuzz_changing_dims_reuse_plans_and_graphs(cp, size_rules, fmt, data):
+    """Kind varying_first, one signature, four dims vectors in a row on one input buffer: host dims
+    lists (the fast path's one plan for every dims of G members, the values as kernel parameters),
+    device dims rewritten between calls, or one CUDA graph (CuPy stream capture, device dims)
+    replayed after each rewrite. Every call's members equal the reference's for its dims."""
+    case = data.draw(_dims_sequence_case(fmt), label="case")
+    size_rules(case["size_rules"])
+    rng = np.random.default_rng(case["seed"])
+    dt = DTYPES[case["dtype"] if case["how"] != "graph" or case["dtype"] != "bfloat16" else "float16"]
+    xh = _values(rng, case["rows"] * case["K"], []).reshape(case["rows"], case["K"]).astype(dt)
+    xd = _to_device(cp, xh, case["lib"], "contiguous")
+    kw = case["kw"]
+    G = case["G"]
+
+    def check(got, d):
+        got.check()
+        exp = fp4kit.reference.group_quantize(xh[:sum(d)], fmt, first_dims=d, **kw)
+        for i in range(G):
+            rep = fp4kit.compare(got[i], exp[i])
+            assert rep.ok, f"dims {d}, member {i}: {rep}"
+
+    if case["how"] == "host":
+        for d in case["seqs"]:
+            check(fp4kit.group_quantize(xd[:sum(d)], fmt, first_dims=d, **kw), d)
+        return
+    dims = cp.asarray(np.array(case["seqs"][0], np.int64))
+    if case["how"] == "device":
+        for d in case["seqs"]:
+            dims[...] = cp.asarray(np.array(d, np.int64))
+            check(fp4kit.group_quantize(xd, fmt, first_dims=dims, **kw), d)
+        return
+    xc = cp.asarray(xh)                        # the capture runs on a CuPy stream
+    fp4kit.group_quantize(xc, fmt, first_dims=dims, **kw)          # compile, pool blocks
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        stream.begin_capture()
+        g = fp4kit.group_quantize(xc, fmt, first_dims=dims, **kw)
+        graph = stream.end_capture()
+    for d in case["seqs"]:
+        dims.set(np.array(d, np.int64), stream=stream)
+        graph.launch(stream)
+        stream.synchronize()
+        check(g, d)
