@@ -4,7 +4,7 @@
 #   bash scripts/gpu_check.sh            # logs go to $OUT when it is set, else a temporary folder
 # Steps: nvidia-smi -L; the GPU tests (pytest -m gpu); python3 -m fp4kit check --quick --require-gpu;
 # with FP4KIT_SANITIZE=1, scripts/sanitize.sh (compute-sanitizer memcheck, racecheck, initcheck,
-# synccheck); scripts/kernel_coverage.py (which kernels of cuda_src/ those steps launched, through
+# synccheck; then tests/gpu/test_fuzz.py under memcheck and initcheck); scripts/kernel_coverage.py (which kernels of cuda_src/ those steps launched, through
 # FP4KIT_KERNEL_LOG; fails when one never ran that is not on its allowed list); scripts/host_overhead.py with $HOST_ARGS (default --grouped, "none" skips it);
 # scripts/bench.py with $BENCH_ARGS (default --quick; "" runs the full benchmark, "none" skips it),
 # its rows compared with docs/bench-h100.md (scripts/bench_compare.py).
