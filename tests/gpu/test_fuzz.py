@@ -94,6 +94,10 @@ def _to_device(cp, a: np.ndarray, lib: str, view: str):
         return put(flat)[1:].reshape(a.shape)
     if view == "transposed" and a.ndim == 2:
         return put(np.ascontiguousarray(a.T)).T
+    if view == "stepped" and a.ndim == 2:          # every other row of a buffer twice as tall
+        tall = np.zeros((2 * a.shape[0], a.shape[1]), a.dtype)
+        tall[::2] = a
+        return put(tall)[::2]
     return put(a)
 
 
@@ -179,7 +183,7 @@ def _single_case(draw, fmt):
         kw["seed"] = draw(st.integers(0, 2**64 - 1))
     return dict(fmt=fmt, M=M, K=K, dtype=dtype, kw=kw, amax=amax,
                 lib=draw(st.sampled_from(["cupy", "torch"])),
-                view=draw(st.sampled_from(["contiguous", "contiguous", "offset", "transposed"])),
+                view=draw(st.sampled_from(["contiguous", "contiguous", "offset", "transposed", "stepped", "nd"])),
                 size_rules=draw(st.booleans()), seed=draw(st.integers(0, 2**32 - 1)),
                 side_stream=draw(st.booleans()),
                 specials=draw(st.lists(st.sampled_from(SPECIAL), max_size=6)),
@@ -210,6 +214,8 @@ def test_fuzz_quantize_and_dequantize_equal_reference(cp, size_rules, fmt, data)
     if case["amax"] is not None and M * K:
         a = _amax_array(case["amax"], xn.astype(np.float32), kw.get("row_scaled", False))
         ref_kw["amax"], kw["amax"] = a, cp.asarray(a)
+    if case["view"] == "nd" and M % 2 == 0:          # (2, M/2, K): flattened to (M, K) by quantize
+        xn = xn.reshape(2, M // 2, K)
     err, exp = _refuses(lambda: fp4kit.reference.quantize(xn, case["fmt"], **ref_kw))
     xd = _to_device(cp, xn, case["lib"], case["view"])
     if err is not None:
@@ -269,7 +275,7 @@ def _group_case(draw, fmt):
     return dict(fmt=fmt, kind=kind, G=G, first=first, last=last, kw=kw, amax=amax,
                 dtype=draw(st.sampled_from(list(DTYPES))), lib=draw(st.sampled_from(["cupy", "torch"])),
                 device_dims=kind != "same" and draw(st.booleans()), spare=draw(st.sampled_from([0, 0, 64])),
-                int_m=draw(st.booleans()), side_stream=draw(st.booleans()),
+                int_m=draw(st.booleans()), side_stream=draw(st.booleans()), member=draw(st.integers(0, 8)),
                 size_rules=draw(st.booleans()), seed=draw(st.integers(0, 2**32 - 1)),
                 specials=draw(st.lists(st.sampled_from(SPECIAL), max_size=4)),
                 out=draw(st.sampled_from(["float32", "bfloat16"])))
@@ -354,10 +360,15 @@ def test_fuzz_group_quantize_and_dequantize_equal_reference(cp, size_rules, fmt,
     else:
         rep = fp4kit.compare(got, exp)
         assert rep.ok, str(rep)
+    view = {"float32": np.uint32, "bfloat16": np.uint16}[case["out"]]
+    i = case["member"] % case["G"]                   # one member's views through dequantize
+    for operand in operands:
+        want = fp4kit.reference.dequantize(exp[i], dtype=case["out"], operand=operand)
+        b = _host(fp4kit.dequantize(got[i], dtype=case["out"], operand=operand))
+        assert b.shape == want.shape and np.array_equal(b.view(view), want.view(view)), f"dequantize member {i} {operand}"
     for operand in operands:
         want = fp4kit.reference.group_dequantize(exp, dtype=case["out"], operand=operand)
         back = backs[operand]
-        view = {"float32": np.uint32, "bfloat16": np.uint16}[case["out"]]
         for i in range(case["G"]):
             b, w = _host(back[i]), want[i]
             assert b.shape == w.shape, (operand, i, b.shape, w.shape)
@@ -498,3 +509,17 @@ def test_fuzz_changing_dims_reuse_plans_and_graphs(cp, size_rules, fmt, data):
         graph.launch(stream)
         stream.synchronize()
         check(g, d)
+
+
+@SETTINGS
+@given(R=st.integers(0, 600), C=st.integers(0, 70), lib=st.sampled_from(["cupy", "torch"]),
+       view=st.sampled_from(["contiguous", "offset", "transposed", "stepped"]), seed=st.integers(0, 2**32 - 1))
+def test_fuzz_swizzle_roundtrip_equals_reference(cp, R, C, lib, view, seed):
+    """swizzle_scales of any (R, C) uint8 matrix (contiguous or not) and unswizzle_scales back, against
+    the reference; the swizzled padding is written (poisoned outputs)."""
+    c = np.random.default_rng(seed).integers(0, 256, (R, C), dtype=np.uint8)
+    want = fp4kit.reference.swizzle_scales(c)
+    s = _host(fp4kit.swizzle_scales(_to_device(cp, c, lib, view)))
+    assert s.shape == want.shape and np.array_equal(s, want)
+    back = _host(fp4kit.unswizzle_scales(_to_device(cp, want, lib, view), (R, C)))
+    assert back.shape == (R, C) and np.array_equal(back, c)
