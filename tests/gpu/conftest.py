@@ -1,7 +1,13 @@
 """GPU test fixtures: everything here skips cleanly without CuPy or a CUDA device."""
 from __future__ import annotations
 
+import os
+
 import pytest
+
+# JAX (imported by the interop and fuzz tests) takes 75 % of the GPU's memory on first use unless
+# told not to; the tests after it (CuPy and PyTorch pools, the > 2^31-element test) need that memory
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 from gpu_helpers import require_gpu
 

@@ -1,7 +1,7 @@
 """Randomised kernel-vs-reference properties that reach every planner path: shapes drawn around the
 multiples of 16, 64 and 128 that the planners branch on, the size bounds on or off (off: small
 shapes take the 128 x 128 squares and the staged compact scales), inputs contiguous, one element
-into their buffer (no 16-byte loads) or transposed views, from CuPy or PyTorch, NVFP4 amaxes computed
+into their buffer (no 16-byte loads) or transposed views, from CuPy, PyTorch or JAX, NVFP4 amaxes computed
 or supplied on the device, every recipe option; the dequantize of each result too; and grouped
 tensors of all four kinds with host or device dims. A combination the reference refuses must be
 refused on the GPU with the same exception type, naming the same argument.
@@ -74,14 +74,38 @@ def _values(rng, n: int, specials: list) -> np.ndarray:
     return x
 
 
+_JAX: list = []
+
+
+def _jax_gpu():
+    """jax when it is importable and sees a GPU, else None (the "jax" cases then use CuPy)."""
+    if not _JAX:
+        try:
+            import jax
+            _JAX.append(jax if jax.devices("gpu") else None)
+        except Exception:       # not installed, or no GPU backend
+            _JAX.append(None)
+    return _JAX[0]
+
+
+def _lib(lib: str, a_dtype) -> str:
+    """The library that carries an input: bfloat16 never through CuPy; jax only where it has a GPU."""
+    if lib == "jax" and _jax_gpu() is None:
+        lib = "cupy"
+    if lib == "cupy" and np.dtype(a_dtype) == np.dtype(ml_dtypes.bfloat16):
+        lib = "torch"
+    return lib
+
+
 def _to_device(cp, a: np.ndarray, lib: str, view: str):
-    """a on the device through `lib` ("cupy" or "torch"; bfloat16 always through torch), as a
-    contiguous array, a view one element into a larger buffer, or the transpose of a contiguous
-    (K, M) array (a strided view)."""
+    """a on the device through `lib` ("cupy", "torch" or "jax"; see _lib), as a contiguous array,
+    a view one element into a larger buffer, the transpose of a contiguous (K, M) array or every
+    other row of a taller one (strided views; JAX arrays are not views, the same values)."""
     import torch
     bf16 = a.dtype == np.dtype(ml_dtypes.bfloat16)
-    if bf16:
-        lib = "torch"
+    lib = _lib(lib, a.dtype)
+    if lib == "jax":
+        return _jax_gpu().device_put(np.ascontiguousarray(a), _jax_gpu().devices("gpu")[0])
 
     def put(h):
         if lib == "cupy":
@@ -110,6 +134,8 @@ class _Stream:
         self.cp, self.lib, self.side, self.ctx, self.stream = cp, lib, side, None, None
 
     def __enter__(self):
+        if self.lib == "jax":
+            self.side = False               # JAX has no current-stream context to enter
         if self.side:
             self.cp.cuda.Device().synchronize()        # inputs written on the default stream
             if self.lib == "torch":
@@ -130,10 +156,10 @@ class _Stream:
 
 
 def _host(a):
-    """A device array or tensor of codes / values back on the host as NumPy."""
+    """A device array (CuPy, PyTorch, JAX) of codes / values back on the host as NumPy."""
     if isinstance(a, np.ndarray):
         return a
-    if hasattr(a, "get"):
+    if type(a).__module__.startswith("cupy"):
         return a.get()
     import torch
     if isinstance(a, torch.Tensor):
@@ -182,7 +208,7 @@ def _single_case(draw, fmt):
         kw["rounding"] = "stochastic"
         kw["seed"] = draw(st.integers(0, 2**64 - 1))
     return dict(fmt=fmt, M=M, K=K, dtype=dtype, kw=kw, amax=amax,
-                lib=draw(st.sampled_from(["cupy", "torch"])),
+                lib=draw(st.sampled_from(["cupy", "torch", "jax"])),
                 view=draw(st.sampled_from(["contiguous", "contiguous", "offset", "transposed", "stepped", "nd"])),
                 size_rules=draw(st.booleans()), seed=draw(st.integers(0, 2**32 - 1)),
                 side_stream=draw(st.booleans()),
@@ -222,7 +248,7 @@ def test_fuzz_quantize_and_dequantize_equal_reference(cp, size_rules, fmt, data)
         _same_refusal(err, lambda: fp4kit.quantize(xd, case["fmt"], **kw))
         return
     operands = [op for op in ("rowwise", "columnwise") if getattr(exp, op) is not None]
-    with _Stream(cp, "torch" if xn.dtype == np.dtype(ml_dtypes.bfloat16) else case["lib"], case["side_stream"]):
+    with _Stream(cp, _lib(case["lib"], xn.dtype), case["side_stream"]):
         got = fp4kit.quantize(xd, case["fmt"], **kw)
         backs = {op: fp4kit.dequantize(got, dtype=case["out"], operand=op) for op in operands}
     rep = fp4kit.compare(got, exp, x=xn)
@@ -273,7 +299,7 @@ def _group_case(draw, fmt):
         kw["rounding"] = "stochastic"
         kw["seed"] = draw(st.integers(0, 2**64 - 1))
     return dict(fmt=fmt, kind=kind, G=G, first=first, last=last, kw=kw, amax=amax,
-                dtype=draw(st.sampled_from(list(DTYPES))), lib=draw(st.sampled_from(["cupy", "torch"])),
+                dtype=draw(st.sampled_from(list(DTYPES))), lib=draw(st.sampled_from(["cupy", "torch", "jax"])),
                 device_dims=kind != "same" and draw(st.booleans()), spare=draw(st.sampled_from([0, 0, 64])),
                 int_m=draw(st.booleans()), side_stream=draw(st.booleans()), member=draw(st.integers(0, 8)),
                 size_rules=draw(st.booleans()), seed=draw(st.integers(0, 2**32 - 1)),
@@ -340,7 +366,7 @@ def test_fuzz_group_quantize_and_dequantize_equal_reference(cp, size_rules, fmt,
         _same_refusal(err, lambda: fp4kit.group_quantize(xd, case["fmt"], **dev_dims, **kw))
         return
     operands = [op for op in ("rowwise", "columnwise") if getattr(exp[0], op) is not None]
-    with _Stream(cp, "torch" if dt == ml_dtypes.bfloat16 else case["lib"], case["side_stream"]):
+    with _Stream(cp, _lib(case["lib"], dt), case["side_stream"]):
         got = fp4kit.group_quantize(xd, case["fmt"], **dev_dims, **kw)
         backs = {op: fp4kit.group_dequantize(got, dtype=case["out"], operand=op) for op in operands}
     if case["device_dims"] and kw.get("row_scaled") and kind in ("varying_last", "varying_both"):
