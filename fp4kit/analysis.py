@@ -20,7 +20,7 @@ import numpy as np
 
 from .comparator import to_numpy
 from .formats import FORMATS
-from .tensor import QuantizedTensor
+from .tensor import Operand, QuantizedTensor
 
 if TYPE_CHECKING:
     from ._types import OperandName
@@ -267,9 +267,11 @@ def error_report(x, q) -> ErrorReport:
     """
     if not isinstance(q, QuantizedTensor):
         raise TypeError(f"q: expected a QuantizedTensor (the result of fp4kit.quantize), got {type(q).__name__}")
-    if not hasattr(x, "shape"):
+    if not hasattr(x, "shape") or not hasattr(x, "dtype"):
+        hint = (" (error_report takes the input first: error_report(x, q))"
+                if isinstance(x, (QuantizedTensor, Operand)) else "")
         raise TypeError(f"x: expected the array that q was quantized from (NumPy or device array), "
-                        f"got {type(x).__name__}")
+                        f"got {type(x).__name__}{hint}")
     shape = tuple(int(s) for s in x.shape)
     if shape != tuple(q.shape):
         raise ValueError(f"x: expected the shape {tuple(q.shape)} that q was quantized from, got {shape}")

@@ -93,6 +93,12 @@ def test_bad_arguments():
         fp4kit.error_report(X, q)["columnwise"]
     with pytest.raises(TypeError, match="x: expected the array that q was quantized from .* got list"):
         fp4kit.error_report(X.tolist(), q)
+    # the arguments swapped, or two QuantizedTensors (as fp4kit.compare takes them): a TypeError that
+    # says the order (q has a .shape, so the float conversion of its fields used to fail unnamed)
+    for x in (q, q.rowwise):
+        with pytest.raises(TypeError, match=r"^x: expected the array that q was quantized from .* got "
+                                            r"(QuantizedTensor|Operand) \(error_report takes the input first"):
+            fp4kit.error_report(x, q)
 
 
 def test_result_types_compare_by_identity_and_hash():
