@@ -549,3 +549,67 @@ def test_fuzz_swizzle_roundtrip_equals_reference(cp, R, C, lib, view, seed):
     assert s.shape == want.shape and np.array_equal(s, want)
     back = _host(fp4kit.unswizzle_scales(_to_device(cp, want, lib, view), (R, C)))
     assert back.shape == (R, C) and np.array_equal(back, c)
+
+
+def _error_fuzz_module():
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "reference" / "test_error_fuzz.py"
+    spec = importlib.util.spec_from_file_location("_error_fuzz", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+_EF = _error_fuzz_module()
+_DEVICE_ODD = ["cupy-amax", "torch-amax", "cupy-amax2", "cupy-int-dims", "torch-dims", "cupy-2d-dims"]
+
+
+def _device_odd(cp, v):
+    """The pool's device stand-ins: amaxes and dims as CuPy / PyTorch arrays of odd dtypes and shapes."""
+    import torch
+    return {"cupy-amax": lambda: cp.ones(1, cp.float32), "torch-amax": lambda: torch.ones(1, device="cuda"),
+            "cupy-amax2": lambda: cp.ones((2, 1), cp.float64), "cupy-int-dims": lambda: cp.array([32, 32], cp.int32),
+            "torch-dims": lambda: torch.tensor([32, 32], device="cuda"),
+            "cupy-2d-dims": lambda: cp.array([[32, 32]], cp.int64)}[v]() if isinstance(v, str) and v in _DEVICE_ODD else v
+
+
+@SETTINGS
+@given(x=st.sampled_from(_EF.INPUTS[:10]), lib=st.sampled_from(["cupy", "torch"]), fmt=st.sampled_from(_EF.FORMATS),
+       kw=st.dictionaries(st.sampled_from(_EF.QUANTIZE_KW),
+                          st.one_of(*[_EF._arg(n) for n in _EF.QUANTIZE_KW], st.sampled_from(_DEVICE_ODD)), max_size=4),
+       side=st.booleans())
+def test_fuzz_device_quantize_raises_only_clear_errors(cp, x, lib, fmt, kw, side):
+    """SPEC section 8 on the device paths (fast and general): odd arguments give a result or a
+    TypeError / ValueError naming the argument, as on the CPU (tests/reference/test_error_fuzz.py)."""
+    kw = {k: _device_odd(cp, v) for k, v in kw.items()}
+    xd = _to_device(cp, np.asarray(x), lib, "contiguous") if np.asarray(x).ndim else cp.asarray(x)
+    with _Stream(cp, _lib(lib, np.asarray(x).dtype), side):
+        q = _EF._only_clear_errors(lambda: fp4kit.quantize(xd, fmt, **kw))
+        if q is not None:
+            for dtype in ["float32", "bfloat16", None, 3]:
+                for operand in ["rowwise", "columnwise", "both"]:
+                    _EF._only_clear_errors(lambda: fp4kit.dequantize(q, dtype=dtype, operand=operand))
+
+
+@SETTINGS
+@given(x=st.sampled_from(_EF.INPUTS[:10] + [_EF._X.reshape(-1)]), lib=st.sampled_from(["cupy", "torch"]),
+       fmt=st.sampled_from(_EF.FORMATS),
+       num_groups=st.sampled_from([None, None, 1, 2, 0, -1, 3.0, True]),
+       first_dims=st.sampled_from([None, None, [32, 32], [64], [0, 64, 0], [-1, 65], [32.0, 32], 64, 16, -3,
+                                   np.array([32, 32]), [2**70], [], "cupy-int-dims", "torch-dims", "cupy-2d-dims"]),
+       last_dims=st.sampled_from([None, None, [64], [32, 32], [0, 4096], [-64], 64, "cupy-int-dims", "torch-dims"]),
+       kw=st.dictionaries(st.sampled_from(_EF.QUANTIZE_KW + ["dbias", "max_elements", "bogus"]),
+                          st.sampled_from(_EF.ODD + ["both", "swizzled", 4096, 0] + _DEVICE_ODD), max_size=3))
+def test_fuzz_device_group_quantize_raises_only_clear_errors(cp, x, lib, fmt, num_groups, first_dims, last_dims, kw):
+    kw = {k: _device_odd(cp, v) for k, v in kw.items()}
+    first_dims, last_dims = _device_odd(cp, first_dims), _device_odd(cp, last_dims)
+    xd = _to_device(cp, np.asarray(x), lib, "contiguous")
+    g = _EF._only_clear_errors(lambda: fp4kit.group_quantize(xd, fmt, num_groups=num_groups, first_dims=first_dims,
+                                                             last_dims=last_dims, **kw))
+    if g is None:
+        return
+    _EF._only_clear_errors(g.check)              # device dims: a flagged problem is a ValueError here
+    for dtype in ["float32", "float64"]:
+        for operand in ["rowwise", "columnwise", "x"]:
+            _EF._only_clear_errors(lambda: fp4kit.group_dequantize(g, dtype=dtype, operand=operand))
