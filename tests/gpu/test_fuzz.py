@@ -38,18 +38,37 @@ def cp(gpu):
     return gpu
 
 
+# The planners' other size bounds, lowered in the "low" mode so that small shapes take what large
+# ones take: NVFP4 multiplier tables from one launch, staged compact NVFP4 "both" and MXFP4
+# columnwise scales, and no one-launch small NVFP4 quantize (values keep each rule's "not
+# applicable" zero meaning: K >= 1, M >= 1)
+LOW_BOUNDS = {"ENC_TABS_MIN_TILES": 1, "STAGED_NVFP4_MIN_K": 1, "STAGED_MXFP4_COL_MIN_M": 1,
+              "STAGED_MXFP4_COL_MIN_ELEMENTS": 0, "SMALL_FUSED_MAX": 0}
+
+
 @pytest.fixture
 def size_rules():
-    """Set fp4kit._plan.SIZE_RULES for one example (hypothesis runs the examples of one test call
-    inside one fixture scope); restores it and clears the memoised plans afterwards."""
-    old = _plan.SIZE_RULES
+    """Set the planners' size bounds for one example (hypothesis runs the examples of one test call
+    inside one fixture scope): True, the shipped bounds; False, fp4kit._plan.SIZE_RULES off (the
+    squares and staged scales at every size); "low", that and LOW_BOUNDS. Restores them and clears
+    the memoised plans afterwards."""
+    saved = {k: getattr(_plan, k) for k in ["SIZE_RULES", *LOW_BOUNDS]}
+    state = [True]
 
-    def set_rules(on: bool):
-        if _plan.SIZE_RULES != on:
-            _plan.SIZE_RULES = on
-            _plan.clear_plans()
+    def set_rules(mode):
+        if mode == state[0]:
+            return
+        for k, v in saved.items():
+            setattr(_plan, k, v)
+        _plan.SIZE_RULES = mode is True
+        if mode == "low":
+            for k, v in LOW_BOUNDS.items():
+                setattr(_plan, k, v)
+        state[0] = mode
+        _plan.clear_plans()
     yield set_rules
-    _plan.SIZE_RULES = old
+    for k, v in saved.items():
+        setattr(_plan, k, v)
     _plan.clear_plans()
 
 
@@ -210,7 +229,7 @@ def _single_case(draw, fmt):
     return dict(fmt=fmt, M=M, K=K, dtype=dtype, kw=kw, amax=amax,
                 lib=draw(st.sampled_from(["cupy", "torch", "jax"])),
                 view=draw(st.sampled_from(["contiguous", "contiguous", "offset", "transposed", "stepped", "nd"])),
-                size_rules=draw(st.booleans()), seed=draw(st.integers(0, 2**32 - 1)),
+                size_rules=draw(st.sampled_from([True, False, "low"])), seed=draw(st.integers(0, 2**32 - 1)),
                 side_stream=draw(st.booleans()),
                 specials=draw(st.lists(st.sampled_from(SPECIAL), max_size=6)),
                 out=draw(st.sampled_from(["float32", "bfloat16", "float16"])))
@@ -302,7 +321,7 @@ def _group_case(draw, fmt):
                 dtype=draw(st.sampled_from(list(DTYPES))), lib=draw(st.sampled_from(["cupy", "torch", "jax"])),
                 device_dims=kind != "same" and draw(st.booleans()), spare=draw(st.sampled_from([0, 0, 64])),
                 int_m=draw(st.booleans()), side_stream=draw(st.booleans()), member=draw(st.integers(0, 8)),
-                size_rules=draw(st.booleans()), seed=draw(st.integers(0, 2**32 - 1)),
+                size_rules=draw(st.sampled_from([True, False, "low"])), seed=draw(st.integers(0, 2**32 - 1)),
                 specials=draw(st.lists(st.sampled_from(SPECIAL), max_size=4)),
                 out=draw(st.sampled_from(["float32", "bfloat16"])))
 
@@ -484,7 +503,7 @@ def _dims_sequence_case(draw, fmt):
         kw["seed"] = draw(st.integers(0, 2**64 - 1))
     return dict(G=G, K=K, rows=rows, seqs=seqs, kw=kw, how=draw(st.sampled_from(["host", "device", "graph"])),
                 dtype=draw(st.sampled_from(list(DTYPES))),
-                lib=draw(st.sampled_from(["cupy", "torch"])), size_rules=draw(st.booleans()),
+                lib=draw(st.sampled_from(["cupy", "torch"])), size_rules=draw(st.sampled_from([True, False, "low"])),
                 seed=draw(st.integers(0, 2**32 - 1)))
 
 
