@@ -204,11 +204,9 @@ def _same_refusal(ref_err, gpu_call):
     assert str(info.value).split(":")[0] == str(ref_err).split(":")[0], (str(info.value), str(ref_err))
 
 
-@st.composite
-def _single_case(draw, fmt):
-    f = fp4kit.FORMATS[fmt]
-    M, K = _side(draw, f.packed), _side(draw, f.packed)
-    dtype = draw(st.sampled_from(list(DTYPES)))
+def _options(draw, f, amaxes: list, rht_masks: bool = False):
+    """quantize's options for format `f` (axis, layout, MX rule or one NVFP4 recipe, stochastic
+    rounding for FP4 one time in four) and how to supply an NVFP4 amax (one of `amaxes`)."""
     kw = dict(axis=draw(st.sampled_from(["rowwise", "columnwise", "both", "both"])),
               scale_layout=draw(st.sampled_from(["compact", "swizzled"])))
     amax = None
@@ -216,16 +214,23 @@ def _single_case(draw, fmt):
         kw["scale_rule"] = draw(st.sampled_from(["rceil", "floor"]))
     else:
         v = draw(st.sampled_from(["plain", "plain", "tile_2d", "row_scaled", "rht"]))
-        if v == "rht":
-            kw["rht"] = True
-            if draw(st.booleans()):
-                kw["rht_sign_mask"] = draw(st.sampled_from([0, 0xFFFF, 0x0001, 0xD7E8, 0x1234]))
-        elif v != "plain":
+        if v != "plain":
             kw[v] = True
-        amax = draw(st.sampled_from([None, None, "true", "third", "zero", "tiny", "huge", "inf"]))
+        if v == "rht" and rht_masks and draw(st.booleans()):
+            kw["rht_sign_mask"] = draw(st.sampled_from([0, 0xFFFF, 0x0001, 0xD7E8, 0x1234]))
+        amax = draw(st.sampled_from(amaxes))
     if f.packed and draw(st.integers(0, 3)) == 0:
         kw["rounding"] = "stochastic"
         kw["seed"] = draw(st.integers(0, 2**64 - 1))
+    return kw, amax
+
+
+@st.composite
+def _single_case(draw, fmt):
+    f = fp4kit.FORMATS[fmt]
+    M, K = _side(draw, f.packed), _side(draw, f.packed)
+    dtype = draw(st.sampled_from(list(DTYPES)))
+    kw, amax = _options(draw, f, [None, None, "true", "third", "zero", "tiny", "huge", "inf"], rht_masks=True)
     return dict(fmt=fmt, M=M, K=K, dtype=dtype, kw=kw, amax=amax,
                 lib=draw(st.sampled_from(["cupy", "torch", "jax"])),
                 view=draw(st.sampled_from(["contiguous", "contiguous", "offset", "transposed", "stepped", "nd"])),
@@ -304,19 +309,7 @@ def _group_case(draw, fmt):
         first, last = [M] * G, dims(G, 300)
     else:
         first, last = dims(G, 200), dims(G, 200)
-    kw = dict(axis=draw(st.sampled_from(["rowwise", "columnwise", "both", "both"])),
-              scale_layout=draw(st.sampled_from(["compact", "swizzled"])))
-    amax = None
-    if f.is_mx:
-        kw["scale_rule"] = draw(st.sampled_from(["rceil", "floor"]))
-    else:
-        v = draw(st.sampled_from(["plain", "plain", "tile_2d", "row_scaled", "rht"]))
-        if v != "plain":
-            kw[v] = True
-        amax = draw(st.sampled_from([None, None, "true", "third", "zero"]))
-    if f.packed and draw(st.integers(0, 3)) == 0:
-        kw["rounding"] = "stochastic"
-        kw["seed"] = draw(st.integers(0, 2**64 - 1))
+    kw, amax = _options(draw, f, [None, None, "true", "third", "zero"])
     return dict(fmt=fmt, kind=kind, G=G, first=first, last=last, kw=kw, amax=amax,
                 dtype=draw(st.sampled_from(list(DTYPES))), lib=draw(st.sampled_from(["cupy", "torch", "jax"])),
                 device_dims=kind != "same" and draw(st.booleans()), spare=draw(st.sampled_from([0, 0, 64])),
