@@ -2560,3 +2560,25 @@ def test_grouped_result_without_the_constructor_matches_it():
         assert type(g) is GroupedQuantizedTensor
         assert {f.name for f in dataclasses.fields(GroupedQuantizedTensor)} == set(g.__dict__)
         assert g.__dict__ == want.__dict__
+
+
+def test_row_scaled_amax_bounds_count_rows_without_columns():
+    """Device dims, row-scaled NVFP4: the kinds with one K bound the members' rows (one amax each)
+    by x.shape[0], also for K = 0 where the element bound (0) bounds nothing (it flagged valid dims:
+    tests/gpu/test_grouped.py test_row_scaled_device_dims_members_without_columns); a smaller
+    max_elements tightens the bound where K > 0. The 1-D kinds keep the element bound (rows without
+    columns beyond it are flagged, as fp4kit._grouped_device.ERRORS[32] says)."""
+    from fp4kit._grouped_device import ERRORS, _bounds
+    from fp4kit._validate import group_options
+
+    opts, _ = group_options("float32", "nvfp4", dict(axis="both", row_scaled=True), False)
+    f = FORMATS["nvfp4"]
+    assert _bounds("varying_first", f, opts, 2, 0, None, 0, rows=6)["arow"] == 6
+    assert _bounds("varying_first", f, opts, 2, 0, None, 0, rows=6)["acol"] == 0
+    assert _bounds("varying_first", f, opts, 2, 6 * 64, None, 64, rows=6)["arow"] == 6
+    assert _bounds("varying_first", f, opts, 2, 2 * 64, None, 64, rows=6)["arow"] == 2
+    assert _bounds("varying_both", f, opts, 2, 100, None, None)["arow"] == 100
+    assert _bounds("varying_last", f, opts, 2, 100, 5, None)["arow"] == 10
+    plain, _ = group_options("float32", "nvfp4", dict(axis="both"), False)
+    assert _bounds("varying_first", f, plain, 2, 0, None, 0, rows=6)["arow"] == 2     # one amax per member
+    assert "need host dims" in ERRORS[32]
