@@ -24,6 +24,7 @@ max exponent emax_e; b = block amax, A = NVFP4 global amax):
 from __future__ import annotations
 
 import math
+import os
 
 import ml_dtypes
 import numpy as np
@@ -212,6 +213,71 @@ def test_grouped_equals_per_member(fmt, kind, check_bytes):
         check_bytes(g.columnwise_scales, np.concatenate(parts["cs"]), "columnwise scales buffer")
         sizes = [m * k for m, k in zip(g.first_dims, g.last_dims)]
         assert list(g.offsets) == [0] + list(np.cumsum(sizes))
+
+
+@st.composite
+def _random_group(draw):
+    fmt = draw(st.sampled_from(ALL))
+    f = fp4kit.FORMATS[fmt]
+    kind = draw(st.sampled_from(list(GROUPS)))
+    G = draw(st.integers(1, 6))
+    unit = 2 if f.packed else 1
+
+    def dim(hi):
+        return unit * draw(st.integers(0, hi // unit))
+    first = [dim(70) for _ in range(G)] if kind in ("varying_first", "varying_both") else [dim(70)] * G
+    last = [dim(90) for _ in range(G)] if kind in ("varying_last", "varying_both") else [dim(90)] * G
+    kw = dict(axis=draw(st.sampled_from(["rowwise", "columnwise", "both"])),
+              scale_layout=draw(st.sampled_from(["compact", "swizzled"])))
+    if f.is_mx:
+        kw["scale_rule"] = draw(st.sampled_from(["rceil", "floor"]))
+    else:
+        v = draw(st.sampled_from(["plain", "tile_2d", "row_scaled", "amax"]))
+        if v == "amax":
+            kw["amax"] = np.array([draw(st.sampled_from([0.0, 1.0, 3.5, 1e30])) for _ in range(G)], np.float32)
+        elif v != "plain":
+            kw[v] = True
+    if f.packed and draw(st.booleans()):
+        kw["rounding"], kw["seed"] = "stochastic", draw(st.integers(0, 2**64 - 1))
+    return fmt, kind, first, last, kw, draw(st.sampled_from(["float32", "bfloat16", "float16"])), draw(st.integers(0, 99))
+
+
+@settings(max_examples=int(os.environ.get("FP4KIT_GROUP_EXAMPLES", "150")), deadline=None,
+          suppress_health_check=list(HealthCheck))
+@given(_random_group())
+def test_grouped_equals_per_member_random(case):
+    """Section 7 as a property over random kinds, member sizes (empty ones included), formats and
+    options (NVFP4 amaxes one per member; stochastic rounding indexes each member's own elements):
+    member i of group_quantize is quantize of member i, and the group's buffers are the members'
+    back to back."""
+    fmt, kind, first, last, kw, dtype, seed = case
+    total = sum(m * k for m, k in zip(first, last))
+    x = rand((total,), seed, dtype)
+    dims = dict(num_groups=len(first)) if kind == "same" else dict(first_dims=first) if kind == "varying_first" \
+        else dict(first_dims=first, last_dims=last)
+    if kind in ("same", "varying_first"):
+        x = x.reshape(sum(first), last[0])
+    try:
+        g = fp4kit.group_quantize(x, fmt, **dims, **kw)
+    except ValueError as e:
+        # the one refusal of valid-looking draws: "same" with G members needs x.shape[0] = G M
+        assert kind == "same" and first[0] == 0 and last[0] == 0, e
+        return
+    flat = x.reshape(-1)
+    offs = np.cumsum([0] + [m * k for m, k in zip(first, last)])
+    rows = []
+    for i in range(len(first)):
+        xi = np.ascontiguousarray(flat[offs[i]:offs[i + 1]].reshape(first[i], last[i]))
+        kwi = dict(kw)
+        if "amax" in kw:
+            kwi["amax"] = kw["amax"][i:i + 1]
+        want = fp4kit.quantize(xi, fmt, **kwi)
+        rep = fp4kit.compare(g[i], want)
+        assert rep.ok, f"member {i}: {rep}"
+        if want.rowwise is not None:
+            rows.append(want.rowwise.data.reshape(-1))
+    if rows:
+        assert np.array_equal(g.rowwise_data, np.concatenate(rows))
 
 
 @pytest.mark.parametrize("kind", list(GROUPS))
