@@ -29,7 +29,8 @@ FORMATS = list(fp4kit.FORMATS)
 SETTINGS = settings(max_examples=N_EXAMPLES, deadline=None, derandomize=True,
                     suppress_health_check=list(HealthCheck), print_blob=True)
 DTYPES = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
-SPECIAL = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, -3e-39, 6.0, 448.0, 1e30, 57344.0, 65504.0]
+SPECIAL = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, -3e-39, 6.0, 448.0, 1e30, 57344.0, 65504.0,
+           *np.array([0xFFC00000, 0x7F800001, 0xFFBFFFFF, 0x7FC0DEAD], np.uint32).view(np.float32)]  # -NaN, NaN payloads
 
 
 @pytest.fixture
@@ -257,7 +258,7 @@ def test_fuzz_quantize_and_dequantize_equal_reference(cp, size_rules, fmt, data)
     size_rules(case["size_rules"])
     M, K = case["M"], case["K"]
     rng = np.random.default_rng(case["seed"])
-    with np.errstate(over="ignore"):
+    with np.errstate(over="ignore", invalid="ignore"):
         xn = _values(rng, M * K, case["specials"]).reshape(M, K).astype(DTYPES[case["dtype"]])
     kw = dict(case["kw"])
     ref_kw = dict(kw)
@@ -333,12 +334,12 @@ def test_fuzz_group_quantize_and_dequantize_equal_reference(cp, size_rules, fmt,
         K = last[0]
         rows = sum(first)
         spare_rows = case["spare"] if kind == "varying_first" and case["device_dims"] else 0
-        with np.errstate(over="ignore"):
+        with np.errstate(over="ignore", invalid="ignore"):
             full = _values(rng, (rows + spare_rows) * K, case["specials"]).reshape(rows + spare_rows, K).astype(dt)
         xn = full[:rows]
     else:
         spare = case["spare"] if case["device_dims"] else 0
-        with np.errstate(over="ignore"):
+        with np.errstate(over="ignore", invalid="ignore"):
             full = _values(rng, total + spare, case["specials"]).astype(dt)
         xn = full[:total]
     kw = dict(case["kw"])
