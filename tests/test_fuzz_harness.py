@@ -1,0 +1,114 @@
+"""The GPU fuzz (tests/gpu/test_fuzz.py) run on the CPU with NumPy standing in for the device
+library: every fp4kit call then runs the reference, so each property must hold; what this checks
+is the harness itself (its strategies draw valid cases, its refusal, dims, stream and dequantize
+logic runs, nothing warns), in CI, where the GPU tests skip."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+import fp4kit  # noqa: E402
+from fp4kit import _plan  # noqa: E402
+
+GPU_DIR = Path(__file__).resolve().parent / "gpu"
+FORMATS = list(fp4kit.FORMATS)
+SET = settings(max_examples=12, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+
+
+@pytest.fixture(scope="module")
+def fz():
+    sys.path.insert(0, str(GPU_DIR))
+    try:
+        spec = importlib.util.spec_from_file_location("_fuzz_on_cpu", GPU_DIR / "test_fuzz.py")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.remove(str(GPU_DIR))
+
+    def to_host(cp, a, lib, view):           # the views of _to_device, as NumPy arrays
+        if view == "offset":
+            return np.concatenate([np.zeros(1, a.dtype), a.reshape(-1)])[1:].reshape(a.shape)
+        if view == "transposed" and a.ndim == 2:
+            return np.ascontiguousarray(a.T).T
+        if view == "stepped" and a.ndim == 2:
+            tall = np.zeros((2 * a.shape[0], a.shape[1]), a.dtype)
+            tall[::2] = a
+            return tall[::2]
+        return a
+
+    class NoStream:
+        def __init__(self, *a):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+    mod._to_device, mod._Stream = to_host, NoStream
+    saved = _plan.SIZE_RULES
+    yield mod
+    _plan.SIZE_RULES = saved
+    _plan.clear_plans()
+
+
+class _HostDims:
+    """Hands the test the case drawn from `data`, with device dims turned into host dims (NumPy
+    dims are host dims, and a larger buffer is only allowed with device dims)."""
+
+    def __init__(self, data):
+        self.data = data
+
+    def draw(self, strategy, label=None):
+        case = self.data.draw(strategy, label=label)
+        if isinstance(case, dict) and case.get("device_dims"):
+            case = dict(case, device_dims=False, spare=0)
+        if isinstance(case, dict) and case.get("how") in ("device", "graph"):
+            case = dict(case, how="host")
+        return case
+
+
+def _rules(mode):
+    _plan.SIZE_RULES = mode is True
+
+
+PROPERTIES = ["test_fuzz_quantize_and_dequantize_equal_reference", "test_fuzz_group_quantize_and_dequantize_equal_reference",
+              "test_fuzz_changing_dims_reuse_plans_and_graphs", "test_fuzz_qmatmul_equals_reference"]
+
+
+# every (property, format) the GPU fuzz runs (its qmatmul families leave out mxfp8_e5m2, which they
+# reach as the b operand of the MX families)
+@pytest.mark.parametrize("name,fmt", [(n, f) for n in PROPERTIES for f in FORMATS
+                                      if not (n == "test_fuzz_qmatmul_equals_reference" and f == "mxfp8_e5m2")])
+def test_fuzz_harness_holds_on_the_reference(fz, name, fmt):
+    inner = getattr(fz, name).hypothesis.inner_test
+
+    @SET
+    @given(data=st.data())
+    def run(data):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            if name == "test_fuzz_qmatmul_equals_reference":
+                inner(np, fmt, _HostDims(data))
+            else:
+                inner(np, _rules, fmt, _HostDims(data))
+    run()
+
+
+def test_fuzz_swizzle_harness_holds_on_the_reference(fz):
+    inner = fz.test_fuzz_swizzle_roundtrip_equals_reference.hypothesis.inner_test
+
+    @SET
+    @given(R=st.integers(0, 300), C=st.integers(0, 40), view=st.sampled_from(["contiguous", "offset", "transposed", "stepped"]),
+           seed=st.integers(0, 99))
+    def run(R, C, view, seed):
+        inner(np, R, C, "cupy", view, seed)
+    run()
