@@ -1,13 +1,20 @@
-"""Randomised kernel-vs-reference properties that reach every planner path: shapes drawn around the
-multiples of 16, 64 and 128 that the planners branch on, the size bounds on or off (off: small
-shapes take the 128 x 128 squares and the staged compact scales), inputs contiguous, one element
-into their buffer (no 16-byte loads) or transposed views, from CuPy, PyTorch or JAX, NVFP4 amaxes computed
-or supplied on the device, every recipe option; the dequantize of each result too; and grouped
-tensors of all four kinds with host or device dims. A combination the reference refuses must be
-refused on the GPU with the same exception type, naming the same argument.
+"""Randomised kernel-vs-reference properties that reach every planner path.
 
-The example budget is FP4KIT_FUZZ_EXAMPLES (default 40 per test and format; derandomised, so a run is
-repeatable and a failure prints its case)."""
+Drawn: shapes around the multiples of 16, 64 and 128 that the planners branch on; three planner
+modes (the shipped size bounds; SIZE_RULES off; "low", LOW_BOUNDS too), so small shapes also take
+the large tensors' kernels; inputs contiguous, one element into their buffer (no 16-byte loads),
+transposed, row-stepped or N-D, from CuPy, PyTorch or JAX, on the default or a side stream, with
+special values (NaN payloads and signs included); every recipe option, NVFP4 amaxes computed or
+supplied on the device; grouped tensors of all four kinds with host or device dims, and dims that
+change between calls of one plan and between replays of one captured graph; qmatmul of any operand
+pair; swizzle / unswizzle of any matrix. Checked: each result and its dequantize against the
+reference (bytes, or qmatmul within a float32 rounding); a refusal of the reference must be a
+refusal with the same exception type naming the same argument; odd arguments on the device paths
+give a result or a named TypeError / ValueError (SPEC section 8).
+
+The example budget is FP4KIT_FUZZ_EXAMPLES (default 40 per test and format; derandomised, so a run
+is repeatable and a failure prints its case). scripts/sanitize.sh runs these tests under memcheck and
+initcheck; tests/test_fuzz_harness.py runs their strategies and checks on the CPU."""
 from __future__ import annotations
 
 import os
@@ -21,7 +28,7 @@ from fp4kit import _plan
 
 pytestmark = pytest.mark.gpu
 
-hypothesis = pytest.importorskip("hypothesis")
+pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
 
 N_EXAMPLES = int(os.environ.get("FP4KIT_FUZZ_EXAMPLES", "40"))
