@@ -38,10 +38,9 @@ ERRORS = {
     4: "the members' scales exceed the scale buffer bound",
     8: "an FP4 member has an odd length along a packed axis",
     16: "rht=True needs every member's M_i to be a multiple of 16",
-    32: "the members' row amaxes exceed the amax buffer bound (row_scaled: one per row, sum M_i, and one per "
-        "column, sum K_i, within the supplied amax's length; with device dims of a 1-D input the element bound "
-        "max_elements also bounds those rows and columns, so members of rows without columns or columns "
-        "without rows beyond it need host dims)",
+    32: "the members' row amaxes exceed the amax buffer bound (row_scaled: sum M_i rows and sum K_i columns, "
+        "at most the supplied amax's length and, with device dims of a 1-D input, max_elements: members with "
+        "rows but no columns, or columns but no rows, beyond it need host dims)",
     64: "for kind 'varying_first' / 'same' the members' rows exceed x.shape[0]",
 }
 

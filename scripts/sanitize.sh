@@ -12,40 +12,40 @@ CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2
 python3 -c "import fp4kit; fp4kit.warmup()"          # compile outside the sanitizer
 declare -A result
 rc_all=0
-tools=${SANITIZE_TOOLS:-memcheck racecheck initcheck synccheck}
-for tool in $tools; do
-    log="$out/sanitize_$tool.log"
-    extra=""
-    [ "$tool" = memcheck ] && extra="--leak-check no"
-    "$CS" --tool "$tool" $extra --error-exitcode 99 --target-processes all python3 scripts/sanitize_driver.py >"$log" 2>&1
+names=""
+
+# sanitize NAME TOOL CMD...: CMD under compute-sanitizer's TOOL, log in $out/sanitize_NAME.log, its
+# summary line (and pytest's, where CMD is pytest) in result[NAME]
+sanitize() {
+    local name=$1 tool=$2 rc summary tests extra=()
+    shift 2
+    local log="$out/sanitize_$name.log"
+    [ "$tool" = memcheck ] && extra=(--leak-check no)
+    "$CS" --tool "$tool" "${extra[@]}" --error-exitcode 99 --target-processes all "$@" >"$log" 2>&1
     rc=$?
     summary=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$log" | tail -1)
-    result[$tool]="rc=$rc ${summary:-no summary line}"
+    tests=$(grep -E "[0-9]+ (passed|failed)" "$log" | tail -1)
+    result[$name]="rc=$rc ${summary:-no summary line}${tests:+ ($tests)}"
+    names="$names $name"
     [ $rc -ne 0 ] && rc_all=1
     [ $rc -ne 0 ] && tail -30 "$log"
+}
+
+tools=${SANITIZE_TOOLS:-memcheck racecheck initcheck synccheck}
+for tool in $tools; do
+    sanitize "$tool" "$tool" python3 scripts/sanitize_driver.py
 done
 # the randomised kernel-vs-reference properties (tests/gpu/test_fuzz.py: odd shapes, misaligned and
 # strided inputs, every planner path, grouped dims on the host and the device, graphs) under memcheck
 # and initcheck too: output equality cannot see a write past an output, these tools do
-fuzz_tools=""
 if [ "${SANITIZE_FUZZ_EXAMPLES:-20}" != 0 ]; then
     for tool in memcheck initcheck; do
         case " $tools " in *" $tool "*) ;; *) continue ;; esac
-        log="$out/sanitize_fuzz_$tool.log"
-        extra=""
-        [ "$tool" = memcheck ] && extra="--leak-check no"
-        FP4KIT_FUZZ_EXAMPLES=${SANITIZE_FUZZ_EXAMPLES:-20} "$CS" --tool "$tool" $extra --error-exitcode 99 \
-            --target-processes all python3 -m pytest tests/gpu/test_fuzz.py -q -p no:cacheprovider >"$log" 2>&1
-        rc=$?
-        summary=$(grep -E "ERROR SUMMARY" "$log" | tail -1)
-        tests=$(grep -E "[0-9]+ (passed|failed)" "$log" | tail -1)
-        result[fuzz_$tool]="rc=$rc ${summary:-no summary line} (${tests:-no pytest summary})"
-        fuzz_tools="$fuzz_tools fuzz_$tool"
-        [ $rc -ne 0 ] && rc_all=1
-        [ $rc -ne 0 ] && tail -30 "$log"
+        FP4KIT_FUZZ_EXAMPLES=${SANITIZE_FUZZ_EXAMPLES:-20} sanitize "fuzz_$tool" "$tool" \
+            python3 -m pytest tests/gpu/test_fuzz.py -q -p no:cacheprovider
     done
 fi
 echo
 echo "compute-sanitizer summary ($(nvidia-smi -L | head -1)):"
-for tool in $tools $fuzz_tools; do echo "  $tool: ${result[$tool]}"; done
+for name in $names; do echo "  $name: ${result[$name]}"; done
 exit $rc_all

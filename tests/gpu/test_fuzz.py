@@ -140,6 +140,11 @@ def _to_device(cp, a: np.ndarray, lib: str, view: str):
         if bf16:
             return torch.from_numpy(np.ascontiguousarray(h).view(np.int16)).cuda().view(torch.bfloat16)
         return torch.from_numpy(np.ascontiguousarray(h)).cuda()
+    return _view(a, view, put)
+
+
+def _view(a: np.ndarray, view: str, put):
+    """The values of `a` as `view` of the buffer that `put` makes from a host array."""
     if view == "offset":
         flat = np.concatenate([np.zeros(1, a.dtype), a.reshape(-1)])
         return put(flat)[1:].reshape(a.shape)
@@ -212,16 +217,17 @@ def _same_refusal(ref_err, gpu_call):
     assert str(info.value).split(":")[0] == str(ref_err).split(":")[0], (str(info.value), str(ref_err))
 
 
-def _options(draw, f, amaxes: list, rht_masks: bool = False):
-    """quantize's options for format `f` (axis, layout, MX rule or one NVFP4 recipe, stochastic
-    rounding for FP4 one time in four) and how to supply an NVFP4 amax (one of `amaxes`)."""
+def _options(draw, f, amaxes: list, rht_masks: bool = False,
+             variants=("plain", "plain", "tile_2d", "row_scaled", "rht")):
+    """quantize's options for format `f` (axis, layout, MX rule or one NVFP4 recipe of `variants`,
+    stochastic rounding for FP4 one time in four) and how to supply an NVFP4 amax (one of `amaxes`)."""
     kw = dict(axis=draw(st.sampled_from(["rowwise", "columnwise", "both", "both"])),
               scale_layout=draw(st.sampled_from(["compact", "swizzled"])))
     amax = None
     if f.is_mx:
         kw["scale_rule"] = draw(st.sampled_from(["rceil", "floor"]))
     else:
-        v = draw(st.sampled_from(["plain", "plain", "tile_2d", "row_scaled", "rht"]))
+        v = draw(st.sampled_from(list(variants)))
         if v != "plain":
             kw[v] = True
         if v == "rht" and rht_masks and draw(st.booleans()):
@@ -248,11 +254,12 @@ def _single_case(draw, fmt):
                 out=draw(st.sampled_from(["float32", "bfloat16", "float16"])))
 
 
-def _amax_array(kind, x32: np.ndarray, rows: bool) -> np.ndarray:
-    """A supplied NVFP4 amax: (1,), or (M,) per row; `kind` scales the true one."""
-    with np.errstate(invalid="ignore"):
-        true = np.nanmax(np.abs(x32), axis=1) if rows else np.array([np.nanmax(np.abs(x32))])
-    true = np.nan_to_num(true.astype(np.float32), nan=0.0)
+def _amax_array(kind, members: list, rows: bool) -> np.ndarray:
+    """A supplied NVFP4 amax for 2-D `members` (one tensor, or a group's): one per member, or one
+    per row of each (row_scaled), NaN ignored; `kind` scales the true values."""
+    a = [np.nan_to_num(np.abs(m.astype(np.float32)), nan=0.0) for m in members]
+    true = np.concatenate([m.max(axis=1, initial=0.0) for m in a]) if rows and a else \
+        np.array([m.max(initial=0.0) for m in a], np.float32)
     return {"true": true, "third": true / 3, "zero": np.zeros_like(true), "tiny": np.full_like(true, 1e-38),
             "huge": np.full_like(true, 3e38), "inf": np.full_like(true, np.inf)}[kind].astype(np.float32)
 
@@ -270,7 +277,7 @@ def test_fuzz_quantize_and_dequantize_equal_reference(cp, size_rules, fmt, data)
     kw = dict(case["kw"])
     ref_kw = dict(kw)
     if case["amax"] is not None and M * K:
-        a = _amax_array(case["amax"], xn.astype(np.float32), kw.get("row_scaled", False))
+        a = _amax_array(case["amax"], [xn], kw.get("row_scaled", False))
         ref_kw["amax"], kw["amax"] = a, cp.asarray(a)
     if case["view"] == "nd" and M % 2 == 0:          # (2, M/2, K): flattened to (M, K) by quantize
         xn = xn.reshape(2, M // 2, K)
@@ -352,16 +359,9 @@ def test_fuzz_group_quantize_and_dequantize_equal_reference(cp, size_rules, fmt,
     kw = dict(case["kw"])
     ref_kw = dict(kw)
     if case["amax"] is not None:
-        x32 = xn.astype(np.float32).reshape(-1)
-        offs = np.cumsum([0] + [m * k for m, k in zip(first, last)])
-        if kw.get("row_scaled"):
-            per = [np.abs(x32[offs[g]:offs[g + 1]].reshape(first[g], last[g])).max(axis=1, initial=0.0)
-                   for g in range(case["G"])]
-            a = np.concatenate(per) if per else np.zeros(0)
-        else:
-            a = np.array([np.abs(x32[offs[g]:offs[g + 1]]).max(initial=0.0) for g in range(case["G"])])
-        a = np.nan_to_num(a.astype(np.float32), nan=0.0)
-        a = {"true": a, "third": a / 3, "zero": np.zeros_like(a)}[case["amax"]].astype(np.float32)
+        flat, offs = xn.reshape(-1), np.cumsum([0] + [m * k for m, k in zip(first, last)])
+        members = [flat[offs[g]:offs[g + 1]].reshape(first[g], last[g]) for g in range(case["G"])]
+        a = _amax_array(case["amax"], members, kw.get("row_scaled", False))
         ref_kw["amax"], kw["amax"] = a, cp.asarray(a)
     if kind == "same":
         ref_dims, dev_dims = dict(num_groups=case["G"]), dict(num_groups=case["G"])
@@ -491,17 +491,7 @@ def _dims_sequence_case(draw, fmt):
             i = int(np.argmax(d))
             d[i] -= step
         seqs.append(d)
-    kw = dict(axis=draw(st.sampled_from(["rowwise", "columnwise", "both"])),
-              scale_layout=draw(st.sampled_from(["compact", "swizzled"])))
-    if f.is_mx:
-        kw["scale_rule"] = draw(st.sampled_from(["rceil", "floor"]))
-    else:
-        v = draw(st.sampled_from(["plain", "tile_2d", "row_scaled"]))
-        if v != "plain":
-            kw[v] = True
-    if f.packed and draw(st.booleans()):
-        kw["rounding"] = "stochastic"
-        kw["seed"] = draw(st.integers(0, 2**64 - 1))
+    kw, _ = _options(draw, f, [None], variants=("plain", "tile_2d", "row_scaled"))
     return dict(G=G, K=K, rows=rows, seqs=seqs, kw=kw, how=draw(st.sampled_from(["host", "device", "graph"])),
                 dtype=draw(st.sampled_from(list(DTYPES))),
                 lib=draw(st.sampled_from(["cupy", "torch"])), size_rules=draw(st.sampled_from([True, False, "low"])),
