@@ -8,7 +8,8 @@ reinterpreted with ``lax.bitcast_convert_type``. Results (uint8 / float32 / floa
 bfloat16-as-uint16 CuPy arrays) go back to the caller's library without copies: to PyTorch as
 views of the PyTorch tensor that owns their memory (the general path allocates through
 torch_allocator; DLPack where no such tensor exists), to JAX through DLPack; CuPy and other
-callers get the CuPy arrays.
+callers get the CuPy arrays. (JAX gets a copy of a small result whose address XLA refuses:
+jax_aligned.)
 
 Nothing here imports CuPy, PyTorch or JAX at module import time.
 """
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["DeviceArray", "BackendUnavailableError", "require_cupy", "not_a_device_array", "library_of",
-           "is_device_array", "as_cupy", "current_stream", "torch_allocator", "to_library", "dtype_name"]
+           "is_device_array", "as_cupy", "current_stream", "torch_allocator", "to_library", "jax_aligned", "dtype_name"]
 
 
 class BackendUnavailableError(ImportError):
@@ -391,8 +392,25 @@ def _torch_from_cupy(torch, cupy, arr):
     return torch.utils.dlpack.from_dlpack(cap)
 
 
+# XLA refuses to run a computation on a buffer whose address is not a multiple of 16 bytes
+# ("Address of buffer 0 must be a multiple of 10"), though jax.dlpack.from_dlpack imports one.
+# Small results can be views into a shared buffer at such an offset (a grouped tensor's columnwise
+# amaxes after G rowwise ones, RHT's amax after the plain one, the last dims after the first), so
+# they go to JAX as copies; everything fp4kit allocates on its own is 256-byte aligned.
+JAX_ALIGN = 16
+
+
+def jax_aligned(arr):
+    """`arr`, or a copy of it at a fresh allocation when its address is not a multiple of
+    JAX_ALIGN bytes (queued on CuPy's current stream, like the work that wrote it)."""
+    if arr.size and arr.data.ptr % JAX_ALIGN:
+        return arr.copy()
+    return arr
+
+
 def to_library(arr, library: str, dtype: str | None = None):
-    """A CuPy result back in `library` ("cupy", "torch", "jax", "other"), without copies.
+    """A CuPy result back in `library` ("cupy", "torch", "jax", "other"), without copies (but
+    jax_aligned's, for JAX).
 
     `dtype` "bfloat16" means `arr` holds uint16 bits that become the library's bfloat16 (for CuPy
     and "other": a bfloat16 CuPy view where CuPy supports it, else the uint16 bits).
@@ -410,6 +428,7 @@ def to_library(arr, library: str, dtype: str | None = None):
         import jax
         import jax.dlpack
 
+        arr = jax_aligned(arr)
         if bf16:
             import jax.numpy as jnp
 

@@ -87,6 +87,76 @@ def test_jax_in_and_out():
     assert u8.dtype == jnp.uint8 and np.array_equal(np.asarray(u8), np.arange(5))
 
 
+def _jax_gpu():
+    require_gpu()
+    jax = pytest.importorskip("jax")
+    try:
+        devs = jax.devices("gpu")
+    except RuntimeError:
+        devs = []
+    if not devs:
+        pytest.skip("jax without GPU")
+    return jax, devs[0]
+
+
+def _xla_runs_on(jax, name, a):
+    """A jitted XLA computation on `a`: XLA refuses buffers off 16-byte addresses."""
+    if a is None or a.size == 0:
+        return
+    assert a.unsafe_buffer_pointer() % 16 == 0, name
+    got = np.asarray(jax.jit(lambda v: v.reshape(-1)[:3])(a))
+    assert np.array_equal(got.view(np.uint8), np.asarray(a).reshape(-1)[:3].view(np.uint8)), name
+
+
+def test_jax_results_have_addresses_xla_accepts():
+    """Small results that are views at an offset into a shared buffer (RHT's columnwise amax after
+    the plain one; a grouped tensor's columnwise amaxes after G rowwise ones; the last dims after
+    the first) reach JAX as copies that XLA computations accept (found by the fuzz: a G = 2
+    NVFP4 "both" group's columnwise amaxes sat at byte offset 8)."""
+    jax, dev = _jax_gpu()
+    import cupy as cp
+    import jax.numpy as jnp
+
+    import fp4kit
+    from fp4kit import _interop
+
+    base = cp.arange(40, dtype=cp.uint8)
+    odd = _interop.to_library(base[4:20], "jax")
+    assert odd.dtype == jnp.uint8 and odd.unsafe_buffer_pointer() % 16 == 0
+    assert np.array_equal(np.asarray(jax.jit(lambda v: v + 1)(odd)), np.arange(4, 20) + 1)
+    whole = cp.arange(64, dtype=cp.float32)
+    assert _interop.jax_aligned(whole) is whole
+
+    rng = np.random.default_rng(7)
+    x = jax.device_put(jnp.asarray(rng.standard_normal((64, 64)).astype(np.float32), dtype=jnp.bfloat16), dev)
+    xn = np.asarray(x)
+    q = fp4kit.quantize(x, "nvfp4", axis="both", rht=True)
+    qr = fp4kit.reference.quantize(xn, "nvfp4", axis="both", rht=True)
+    assert fp4kit.compare(q, qr).ok
+    for op in ("rowwise", "columnwise"):
+        o = q.operand(op)
+        for f in ("data", "scales", "amax"):
+            _xla_runs_on(jax, f"{op}.{f}", getattr(o, f))
+    for G in (2, 3):
+        xg = jax.device_put(jnp.asarray(rng.standard_normal((G * 32, 64)).astype(np.float32)), dev)
+        g = fp4kit.group_quantize(xg, "nvfp4", num_groups=G, axis="both")
+        gv = fp4kit.group_quantize(xg, "nvfp4", first_dims=[0, 32 * G - 16, 16][:G] if G == 3 else [32, 32],
+                                   axis="both")
+        for grp in (g, gv):
+            for f in ("rowwise_data", "rowwise_scales", "rowwise_amax", "columnwise_data",
+                      "columnwise_scales", "columnwise_amax", "dbias"):
+                _xla_runs_on(jax, f"G={G} {f}", getattr(grp, f))
+            for k, v in grp.extra.items():
+                if hasattr(v, "unsafe_buffer_pointer"):
+                    _xla_runs_on(jax, f"G={G} extra {k}", v)
+        ref = fp4kit.reference.group_quantize(np.asarray(xg), "nvfp4", num_groups=G, axis="both")
+        assert fp4kit.compare(g, ref).ok
+        for i in range(G):                       # member views slice the group's arrays with XLA
+            assert fp4kit.compare(g[i], ref[i]).ok
+        back = fp4kit.group_dequantize(g, operand="columnwise")
+        _xla_runs_on(jax, f"G={G} dequantized", back.data)
+
+
 def test_torch_kernel_through_interop_matches_reference():
     """bf16 torch tensor -> _interop -> _cuda.quantize on torch's stream -> torch results."""
     torch = _torch()
