@@ -201,6 +201,25 @@ def _host(a):
     return np.asarray(a)
 
 
+def _xla_usable(result):
+    """Every JAX array of a result (operands' data, scales and amaxes, a group's arrays, the
+    extras) through a jitted XLA computation, which refuses buffers off 16-byte addresses that
+    np.asarray reads happily (a result whose arrays are views into a shared buffer)."""
+    arrays = []
+    for op in ("rowwise", "columnwise"):
+        o = getattr(result, op, None)
+        if o is not None:
+            arrays += [o.data, o.scales, o.amax]
+        arrays += [getattr(result, f"{op}_{f}", None) for f in ("data", "scales", "amax")]
+    arrays += [getattr(result, "dbias", None)] + list(getattr(result, "extra", {}).values())
+    arrays = [a for a in arrays if hasattr(a, "unsafe_buffer_pointer") and a.size]
+    if arrays:
+        import jax
+        for a in arrays:
+            head = np.asarray(jax.jit(lambda v: v.reshape(-1)[:2])(a))
+            assert np.array_equal(head.view(np.uint8), np.asarray(a).reshape(-1)[:2].view(np.uint8))
+
+
 def _refuses(fn):
     """The exception `fn` raises (TypeError / ValueError), or None."""
     try:
@@ -292,6 +311,7 @@ def test_fuzz_quantize_and_dequantize_equal_reference(cp, size_rules, fmt, data)
         backs = {op: fp4kit.dequantize(got, dtype=case["out"], operand=op) for op in operands}
     rep = fp4kit.compare(got, exp, x=xn)
     assert rep.ok, str(rep)
+    _xla_usable(got)
     for operand in operands:
         want = fp4kit.reference.dequantize(exp, dtype=case["out"], operand=operand)
         back = _host(backs[operand])
@@ -399,6 +419,7 @@ def test_fuzz_group_quantize_and_dequantize_equal_reference(cp, size_rules, fmt,
             return
     got.check()
     assert len(got) == case["G"]
+    _xla_usable(got)
     if case["device_dims"]:
         for i in range(case["G"]):
             rep = fp4kit.compare(got[i], exp[i])
