@@ -10,8 +10,11 @@ changes are listed. The comparison is enforced only under the NVRTC version the 
 with (another version's ptxas may allocate differently; .ci/run installs that version, and with
 CI set a different one fails); --update-resources rewrites it.
 
+`--nvrtc-major N` compiles with the NVRTC of CUDA major N (the nvidia-cuda-nvrtc-cu12 wheel for 12:
+what the `cuda12` extra installs), sources only, resources not compared; .ci/run runs it for 12.
+
 Prints one line per (file, part, arch) and a summary; exits non-zero if anything failed.
-Usage: python scripts/compile_check.py [--update-resources] [arch ...]
+Usage: python scripts/compile_check.py [--update-resources | --nvrtc-major N] [arch ...]
 """
 import json
 import os
@@ -76,15 +79,47 @@ def dump_resources(base: dict) -> str:
             f'  "nvrtc": {json.dumps(base["nvrtc"])},\n  "archs": {{\n{archs}\n  }}\n}}\n')
 
 
+def compile_only(archs: list[str]) -> int:
+    """--nvrtc-major: every source compiles for `archs` with that NVRTC (what the `cuda12` extra
+    gives its users); resources are not compared (the baseline is another version's)."""
+    failed = 0
+    for arch in archs:
+        try:
+            _loader.compile_check(arch)
+        except RuntimeError as e:
+            print(e)
+            failed += 1
+    print(f"summary: {'OK' if not failed else 'FAILED'}: {len(archs)} arch(s) {', '.join(archs)}, "
+          f"{'all files compiled' if not failed else f'{failed} arch(s) failed'} (resources not compared)")
+    return 0 if not failed else 1
+
+
 def main(argv):
-    args = [a for a in argv[1:] if a != "--update-resources"]
-    update = len(args) != len(argv) - 1
-    if any(a.startswith("-") for a in args):
+    args = list(argv[1:])
+    major = None
+    if "--nvrtc-major" in args:
+        i = args.index("--nvrtc-major")
+        if i + 1 >= len(args) or not args[i + 1].isdigit():
+            print("--nvrtc-major needs a CUDA major version, e.g. --nvrtc-major 12")
+            return 2
+        major = int(args[i + 1])
+        del args[i:i + 2]
+    update = "--update-resources" in args
+    args = [a for a in args if a != "--update-resources"]
+    if any(a.startswith("-") for a in args) or (update and major is not None):
         print(__doc__.strip())
-        return 0 if set(args) <= {"-h", "--help"} else 2
+        return 0 if set(args) <= {"-h", "--help"} and not update else 2
+    if major is not None:
+        _nvrtc.prefer_driver(major * 1000 + 990)    # as under a driver of that major: its NVRTC first
     archs = args or ["sm_90", "sm_100a"]
     version = ".".join(map(str, _nvrtc.version()))
     print(f"NVRTC {version} from {_nvrtc.library_path()}")
+    if major is not None:
+        if _nvrtc.version()[0] != major:
+            print(f"summary: FAILED: --nvrtc-major {major}, but the NVRTC found is {version} "
+                  f"(install nvidia-cuda-nvrtc-cu{major})")
+            return 1
+        return compile_only(archs)
     print(f"options: {' '.join(_loader.options_for('<arch>'))}")
     base = json.loads(RESOURCES.read_text()) if RESOURCES.is_file() else {"nvrtc": None, "archs": {}}
     total = failed = 0

@@ -224,3 +224,24 @@ def test_compile_check_resources_against_the_baseline():
     import json
     base = json.loads((ROOT / "scripts" / "kernel_resources.json").read_text())
     assert set(base["archs"]) == {"sm_90", "sm_100a"} and json.loads(cc.dump_resources(base)) == base
+
+
+def test_compile_check_nvrtc_major_arguments(monkeypatch, capsys):
+    """--nvrtc-major N (.ci/run: 12, the cuda12 extra's NVRTC): a missing number or a resources update
+    with it is a usage error, and an NVRTC of another major fails before compiling anything."""
+    spec = importlib.util.spec_from_file_location("compile_check", ROOT / "scripts" / "compile_check.py")
+    cc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cc)
+    monkeypatch.setattr(_nvrtc, "_max_major", _nvrtc._max_major)
+    assert cc.main(["compile_check.py", "--nvrtc-major"]) == 2
+    assert "needs a CUDA major version" in capsys.readouterr().out
+    assert cc.main(["compile_check.py", "--nvrtc-major", "12", "--update-resources"]) == 2
+    assert cc.main(["compile_check.py", "--nvrtc-major", "12", "--bogus"]) == 2
+    try:
+        have = _nvrtc.version()[0]
+    except Exception as e:                               # no NVRTC here: the refusals above still ran
+        pytest.skip(f"no NVRTC: {e}")
+    monkeypatch.setattr(cc, "compile_only", lambda archs: pytest.fail("compiled with the wrong NVRTC"))
+    capsys.readouterr()
+    assert cc.main(["compile_check.py", "--nvrtc-major", str(have + 50), "sm_90"]) == 1
+    assert f"--nvrtc-major {have + 50}, but the NVRTC found is {have}." in capsys.readouterr().out
