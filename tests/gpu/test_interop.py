@@ -59,34 +59,6 @@ def test_torch_bf16_in_and_out():
         assert int(_interop.current_stream(t).ptr) == int(side.cuda_stream)
 
 
-def test_jax_in_and_out():
-    require_gpu()
-    jax = pytest.importorskip("jax")
-    import jax.numpy as jnp
-
-    try:
-        gpu_devices = jax.devices("gpu")
-    except RuntimeError:
-        gpu_devices = []
-    if not gpu_devices:
-        pytest.skip("jax without GPU")
-    import cupy as cp
-
-    from fp4kit import _interop
-
-    a = jax.device_put(jnp.arange(64, dtype=jnp.float32).reshape(4, 16), gpu_devices[0])
-    d = _interop.as_cupy(a)
-    assert d.dtype == "float32" and d.library == "jax"
-    assert np.array_equal(cp.asnumpy(d.array), np.asarray(a))
-    b = jax.device_put(jnp.linspace(-3, 3, 32, dtype=jnp.bfloat16), gpu_devices[0])
-    d = _interop.as_cupy(b)
-    assert d.dtype == "bfloat16" and d.array.dtype == cp.uint16
-    back = _interop.to_library(d.array, "jax", "bfloat16")
-    assert back.dtype == jnp.bfloat16 and bool(jnp.all(back == b))
-    u8 = _interop.to_library(cp.arange(5, dtype=cp.uint8), "jax")
-    assert u8.dtype == jnp.uint8 and np.array_equal(np.asarray(u8), np.arange(5))
-
-
 def _jax_gpu():
     require_gpu()
     jax = pytest.importorskip("jax")
@@ -97,6 +69,26 @@ def _jax_gpu():
     if not devs:
         pytest.skip("jax without GPU")
     return jax, devs[0]
+
+
+def test_jax_in_and_out():
+    jax, dev = _jax_gpu()
+    import cupy as cp
+    import jax.numpy as jnp
+
+    from fp4kit import _interop
+
+    a = jax.device_put(jnp.arange(64, dtype=jnp.float32).reshape(4, 16), dev)
+    d = _interop.as_cupy(a)
+    assert d.dtype == "float32" and d.library == "jax"
+    assert np.array_equal(cp.asnumpy(d.array), np.asarray(a))
+    b = jax.device_put(jnp.linspace(-3, 3, 32, dtype=jnp.bfloat16), dev)
+    d = _interop.as_cupy(b)
+    assert d.dtype == "bfloat16" and d.array.dtype == cp.uint16
+    back = _interop.to_library(d.array, "jax", "bfloat16")
+    assert back.dtype == jnp.bfloat16 and bool(jnp.all(back == b))
+    u8 = _interop.to_library(cp.arange(5, dtype=cp.uint8), "jax")
+    assert u8.dtype == jnp.uint8 and np.array_equal(np.asarray(u8), np.arange(5))
 
 
 def _xla_runs_on(jax, name, a):
