@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 
 __all__ = ["NVRTCError", "load_library", "version", "supported_archs", "compile_program", "library_path",
-           "prefer_driver"]
+           "prefer_driver", "install_hint"]
 
 _lock = threading.Lock()
 _lib = None
@@ -114,9 +114,19 @@ def load_library():
             _declare(lib)
             _lib, _lib_path = lib, path
             return lib
-        raise NVRTCError(
-            "could not load libnvrtc: install the `nvidia-cuda-nvrtc` wheel or a CUDA toolkit "
-            "(set CUDA_PATH); tried:\n  " + "\n  ".join(errors[-8:]))
+        raise NVRTCError(f"could not load libnvrtc: {install_hint()}; tried:\n  " + "\n  ".join(errors[-8:]))
+
+
+def install_hint() -> str:
+    """What to install for an NVRTC the CUDA driver can run (its major, when prefer_driver told it):
+    a cubin of CUDA 13's NVRTC does not load under a CUDA 12 driver."""
+    if _max_major is not None and _max_major <= 12:
+        return (f"the CUDA driver runs CUDA {_max_major}, so install the CUDA 12 NVRTC wheel, "
+                f"`pip install \"nvidia-cuda-nvrtc-cu12>=12.8\"` (fp4kit's `cuda12` extra has it), or a CUDA "
+                f"12.8+ toolkit (set CUDA_PATH)" + ("" if _max_major == 12 else
+                                                   "; fp4kit needs NVRTC 12.8 or later, so update the driver too"))
+    return ("install the `nvidia-cuda-nvrtc` wheel (CUDA 13; fp4kit's `cuda13` extra has it, `cuda12` the "
+            "CUDA 12 one) or a CUDA toolkit (set CUDA_PATH)")
 
 
 def library_path() -> str | None:

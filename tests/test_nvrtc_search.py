@@ -57,3 +57,26 @@ def test_prefer_driver_drops_a_loaded_library_that_is_too_new(fake_wheels, monke
     assert _nvrtc._lib is not None                # 13 runs on a 13.2 driver: kept
     _nvrtc.prefer_driver(12040)
     assert _nvrtc._lib is None and _nvrtc._lib_path is None   # reloaded on next use, 12 first
+
+
+def test_no_library_names_the_wheel_for_the_driver(monkeypatch):
+    """Without a loadable NVRTC the error names what to install for the driver's CUDA major: the CUDA 12
+    wheel under a CUDA 12 driver (CUDA 13's cubins would not load there), the CUDA 13 one otherwise."""
+    monkeypatch.setattr(_nvrtc, "_lib", None)
+    monkeypatch.setattr(_nvrtc, "_lib_path", None)
+    monkeypatch.setattr(_nvrtc, "_max_major", None)
+    monkeypatch.setattr(_nvrtc, "_candidate_paths", lambda: ["/nonexistent/libnvrtc.so.12"])
+    for driver, want, not_want in ((None, "`nvidia-cuda-nvrtc` wheel (CUDA 13", "runs CUDA"),
+                                   (13020, "`nvidia-cuda-nvrtc` wheel (CUDA 13", "runs CUDA"),
+                                   (12040, 'runs CUDA 12, so install the CUDA 12 NVRTC wheel, `pip install '
+                                           '"nvidia-cuda-nvrtc-cu12>=12.8"`', "update the driver"),
+                                   (11080, "runs CUDA 11", "`nvidia-cuda-nvrtc` wheel")):
+        if driver is not None:
+            _nvrtc.prefer_driver(driver)
+        with pytest.raises(_nvrtc.NVRTCError) as e:
+            _nvrtc.load_library()
+        msg = str(e.value)
+        assert msg.startswith("could not load libnvrtc: ") and want in msg and not_want not in msg, msg
+        assert "/nonexistent/libnvrtc.so.12" in msg
+        assert _nvrtc._lib is None
+    assert "update the driver too" in _nvrtc.install_hint()
