@@ -154,6 +154,35 @@ def test_group_quantize_on_another_device_with_device_dims(cp2, other):
         assert_float_bits_equal(_host(back[i]), want_back[i], f"member {i} dequantized")
 
 
+def test_jax_array_on_another_device(cp2, other):
+    """A JAX array on the other device: results on that device, and the small results that JAX gets
+    as copies (a G = 2 group's columnwise amaxes sit at byte offset 8 of a shared buffer:
+    fp4kit._interop.jax_aligned) copied there too, usable by XLA computations."""
+    jax = pytest.importorskip("jax")
+    try:
+        devs = jax.devices("gpu")
+    except RuntimeError:
+        devs = []
+    if len(devs) <= other:
+        pytest.skip("jax without that GPU")
+    x = _x((64, 64), seed=6)
+    exp = fp4kit.reference.group_quantize(x, "nvfp4", num_groups=2, axis="both")
+    xj = jax.device_put(x, devs[other])
+    got = fp4kit.group_quantize(xj, "nvfp4", num_groups=2, axis="both")
+    assert cp2.cuda.runtime.getDevice() == 0
+    rep = fp4kit.compare(got, exp)
+    assert rep.ok, str(rep)
+    for f in ("rowwise_data", "rowwise_amax", "columnwise_scales", "columnwise_amax"):
+        a = getattr(got, f)
+        assert a.devices() == {devs[other]}, f
+        assert a.unsafe_buffer_pointer() % 16 == 0, f
+        head = np.asarray(jax.jit(lambda v: v.reshape(-1)[:2])(a))
+        assert np.array_equal(head.view(np.uint8), np.asarray(a).reshape(-1)[:2].view(np.uint8)), f
+    for i in range(2):
+        rep = fp4kit.compare(got[i], exp[i])
+        assert rep.ok, f"member {i}: {rep}"
+
+
 def test_arrays_from_two_devices_raise_before_any_launch(cp2):
     if cp2.cuda.runtime.getDeviceCount() < 2:
         pytest.skip("needs two CUDA devices")
