@@ -343,15 +343,18 @@ def build_group_quantize_plan(input_dtype, opts, G, n_el, caps, amax_size, dbias
     a_row = a_col = row_t = col_t = None
     done = _NULL_ARG
     if tabs_on:
-        # one cleared buffer: rowwise amaxes, columnwise amaxes, then G uint64 counters (8-byte aligned)
+        # one cleared buffer: rowwise amaxes, columnwise amaxes from the next 16 bytes (results at
+        # 16-byte addresses, which JAX needs: fp4kit._interop.jax_aligned), then G uint64 counters
+        # (8-byte aligned)
         na, nc = caps["arow"] if opts.want_rowwise else 0, caps["acol"] if opts.want_columnwise else 0
-        c0 = (na + nc + 1) & ~1
+        ca = -(-na // 4) * 4
+        c0 = (ca + nc + 1) & ~1
         zbuf = b.buffer((c0 + 2 * G,), "float32", P.ZEROS)
         if opts.want_rowwise:
             a_row = row_t = b.buffer((na,), "float32", P.VIEW, src=zbuf, start=0)
             mode |= 1
         if opts.want_columnwise:
-            a_col = col_t = b.buffer((nc,), "float32", P.VIEW, src=zbuf, start=na)
+            a_col = col_t = b.buffer((nc,), "float32", P.VIEW, src=zbuf, start=ca)
             mode |= 1 | 16
         done = P._at(zbuf, 4 * c0)
     elif f.is_nvfp4:

@@ -20,6 +20,9 @@ Since the thirty-fifth session the metadata launch copies a caller's device dims
 own buffers, which every later launch and the result read: the old side's trace passes such
 copies (new empty arrays) as its device dims, and the new side's group_meta compares without its
 two trailing source arguments (checked to be the caller's arrays or null).
+Since the forty-third session the columnwise amaxes of the statistics pass start 16 bytes on from
+the rowwise ones (results at addresses JAX accepts): the old side gets the same layout by an edit
+of its source (OLD_EDITS).
 Output poisoning is off (the planned launcher poisons every EMPTY buffer when it is on, the old
 one did not poison its metadata buffers).
 
@@ -57,7 +60,11 @@ def _amax_store_before(amax, rows, cols):
 
 if not hasattr(_cuda, "amax_store"):
     _cuda.amax_store = _amax_store_before
-old = module_at(REPO, REV, "fp4kit/_cuda_grouped.py", "fp4kit._cuda_grouped_before")
+# the forty-third session's layout of the statistics buffer: columnwise amaxes from the next 16 bytes
+OLD_EDITS = (("        c0 = (na + nc + 1) & ~1\n",
+              "        ca = -(-na // 4) * 4\n        c0 = (ca + nc + 1) & ~1\n"),
+             ("a_col = col_t = zbuf[na:na + nc]", "a_col = col_t = zbuf[ca:ca + nc]"))
+old = module_at(REPO, REV, "fp4kit/_cuda_grouped.py", "fp4kit._cuda_grouped_before", edits=OLD_EDITS)
 
 BASE = 1 << 44          # fake device addresses: BASE * allocation number (+ offsets)
 EVENTS = []
