@@ -394,10 +394,9 @@ def _torch_from_cupy(torch, cupy, arr):
 
 # XLA refuses to run a computation on a buffer whose address is not a multiple of 16 bytes
 # ("Address of buffer 0 must be a multiple of 10"), though jax.dlpack.from_dlpack imports one.
-# Every result fp4kit allocates on its own is 256-byte aligned, and the amaxes that share a buffer
-# start 16 bytes apart (RHT's after the plain one, a group's columnwise after its rowwise ones);
-# a result that is still a view at another offset (a group's last dims after G first dims, G odd)
-# goes to JAX as a copy.
+# Every result fp4kit allocates on its own is 256-byte aligned, and a group's columnwise amaxes
+# start 16 bytes after its rowwise ones; a result that is a view at another offset (RHT's amax 4
+# bytes after the plain one, a group's last dims after G first dims, G odd) goes to JAX as a copy.
 JAX_ALIGN = 16
 
 

@@ -246,8 +246,8 @@ def test_nvfp4_rowwise_computed_amax_small_one_launch():
 
 def test_nvfp4_both_rht_one_amax_pass():
     p = plan_of((256, 512), "bfloat16", "nvfp4", axis="both", rht=True, scale_layout="swizzled", rht_sign_mask=0x1234)
-    assert p.steps[4:7] == (Buffer(4, (5,), "float32", ZEROS), Buffer(5, (1,), "float32", VIEW, 4, 0),
-                            Buffer(6, (1,), "float32", VIEW, 4, 4))         # 16 bytes apart (JAX)
+    assert p.steps[4:7] == (Buffer(4, (2,), "float32", ZEROS), Buffer(5, (1,), "float32", VIEW, 4, 0),
+                            Buffer(6, (1,), "float32", VIEW, 4, 1))
     assert p.launches() == [
         # 16 row groups x 512 columns, 2 columns per thread: 4096 items -> 16 CTAs (4 per SM at most)
         Launch("amax", "amax_plain_rht_bf16", 16, 256, (X, i64(256), i64(512), u32(0x1234), buf(5), buf(6))),
@@ -1114,9 +1114,9 @@ def test_fast_path_end_to_end_with_fake_torch(monkeypatch):
     assert all(isinstance(t, torch.Tensor) for op in (q.rowwise, q.columnwise) for t in (op.data, op.scales, op.amax))
     assert (q.rowwise.data.arr == 0xA5).all() and q.rowwise.data.dtype is torch.uint8       # poisoned, no kernel ran
     assert q.rowwise.amax.dtype is torch.float32 and q.rowwise.amax.arr.tolist() == [0.0]
-    assert q.columnwise.amax.data_ptr() == q.rowwise.amax.data_ptr() + 16                    # views of one buffer
+    assert q.columnwise.amax.data_ptr() == q.rowwise.amax.data_ptr() + 4                     # views of one buffer
     assert [c[0] for c in calls] == ["memset", "amax_plain_rht_bf16", "quantize_f5_d1_rht"]
-    assert calls[0][1:] == (q.rowwise.amax.data_ptr(), 0, 20, 0xABC0)                      # the (5,) amax buffer
+    assert calls[0][1:] == (q.rowwise.amax.data_ptr(), 0, 8, 0xABC0)                       # the (2,) amax buffer
     qv = calls[2][4]
     assert qv[:3] == (x.data_ptr(), 256, 512)
     assert qv[3:9] == (q.rowwise.data.data_ptr(), q.rowwise.scales.data_ptr(), q.columnwise.data.data_ptr(),
