@@ -2582,3 +2582,70 @@ def test_row_scaled_amax_bounds_count_rows_without_columns():
     plain, _ = group_options("float32", "nvfp4", dict(axis="both"), False)
     assert _bounds("varying_first", f, plain, 2, 0, None, 0, rows=6)["arow"] == 2     # one amax per member
     assert "need host dims" in ERRORS[32]
+
+
+def _misaligned_output_views(p) -> set:
+    """The outputs of plan `p` (by name: an OperandSlots field or a result key) that are views at a
+    byte offset off 16 within their buffer (JAX gets those as copies: fp4kit._interop.jax_aligned)."""
+    bufs = {st.slot: st for st in p.steps if type(st) is Buffer}
+
+    def offset(slot):
+        st = bufs[slot]
+        if st.init != VIEW:
+            return 0
+        return offset(st.src) + st.start * _torch_exec._ITEMSIZE[st.dtype]
+
+    named = (p.outputs.items() if isinstance(p.outputs, dict)
+             else ((f"{i}.{f}", getattr(o, f)) for i, o in enumerate(p.outputs) if o is not None
+                   for f in o._fields))
+    return {name for name, slot in named if isinstance(slot, int) and offset(slot) % 16}
+
+
+def test_output_views_off_16_bytes_are_only_the_known_ones():
+    """Results reach JAX as copies when they sit off 16 bytes (XLA refuses such buffers), so plans
+    lay results out at 16-byte offsets wherever they can: across single-tensor and grouped plans of
+    every format and recipe, the only views that do not are RHT's amax (4 bytes after the plain one)
+    and, for an odd number of members, a group's last dims (8 G bytes after the first dims); a
+    group's columnwise amaxes start 16 bytes after its rowwise ones."""
+    from fp4kit import _cuda_grouped as cg
+    from fp4kit._grouped_device import _bounds
+    from fp4kit._validate import group_options
+
+    fmts = ("mxfp8_e4m3", "mxfp6_e3m2", "mxfp4_e2m1", "nvfp4")
+    variants = [dict(axis="rowwise"), dict(axis="both"), dict(axis="both", scale_layout="swizzled"),
+                dict(axis="both", rounding="stochastic"), dict(axis="both", rht=True),
+                dict(axis="both", row_scaled=True), dict(axis="both", tile_2d=True), dict(axis="columnwise")]
+    single = set()
+    for fmt in fmts:
+        for kw in variants:
+            for shape in ((16, 64), (256, 512), (8192, 8192)):
+                for amax_shape in (None, (1,)):
+                    try:
+                        p = plan_of(shape, "bfloat16", fmt, amax_shape=amax_shape, **kw)
+                    except (TypeError, ValueError):
+                        continue
+                    single |= {(fmt, kw.get("rht", False), amax_shape, name) for name in _misaligned_output_views(p)}
+    # RHT's amax (operand 1's amax, 4 bytes on) and nothing else
+    assert single and all(f == "nvfp4" and rht and a is None and name == "1.amax" for f, rht, a, name in single), single
+    grouped = {}
+    for G in (1, 2, 3, 5, 8):
+        for fmt in fmts:
+            for kw in variants:
+                for kind, K, rows in (("varying_first", 7168, 4096), ("same", 256, G * 64),
+                                      ("varying_last", None, 512), ("varying_both", None, None)):
+                    try:
+                        opts, _ = group_options("bfloat16", fmt, kw, False)
+                    except (TypeError, ValueError):
+                        continue
+                    n_el = (rows or 4096) * (K or 256)
+                    for amax_size, dims in ((None, ("dev", None, True)), (None, ("param", G)), (G, ("param", G))):
+                        if amax_size is not None and fmt != "nvfp4":
+                            continue
+                        try:
+                            caps = _bounds(kind, FORMATS[fmt], opts, G, n_el, None, K)
+                            p = cg.build_group_quantize_plan("bfloat16", opts, G, n_el, caps, amax_size, False, K,
+                                                             rows, dims, SM, lambda module, kernel, cap: cap)
+                        except (TypeError, ValueError):
+                            continue
+                        grouped.setdefault(G, set()).update(_misaligned_output_views(p))
+    assert grouped[1] == grouped[3] == grouped[5] == {"ld"} and grouped[2] == grouped[8] == set(), grouped
