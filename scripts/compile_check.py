@@ -112,10 +112,11 @@ def main(argv):
     if major is not None:
         _nvrtc.prefer_driver(major * 1000 + 990)    # as under a driver of that major: its NVRTC first
     archs = args or ["sm_90", "sm_100a"]
-    version = ".".join(map(str, _nvrtc.version()))
+    found = _nvrtc.version()
+    version = ".".join(map(str, found))
     print(f"NVRTC {version} from {_nvrtc.library_path()}")
     if major is not None:
-        if _nvrtc.version()[0] != major:
+        if found[0] != major:
             print(f"summary: FAILED: --nvrtc-major {major}, but the NVRTC found is {version} "
                   f"(install nvidia-cuda-nvrtc-cu{major})")
             return 1

@@ -81,3 +81,49 @@ def test_general_path_turns_the_checks_off_and_restores_them():
         assert _device_api._cupy_fast_device(1, None) is None and _device_api._torch_fast_device(1, None) is None
         assert (_device_api._cupy_fast_device, _device_api._torch_fast_device) != keep
     assert (_device_api._cupy_fast_device, _device_api._torch_fast_device) == keep
+
+
+class _JaxArray(np.ndarray):
+    """A NumPy stand-in for a JAX array: a buffer address and nothing else."""
+
+    def unsafe_buffer_pointer(self):
+        return self.ctypes.data + getattr(self, "shift", 0)
+
+
+def test_assert_xla_usable_checks_the_address_and_the_computed_bytes(monkeypatch):
+    ran = []
+
+    def jit(fn):
+        def run(a):
+            ran.append(a)
+            return fn(np.asarray(a))
+        return run
+
+    monkeypatch.setitem(sys.modules, "jax", types.SimpleNamespace(jit=jit))
+    buf = np.zeros(64, np.uint8)
+    at = buf[(-buf.ctypes.data) % 16:][:32].view(np.float32).view(_JaxArray)   # a 16-byte address
+    at[:] = np.arange(8, dtype=np.float32)
+    gpu_helpers.assert_xla_usable(at, "aligned")
+    assert len(ran) == 1
+    gpu_helpers.assert_xla_usable(None, "none")
+    gpu_helpers.assert_xla_usable(at[:0], "empty")
+    assert len(ran) == 1                                                # nothing computed for those
+    off = at.view(_JaxArray)
+    off.shift = 8
+    with pytest.raises(AssertionError, match="off by 8"):
+        gpu_helpers.assert_xla_usable(off, "off by 8")
+    monkeypatch.setitem(sys.modules, "jax", types.SimpleNamespace(jit=lambda fn: lambda a: np.ascontiguousarray(np.asarray(a)[::-1][:3])))
+    with pytest.raises(AssertionError, match="wrong bytes"):
+        gpu_helpers.assert_xla_usable(at, "wrong bytes")
+
+
+def test_jax_gpus_skips_without_a_jax_gpu(monkeypatch):
+    monkeypatch.setattr(gpu_helpers, "require_gpu", lambda: None)
+    def no_gpu(kind):
+        raise RuntimeError("no gpu backend")
+    monkeypatch.setitem(sys.modules, "jax", types.SimpleNamespace(devices=no_gpu))
+    with pytest.raises(pytest.skip.Exception, match="jax without GPU"):
+        gpu_helpers.jax_gpus()
+    fake = types.SimpleNamespace(devices=lambda kind: ["gpu0", "gpu1"])
+    monkeypatch.setitem(sys.modules, "jax", fake)
+    assert gpu_helpers.jax_gpus() == (fake, ["gpu0", "gpu1"])

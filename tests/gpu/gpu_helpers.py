@@ -29,6 +29,32 @@ def require_gpu():
         pytest.skip(reason)
 
 
+def jax_gpus():
+    """(jax, its GPU devices); skips the calling test when jax is missing or sees no GPU."""
+    require_gpu()
+    jax = pytest.importorskip("jax")
+    try:
+        devs = jax.devices("gpu")
+    except RuntimeError:
+        devs = []
+    if not devs:
+        pytest.skip("jax without GPU")
+    return jax, devs
+
+
+def assert_xla_usable(a, what: str) -> None:
+    """JAX array `a` sits at a 16-byte address and a jitted XLA computation on it gives its first
+    bytes as np.asarray reads them (XLA refuses buffers off 16 bytes, which np.asarray reads
+    happily). Nothing to check for None or an empty array."""
+    if a is None or a.size == 0:
+        return
+    import jax
+
+    assert a.unsafe_buffer_pointer() % 16 == 0, what
+    head = np.asarray(jax.jit(lambda v: v.reshape(-1)[:3])(a))
+    assert np.array_equal(head.view(np.uint8), np.asarray(a).reshape(-1)[:3].view(np.uint8)), what
+
+
 def hexdiff(got: np.ndarray, want: np.ndarray, what: str, context=None, limit: int = 8) -> str:
     """Describe byte differences between two arrays of equal shape (uint8 views)."""
     g = np.ascontiguousarray(got).view(np.uint8).reshape(-1) if got.dtype != np.uint8 else got.reshape(-1)

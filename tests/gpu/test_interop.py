@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpu_helpers import require_gpu
+from gpu_helpers import assert_xla_usable, jax_gpus, require_gpu
 
 pytestmark = pytest.mark.gpu
 
@@ -59,20 +59,8 @@ def test_torch_bf16_in_and_out():
         assert int(_interop.current_stream(t).ptr) == int(side.cuda_stream)
 
 
-def _jax_gpu():
-    require_gpu()
-    jax = pytest.importorskip("jax")
-    try:
-        devs = jax.devices("gpu")
-    except RuntimeError:
-        devs = []
-    if not devs:
-        pytest.skip("jax without GPU")
-    return jax, devs[0]
-
-
 def test_jax_in_and_out():
-    jax, dev = _jax_gpu()
+    jax, (dev, *_) = jax_gpus()
     import cupy as cp
     import jax.numpy as jnp
 
@@ -91,22 +79,13 @@ def test_jax_in_and_out():
     assert u8.dtype == jnp.uint8 and np.array_equal(np.asarray(u8), np.arange(5))
 
 
-def _xla_runs_on(jax, name, a):
-    """A jitted XLA computation on `a`: XLA refuses buffers off 16-byte addresses."""
-    if a is None or a.size == 0:
-        return
-    assert a.unsafe_buffer_pointer() % 16 == 0, name
-    got = np.asarray(jax.jit(lambda v: v.reshape(-1)[:3])(a))
-    assert np.array_equal(got.view(np.uint8), np.asarray(a).reshape(-1)[:3].view(np.uint8)), name
-
-
 def test_jax_results_have_addresses_xla_accepts():
     """Every array of a JAX result is at an address XLA computes on (found by the fuzz: a G = 2
     NVFP4 "both" group's columnwise amaxes sat at byte offset 8 of the buffer they share with the
     rowwise ones). A group's columnwise amaxes now start 16 bytes on (checked through CuPy); a view
     still off 16 bytes (RHT's amax after the plain one, a group's last dims for G odd) reaches JAX
     as a copy."""
-    jax, dev = _jax_gpu()
+    jax, (dev, *_) = jax_gpus()
     import cupy as cp
     import jax.numpy as jnp
 
@@ -134,7 +113,7 @@ def test_jax_results_have_addresses_xla_accepts():
     for op in ("rowwise", "columnwise"):
         o = q.operand(op)
         for f in ("data", "scales", "amax"):
-            _xla_runs_on(jax, f"{op}.{f}", getattr(o, f))
+            assert_xla_usable(getattr(o, f), f"{op}.{f}")
     for G in (2, 3):
         xg = jax.device_put(jnp.asarray(rng.standard_normal((G * 32, 64)).astype(np.float32)), dev)
         g = fp4kit.group_quantize(xg, "nvfp4", num_groups=G, axis="both")
@@ -143,16 +122,16 @@ def test_jax_results_have_addresses_xla_accepts():
         for grp in (g, gv):
             for f in ("rowwise_data", "rowwise_scales", "rowwise_amax", "columnwise_data",
                       "columnwise_scales", "columnwise_amax", "dbias"):
-                _xla_runs_on(jax, f"G={G} {f}", getattr(grp, f))
+                assert_xla_usable(getattr(grp, f), f"G={G} {f}")
             for k, v in grp.extra.items():
                 if hasattr(v, "unsafe_buffer_pointer"):
-                    _xla_runs_on(jax, f"G={G} extra {k}", v)
+                    assert_xla_usable(v, f"G={G} extra {k}")
         ref = fp4kit.reference.group_quantize(np.asarray(xg), "nvfp4", num_groups=G, axis="both")
         assert fp4kit.compare(g, ref).ok
         for i in range(G):                       # member views slice the group's arrays with XLA
             assert fp4kit.compare(g[i], ref[i]).ok
         back = fp4kit.group_dequantize(g, operand="columnwise")
-        _xla_runs_on(jax, f"G={G} dequantized", back.data)
+        assert_xla_usable(back.data, f"G={G} dequantized")
 
 
 def test_torch_kernel_through_interop_matches_reference():
