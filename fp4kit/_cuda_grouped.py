@@ -271,19 +271,27 @@ def build_group_quantize_plan(input_dtype, opts, G, n_el, caps, amax_size, dbias
     n_vals = G if one_k else 2 * G     # host values of a ("param", G) plan
     src_fd = src_ld = _NULL_ARG        # device dims: the caller's arrays, copied by the metadata launch
     if dims[0] in ("host", "param"):
+        # one int64 buffer: the first dims, then the last dims from the next 16 bytes (G rounded up
+        # to even: results at addresses JAX accepts, fp4kit._interop.jax_aligned); the padding
+        # element is never read
+        gl = G + (G & 1)
         if dims[0] == "host":       # one host-to-device copy of both
-            hd = b.buffer((2 * G,), "int64", P.HOST, value=tuple(dims[1]) + tuple(dims[2]))
+            hd = b.buffer((gl + G,), "int64", P.HOST, value=tuple(dims[1]) + (0,) * (gl - G) + tuple(dims[2]))
         else:       # the call's dims as kernel parameters: of group_meta_dims, or past DIMS_ARG_MAX
             # values of store launches; with one K the first dims only (group_meta writes K as
-            # every last dim), so up to DIMS_ARG_MAX members take no store launch
-            hd = b.buffer((2 * G,), "int64", P.EMPTY)
+            # every last dim), so up to DIMS_ARG_MAX members take no store launch. The values are
+            # first then last dims, gapless: a store of values from index c lands at c (c < G) or
+            # c + gl - G, and a store never spans the two
+            hd = b.buffer((gl + G,), "int64", P.EMPTY)
             if n_vals > P.DIMS_ARG_MAX:
-                for c in range(0, n_vals, P.DIMS_ARG_MAX):
-                    b.launch("grouped", "group_dims_store", 1, (
-                        P._at(hd, 8 * c), P._i64(min(P.DIMS_ARG_MAX, n_vals - c)), Arg("dims", c)))
-        out["fd"] = hd
-        out["ld"] = b.buffer((G,), "int64", P.VIEW, src=hd, start=G)
-        fd, ld, fill_last = P._buf(hd), P._at(hd, 8 * G), dims[0] == "param" and one_k
+                for lo, hi in ((0, G), (G, n_vals)):
+                    for c in range(lo, hi, P.DIMS_ARG_MAX):
+                        b.launch("grouped", "group_dims_store", 1, (
+                            P._at(hd, 8 * (c if c < G else c + gl - G)), P._i64(min(P.DIMS_ARG_MAX, hi - c)),
+                            Arg("dims", c)))
+        out["fd"] = b.buffer((G,), "int64", P.VIEW, src=hd, start=0)
+        out["ld"] = b.buffer((G,), "int64", P.VIEW, src=hd, start=gl)
+        fd, ld, fill_last = P._buf(hd), P._at(hd, 8 * gl), dims[0] == "param" and one_k
     else:
         # device dims: the metadata launch copies the caller's arrays ("fd" / "ld" arguments) into the
         # plan's, which the later launches and the result read: a result stays whole when the caller

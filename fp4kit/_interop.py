@@ -394,9 +394,11 @@ def _torch_from_cupy(torch, cupy, arr):
 
 # XLA refuses to run a computation on a buffer whose address is not a multiple of 16 bytes
 # ("Address of buffer 0 must be a multiple of 10"), though jax.dlpack.from_dlpack imports one.
-# Every result fp4kit allocates on its own is 256-byte aligned, and a group's columnwise amaxes
-# start 16 bytes after its rowwise ones; a result that is a view at another offset (RHT's amax 4
-# bytes after the plain one, a group's last dims after G first dims, G odd) goes to JAX as a copy.
+# Every result fp4kit allocates on its own is 256-byte aligned, and the results that share a buffer
+# start at 16-byte offsets in it (RHT's amax after the plain one, a group's columnwise amaxes after
+# its rowwise ones, a group's last dims after its first dims and a padding int64 when G is odd;
+# tests/test_plan.py checks every plan); a view at another offset (a caller's array, say) goes to
+# JAX as a copy.
 JAX_ALIGN = 16
 
 

@@ -533,10 +533,12 @@ def _amax_steps(b: _Builder, M: int, K: int, input_dtype: str, mode: str, rht_si
         if input_dtype != "bfloat16":
             raise ValueError(f"rht: expected bfloat16 input, got {input_dtype}")
         both = mode == "global+rht"
-        out = b.buffer((2,) if both else (1,), "float32", ZEROS)
+        # both: the plain amax at 0 and the RHT one 16 bytes on (results at 16-byte addresses, which
+        # JAX needs: fp4kit._interop.jax_aligned)
+        out = b.buffer((5,) if both else (1,), "float32", ZEROS)
         if both:
             plain = b.buffer((1,), "float32", VIEW, src=out, start=0)
-            rht = b.buffer((1,), "float32", VIEW, src=out, start=1)
+            rht = b.buffer((1,), "float32", VIEW, src=out, start=4)
         else:
             plain, rht = None, out
         n = (M // 16) * K

@@ -22,7 +22,8 @@ copies (new empty arrays) as its device dims, and the new side's group_meta comp
 two trailing source arguments (checked to be the caller's arrays or null).
 Since the forty-third session the columnwise amaxes of the statistics pass start 16 bytes on from
 the rowwise ones (results at addresses JAX accepts): the old side gets the same layout by an edit
-of its source (OLD_EDITS).
+of its source (OLD_EDITS). Since the forty-fourth session host dims start their last dims 16 bytes
+on too (after a padding int64 when G is odd): the old side's upload has the same gap.
 Output poisoning is off (the planned launcher poisons every EMPTY buffer when it is on, the old
 one did not poison its metadata buffers).
 
@@ -201,8 +202,9 @@ def trace(which, x_shape, dtype, opts, kind, first, last, amax_n, dbias, G, n_el
     fill_last = kind == "varying_first" and not host
     if which == "old":
         if host:
-            d = cp.asarray(np.array(list(first) + list(last), np.int64))
-            fd, ld = d[:G], d[G:]
+            # the forty-fourth session's layout: the last dims from the next 16 bytes (G odd: a gap)
+            d = cp.asarray(np.array(list(first) + [0] * (G & 1) + list(last), np.int64))
+            fd, ld = d[:G], d[G + (G & 1):]
         else:   # device dims: the copies the new launcher's group_meta makes of the caller's arrays
             if kind == "varying_last":
                 fd = cp.full((G,), 5, np.int64)

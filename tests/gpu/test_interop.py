@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpu_helpers import assert_xla_usable, jax_gpus, require_gpu
+from gpu_helpers import assert_xla_usable, general_path, jax_gpus, require_gpu
 
 pytestmark = pytest.mark.gpu
 
@@ -82,9 +82,9 @@ def test_jax_in_and_out():
 def test_jax_results_have_addresses_xla_accepts():
     """Every array of a JAX result is at an address XLA computes on (found by the fuzz: a G = 2
     NVFP4 "both" group's columnwise amaxes sat at byte offset 8 of the buffer they share with the
-    rowwise ones). A group's columnwise amaxes now start 16 bytes on (checked through CuPy); a view
-    still off 16 bytes (RHT's amax after the plain one, a group's last dims for G odd) reaches JAX
-    as a copy."""
+    rowwise ones). Results that share a buffer are laid out at 16-byte offsets (checked through
+    PyTorch, both paths, and CuPy): amaxes, and a group's last dims after its first dims; a view
+    off 16 bytes (only a caller's array now) reaches JAX as a copy."""
     jax, (dev, *_) = jax_gpus()
     import cupy as cp
     import jax.numpy as jnp
@@ -100,11 +100,22 @@ def test_jax_results_have_addresses_xla_accepts():
     assert _interop.jax_aligned(whole) is whole
 
     rng = np.random.default_rng(7)
-    # a group's amaxes share a buffer, the columnwise ones 16 bytes on, so JAX gets them without copies
+    # the amaxes that share a buffer are laid out 16 bytes apart, so JAX gets them without copies
+    torch = pytest.importorskip("torch")
+    tb = torch.randn(64, 64, device="cuda", dtype=torch.bfloat16)
+    q = fp4kit.quantize(tb, "nvfp4", axis="both", rht=True)                   # the fast path
+    assert q.columnwise.amax.data_ptr() - q.rowwise.amax.data_ptr() == 16
+    with general_path("_torch_fast_device"):
+        q = fp4kit.quantize(tb, "nvfp4", axis="both", rht=True)
+    assert q.columnwise.amax.data_ptr() - q.rowwise.amax.data_ptr() == 16
     xc = cp.asarray(rng.standard_normal((160, 64)).astype(np.float32))
     for G in (1, 2, 3, 5):                       # 32 rows a member: NVFP4 columnwise needs M even
         g = fp4kit.group_quantize(xc[:G * 32], "nvfp4", num_groups=G, axis="both")
         assert g.rowwise_amax.data.ptr % 16 == 0 and g.columnwise_amax.data.ptr % 16 == 0, G
+        # host dims: the last dims start 16 bytes after the first ones (a padding int64 for G odd)
+        h = fp4kit.group_quantize(xc[:G * 32], "nvfp4", first_dims=[32] * G, axis="both")
+        assert h.extra["fd"].data.ptr % 16 == 0 and h.extra["ld"].data.ptr % 16 == 0, G
+        assert h.extra["ld"].tolist() == [64] * G and h.extra["fd"].tolist() == [32] * G
     x = jax.device_put(jnp.asarray(rng.standard_normal((64, 64)).astype(np.float32), dtype=jnp.bfloat16), dev)
     xn = np.asarray(x)
     q = fp4kit.quantize(x, "nvfp4", axis="both", rht=True)

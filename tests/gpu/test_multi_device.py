@@ -155,12 +155,20 @@ def test_group_quantize_on_another_device_with_device_dims(cp2, other):
 
 
 def test_jax_array_on_another_device(cp2, other):
-    """A JAX array on the other device: results on that device, and the small results that JAX gets
-    as copies (a G = 2 group's columnwise amaxes sit at byte offset 8 of a shared buffer:
-    fp4kit._interop.jax_aligned) copied there too, usable by XLA computations."""
+    """A JAX array on the other device: results on that device, usable by XLA computations; and a
+    view off 16 bytes, which JAX gets as a copy (fp4kit._interop.jax_aligned: XLA refuses such
+    addresses; fp4kit's own results all sit at 16-byte offsets), is copied on that device."""
     jax, devs = jax_gpus()
     if len(devs) <= other:
         pytest.skip("jax without that GPU")
+    with cp2.cuda.Device(other):
+        base = cp2.arange(40, dtype=cp2.uint8)
+    from fp4kit import _interop
+
+    odd = _interop.to_library(base[4:20], "jax")
+    assert odd.devices() == {devs[other]} and odd.unsafe_buffer_pointer() % 16 == 0
+    assert_xla_usable(odd, "a view at byte offset 4")
+    assert np.array_equal(np.asarray(odd), np.arange(4, 20))
     x = _x((64, 64), seed=6)
     exp = fp4kit.reference.group_quantize(x, "nvfp4", num_groups=2, axis="both")
     xj = jax.device_put(x, devs[other])
