@@ -403,10 +403,12 @@ JAX_ALIGN = 16
 
 
 def jax_aligned(arr):
-    """`arr`, or a copy of it at a fresh allocation when its address is not a multiple of
-    JAX_ALIGN bytes (queued on CuPy's current stream, like the work that wrote it)."""
+    """`arr`, or a copy of it at a fresh allocation on its device when its address is not a
+    multiple of JAX_ALIGN bytes (queued on CuPy's current stream of that device, like the work that
+    wrote it; CuPy's copy() alone allocates on the current device, which may be another)."""
     if arr.size and arr.data.ptr % JAX_ALIGN:
-        return arr.copy()
+        with arr.device:
+            return arr.copy()
     return arr
 
 

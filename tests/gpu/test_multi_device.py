@@ -161,14 +161,6 @@ def test_jax_array_on_another_device(cp2, other):
     jax, devs = jax_gpus()
     if len(devs) <= other:
         pytest.skip("jax without that GPU")
-    with cp2.cuda.Device(other):
-        base = cp2.arange(40, dtype=cp2.uint8)
-    from fp4kit import _interop
-
-    odd = _interop.to_library(base[4:20], "jax")
-    assert odd.devices() == {devs[other]} and odd.unsafe_buffer_pointer() % 16 == 0
-    assert_xla_usable(odd, "a view at byte offset 4")
-    assert np.array_equal(np.asarray(odd), np.arange(4, 20))
     x = _x((64, 64), seed=6)
     exp = fp4kit.reference.group_quantize(x, "nvfp4", num_groups=2, axis="both")
     xj = jax.device_put(x, devs[other])
@@ -183,6 +175,19 @@ def test_jax_array_on_another_device(cp2, other):
     for i in range(2):
         rep = fp4kit.compare(got[i], exp[i])
         assert rep.ok, f"member {i}: {rep}"
+    # last: the copy lands on the array's device whatever device is current. (jax.dlpack.from_dlpack
+    # of an array on the other device leaves that device current on this thread, seen on two H100s;
+    # the public calls above restore the caller's device around their conversions, this internal
+    # one does not, so the check of the current device stays up there.)
+    with cp2.cuda.Device(other):
+        base = cp2.arange(40, dtype=cp2.uint8)
+    from fp4kit import _interop
+
+    with cp2.cuda.Device(0):
+        odd = _interop.to_library(base[4:20], "jax")
+    assert odd.devices() == {devs[other]} and odd.unsafe_buffer_pointer() % 16 == 0
+    assert_xla_usable(odd, "a view at byte offset 4")
+    assert np.array_equal(np.asarray(odd), np.arange(4, 20))
 
 
 def test_arrays_from_two_devices_raise_before_any_launch(cp2):
