@@ -11,7 +11,7 @@ from typing import Any
 from .formats import FORMATS
 from .tensor import Operand, QuantizedTensor, swizzled_shape
 
-__all__ = ["GroupLayout", "grouped_layout", "member_index", "member_view", "GroupedArray"]
+__all__ = ["GroupLayout", "grouped_layout", "member_index", "member_view", "member_views", "GroupedArray"]
 
 
 @dataclass(frozen=True)
@@ -55,32 +55,50 @@ def member_index(i, n: int) -> int:
 
 
 def member_view(g, i: int) -> QuantizedTensor:
+    """Member i of group g as a QuantizedTensor of views (reads the host dims once: a
+    synchronisation for dims on the device)."""
     i = member_index(i, len(g))
+    first, last = g.host_dims()
+    return _members(g, first, last, (i,))[0]
+
+
+def member_views(g) -> list:
+    """Every member of group g, in order, from one read of the dims and one layout (linear in G;
+    indexing g[i] for each i would rebuild the layout, O(G) a member)."""
+    first, last = g.host_dims()
+    return _members(g, first, last, range(len(first)))
+
+
+def _members(g, first, last, which) -> list:
     f = FORMATS[g.format]
     opts = g.options
-    first, last = g.host_dims()
     lay = grouped_layout(f, opts, first, last)
-    m, k = first[i], last[i]
-    e0 = lay.offsets[i] // 2 if f.packed else lay.offsets[i]
 
-    def operand(data, scales, amax, soffs, aoffs, rows, cols):
-        if data is None:
-            return None
-        nbytes = rows * f.packed_len(cols)
-        d = data[e0:e0 + nbytes].reshape(rows, f.packed_len(cols))
-        sshape = (rows, f.num_blocks(cols))
-        if opts.scale_layout == "swizzled":
-            sshape = swizzled_shape(*sshape)
-        s = scales[soffs[i]:soffs[i + 1]].reshape(sshape)
-        a = amax[aoffs[i]:aoffs[i + 1]] if amax is not None else None
-        return Operand(data=d, scales=s, scale_layout=opts.scale_layout, amax=a, rows=rows, cols=cols, format=f.name)
+    def member(i):
+        m, k = first[i], last[i]
+        e0 = lay.offsets[i] // 2 if f.packed else lay.offsets[i]
 
-    row = operand(g.rowwise_data, g.rowwise_scales, g.rowwise_amax, lay.scale_offsets_rowwise,
-                  lay.amax_offsets_rowwise, m, k)
-    col = operand(g.columnwise_data, g.columnwise_scales, g.columnwise_amax, lay.scale_offsets_columnwise,
-                  lay.amax_offsets_columnwise, k, m)
-    return QuantizedTensor(format=f.name, shape=(m, k), rowwise=row, columnwise=col, options=opts,
-                           input_dtype=g.input_dtype)
+        def operand(data, scales, amax, soffs, aoffs, rows, cols):
+            if data is None:
+                return None
+            nbytes = rows * f.packed_len(cols)
+            d = data[e0:e0 + nbytes].reshape(rows, f.packed_len(cols))
+            sshape = (rows, f.num_blocks(cols))
+            if opts.scale_layout == "swizzled":
+                sshape = swizzled_shape(*sshape)
+            s = scales[soffs[i]:soffs[i + 1]].reshape(sshape)
+            a = amax[aoffs[i]:aoffs[i + 1]] if amax is not None else None
+            return Operand(data=d, scales=s, scale_layout=opts.scale_layout, amax=a, rows=rows, cols=cols,
+                           format=f.name)
+
+        row = operand(g.rowwise_data, g.rowwise_scales, g.rowwise_amax, lay.scale_offsets_rowwise,
+                      lay.amax_offsets_rowwise, m, k)
+        col = operand(g.columnwise_data, g.columnwise_scales, g.columnwise_amax, lay.scale_offsets_columnwise,
+                      lay.amax_offsets_columnwise, k, m)
+        return QuantizedTensor(format=f.name, shape=(m, k), rowwise=row, columnwise=col, options=opts,
+                               input_dtype=g.input_dtype)
+
+    return [member(i) for i in which]
 
 
 @dataclass(frozen=True, eq=False)
@@ -125,3 +143,12 @@ class GroupedArray:
             start = self.offsets[i]
         shape = (m, k) if self.operand == "rowwise" else (k, m)
         return self.data[start:start + m * k].reshape(shape)
+
+    def __iter__(self):
+        """The members in order, from one read of the dims (linear in G)."""
+        first, last = self.host_dims()
+        start = 0
+        for m, k in zip(first, last):
+            shape = (m, k) if self.operand == "rowwise" else (k, m)
+            yield self.data[start:start + m * k].reshape(shape)
+            start += m * k

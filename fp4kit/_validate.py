@@ -5,6 +5,7 @@ ValueError (right kind, wrong value) naming the argument, what was expected and 
 """
 from __future__ import annotations
 
+import collections.abc
 import functools
 import numbers
 import operator
@@ -200,6 +201,8 @@ def _dims_list(name: str, dims) -> list[int] | int:
         return v
     if isinstance(dims, (str, bytes)):    # iterable, but its items are characters, not sizes
         raise TypeError(f"{name}: expected a sequence of integers, got {type(dims).__name__} {dims!r}")
+    if isinstance(dims, (collections.abc.Set, collections.abc.Mapping)):   # no order (a set drops repeats)
+        raise TypeError(f"{name}: expected a sequence of integers in member order, got {type(dims).__name__}")
     try:
         seq = [d for d in dims]
     except TypeError:

@@ -341,7 +341,7 @@ def _host_input(x, what: str) -> np.ndarray:
     input that is."""
     if not hasattr(x, "shape") or not hasattr(x, "dtype"):
         raise TypeError(f"x: expected {what} (a NumPy or device array), got {type(x).__name__}")
-    return to_numpy(x)
+    return _check_real(to_numpy(x))
 
 
 def _input(x, shape: tuple, what: str) -> np.ndarray:
@@ -350,6 +350,15 @@ def _input(x, shape: tuple, what: str) -> np.ndarray:
     if tuple(xn.shape) != tuple(shape):
         raise ValueError(f"x: expected shape {tuple(shape)} ({what}), got {tuple(xn.shape)}")
     return xn.astype(np.float32)
+
+
+def _check_real(xn: np.ndarray) -> np.ndarray:
+    """x's values as real numbers (float, int, bool; ml_dtypes floats are kind "V"), or a TypeError
+    naming x: strings would fail to convert without a word about x, and complex values would lose
+    their imaginary parts silently."""
+    if xn.dtype.kind not in "fiubV":
+        raise TypeError(f"x: expected a real-valued array (the input that was quantized), got dtype {xn.dtype}")
+    return xn
 
 
 def compare(got, expected, x=None, max_shown: int = 8) -> CompareReport:
@@ -404,8 +413,8 @@ def compare(got, expected, x=None, max_shown: int = 8) -> CompareReport:
             for (m, k), n in zip(zip(*edims), sizes):
                 xs.append(flat[off:off + n].reshape(m, k))
                 off += n
-        for i in range(len(expected)):
-            sub = compare(got[i], expected[i], x=None if xs is None else xs[i], max_shown=max_shown)
+        for i, (gm, em) in enumerate(zip(got, expected)):       # each group's members from one layout
+            sub = compare(gm, em, x=None if xs is None else xs[i], max_shown=max_shown)
             for k, v in sub.fields.items():
                 rep.fields[f"[{i}].{k}"] = v
             rep.mismatches += [m for m in sub.mismatches][: max(0, max_shown - len(rep.mismatches))]

@@ -82,6 +82,8 @@ class Operand:
         for name in ("data", "scales"):
             if not hasattr(getattr(self, name), "shape"):
                 raise TypeError(f"{name}: expected a uint8 array (NumPy or device), got {type(getattr(self, name)).__name__}")
+        if self.amax is not None and not hasattr(self.amax, "shape"):
+            raise TypeError(f"amax: expected a float32 array (NumPy or device) or None, got {type(self.amax).__name__}")
         for name in ("rows", "cols"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 0:
@@ -180,6 +182,12 @@ def _check_parts(q: QuantizedTensor) -> None:
     shape = q.shape
     if not isinstance(shape, tuple) or len(shape) == 0:
         raise ValueError(f"shape: expected the input's shape (ndim >= 1), got {shape!r}")
+    for name in ("rowwise", "columnwise"):
+        op = getattr(q, name)
+        if op is not None and not isinstance(op, Operand):
+            raise TypeError(f"{name}: expected an Operand or None, got {type(op).__name__}")
+    if not isinstance(q.options, QuantizeOptions):
+        raise TypeError(f"options: expected QuantizeOptions (a result's .options), got {type(q.options).__name__}")
     if q.options.format != fmt.name:
         raise ValueError(f"options: expected QuantizeOptions of format {fmt.name!r}, got {q.options.format!r}")
     M, K = q.M, q.K
@@ -263,6 +271,9 @@ class GroupedQuantizedTensor:
     input_dtype: str = "float32"
     extra: dict = field(default_factory=dict)
 
+    def __post_init__(self):
+        _check_group(self)
+
     def __len__(self) -> int:
         if "G" in self.extra:
             return int(self.extra["G"])
@@ -301,8 +312,8 @@ class GroupedQuantizedTensor:
         return member_view(self, i)
 
     def __iter__(self):
-        for i in range(len(self)):
-            yield self[i]
+        from ._grouped_views import member_views
+        return iter(member_views(self))
 
     def __repr__(self) -> str:
         from ._display import grouped_repr
@@ -311,3 +322,49 @@ class GroupedQuantizedTensor:
     def _repr_html_(self) -> str:
         from ._display import grouped_html
         return grouped_html(self)
+
+
+GROUP_KINDS = ("same", "varying_first", "varying_last", "varying_both")
+
+
+def _check_group(g: GroupedQuantizedTensor) -> None:
+    """The metadata of a GroupedQuantizedTensor built through its constructor (by hand, or by
+    dataclasses.replace) agree, so members and group_dequantize never fail with an IndexError or
+    KeyError: the format, kind and options; host dims as tuples of G non-negative ints each, the
+    element offsets and scale offsets of those dims (where given). Device dims (GPU results) and
+    the arrays themselves are not read here (no device sync)."""
+    fmt = get_format(g.format, "format")
+    if not isinstance(g.format, str):
+        object.__setattr__(g, "format", fmt.name)
+    if g.kind not in GROUP_KINDS:
+        raise ValueError(f"kind: expected one of {GROUP_KINDS}, got {g.kind!r}")
+    if not isinstance(g.options, QuantizeOptions):
+        raise TypeError(f"options: expected QuantizeOptions (a result's .options), got {type(g.options).__name__}")
+    if g.options.format != fmt.name:
+        raise ValueError(f"options: expected QuantizeOptions of format {fmt.name!r}, got {g.options.format!r}")
+    if not isinstance(g.extra, dict):
+        raise TypeError(f"extra: expected a dict, got {type(g.extra).__name__}")
+    first, last = g.first_dims, g.last_dims
+    if not (isinstance(first, tuple) and isinstance(last, tuple)):
+        return                              # device dims: checked by the kernels (g.check())
+    for name, dims in (("first_dims", first), ("last_dims", last)):
+        for i, v in enumerate(dims):
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 0:
+                raise ValueError(f"{name}[{i}]: expected a non-negative integer, got {v!r}")
+    if len(first) != len(last):
+        raise ValueError(f"last_dims: expected one per member, {len(first)} as first_dims, got {len(last)}")
+    if "G" in g.extra and g.extra["G"] != len(first):
+        raise ValueError(f"extra['G']: expected the number of members, {len(first)}, got {g.extra['G']!r}")
+    from ._grouped_views import grouped_layout
+    lay = grouped_layout(fmt, g.options, first, last)
+    for name, want in (("offsets", lay.offsets), ("scale_offsets_rowwise", lay.scale_offsets_rowwise),
+                       ("scale_offsets_columnwise", lay.scale_offsets_columnwise)):
+        got = getattr(g, name)
+        if got is None or (name != "offsets" and len(got) == 0):
+            continue
+        if tuple(got) != want:
+            raise ValueError(f"{name}: expected {_short(want)} for first_dims and last_dims, got {_short(tuple(got))}")
+
+
+def _short(t: tuple) -> str:
+    return str(t) if len(t) <= 8 else f"({', '.join(map(str, t[:4]))}, ..., {t[-1]}) ({len(t)} entries)"

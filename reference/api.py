@@ -132,10 +132,24 @@ def check_operand_dtypes(op: Operand) -> None:
                             f"{type(a).__name__ if got is None else 'dtype ' + got}")
 
 
+def check_operand_amax(op: Operand) -> None:
+    """ValueError if a (hand-built) NVFP4 operand's amax has a negative entry: quantize never
+    gives one (an amax is max |x|, and a caller's negative amax is refused), and decoding with it
+    would flip the signs of the operand's values. NaN passes (an input with NaN gives one)."""
+    if op.amax is None:
+        return
+    neg = np.flatnonzero(np.asarray(op.amax).reshape(-1) < 0)
+    if neg.size:
+        i = int(neg[0])
+        raise ValueError(f"amax: expected non-negative values (an amax is max |x|), got "
+                         f"{np.asarray(op.amax).reshape(-1)[i]} at [{i}]")
+
+
 def dequantize_operand(op: Operand, dtype: str = "float32") -> np.ndarray:
     """One operand -> (rows, cols) array of `dtype`."""
     f = FORMATS[op.format]
     check_operand_dtypes(op)
+    check_operand_amax(op)
     sc = unswizzle(op.scales, op.scale_shape) if op.scale_layout == "swizzled" else op.scales
     if f.is_nvfp4:
         y = nvfp4.dequantize_operand(op.data, sc, op.amax, op.cols)

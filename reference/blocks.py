@@ -41,4 +41,6 @@ def tile_amax(xb: np.ndarray, tile_rows: int) -> np.ndarray:
     pad = np.zeros((rt * tile_rows, nb, b), dtype=xb.dtype)
     pad[:r] = xb
     t = nanmax_abs(pad.reshape(rt, tile_rows, nb, b), axis=(1, 3))
+    if t.size == 0:     # np.repeat of an empty (rt, 0) array still takes time linear in rt
+        return np.zeros((r, nb), dtype=t.dtype)
     return np.repeat(t, tile_rows, axis=0)[:r]

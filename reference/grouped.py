@@ -99,10 +99,7 @@ def group_dequantize(g: GroupedQuantizedTensor, dtype: OutDType = "float32",
         raise TypeError(f"g: expected a GroupedQuantizedTensor, got {type(g).__name__}")
     dtype = check_dtype("dtype", dtype)
     check_choice("operand", operand, ("rowwise", "columnwise"))
-    outs = []
-    for i in range(len(g)):
-        op = g[i].operand(operand)
-        outs.append(dequantize_operand(op, dtype).reshape(-1))
+    outs = [dequantize_operand(member.operand(operand), dtype).reshape(-1) for member in g]
     from .numerics import _DTYPES
     data = np.concatenate(outs) if outs else np.zeros(0, _DTYPES[dtype])
     return GroupedArray(data=data, kind=g.kind, first_dims=g.first_dims, last_dims=g.last_dims,

@@ -26,7 +26,7 @@ import numpy as np
 from ..formats import FORMATS
 from ..tensor import QuantizedTensor
 from .._types import OperandName
-from .api import check_operand_dtypes
+from .api import check_operand_amax, check_operand_dtypes
 from .layouts import unpack_fp4, unswizzle
 from .numerics import decode, e8m0_decode
 
@@ -38,6 +38,7 @@ _F2688 = np.float32(1) / np.float32(2688)
 def operand_f64(op):
     """(rows, cols) float64 block-scaled values and the per-row global factor (float64 (rows, 1))."""
     check_operand_dtypes(op)   # as dequantize: float codes or a float64 amax are no operand
+    check_operand_amax(op)
     f = FORMATS[op.format]
     sc = unswizzle(op.scales, op.scale_shape) if op.scale_layout == "swizzled" else op.scales
     q = unpack_fp4(op.data) if f.packed else op.data

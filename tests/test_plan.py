@@ -2555,7 +2555,7 @@ def test_grouped_result_without_the_constructor_matches_it():
 
     opts, _ = group_options("float32", "nvfp4", dict(axis="both"), False)
     arrays = {n: f"<{n}>" for n in ("row_data", "row_scales", "row_amax", "col_data", "col_scales", "col_amax")}
-    for host in (None, ((64, 0), (32, 32), (0, 2048, 2048), (0, 512, 512), (0, 256, 256))):
+    for host in (None, ((64, 0), (32, 32), (0, 2048, 2048), (0, 128, 128), (0, 128, 128))):
         entry = (opts, None, "nvfp4", "varying_first", 2, host is None, "float32", host)
         g = gd._result(entry, opts, arrays.get, ("<fd>", "<ld>"), ("<meta>", "<err>", "<fd>", "<ld>"), "cupy", None)
         first, last, offsets, so_row, so_col = host or ("<fd>", "<ld>", None, (), ())

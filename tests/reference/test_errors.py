@@ -464,6 +464,86 @@ def test_hand_built_quantized_tensor_is_checked():
     # consistent parts still build, in any ndim, and dequantize as the original
     q3 = QT("nvfp4", (2, 2, 64), q.rowwise, q.columnwise, q.options)
     assert (fp4kit.dequantize(q3).reshape(4, 64) == fp4kit.dequantize(q)).all()
+    # parts of the wrong type: a TypeError naming the field (was an AttributeError from inside)
+    for args, match in ((("nvfp4", (4, 64), r, None, None), r"options: expected QuantizeOptions .*, got NoneType"),
+                        (("nvfp4", (4, 64), r.data, None, q.options), r"rowwise: expected an Operand or None, got ndarray"),
+                        (("nvfp4", (4, 64), "x", None, q.options), r"rowwise: expected an Operand or None, got str"),
+                        (("nvfp4", (4, 64), r, r, q.options), None)):
+        if match is None:
+            with pytest.raises(ValueError, match=r"columnwise: expected the \(K, M\)"):
+                QT(*args)
+            continue
+        with pytest.raises(TypeError, match=match):
+            QT(*args)
+    with pytest.raises(TypeError, match=r"amax: expected a float32 array \(NumPy or device\) or None, got list"):
+        op(amax=[1.0])
+    # a negative amax (quantize never gives one) would flip every sign: refused where it is read
+    neg = QT("nvfp4", (4, 64), op(amax=-r.amax), None, q.options)
+    for call in (fp4kit.dequantize, fp4kit.reference.dequantize, lambda t: fp4kit.qmatmul(t, q)):
+        with pytest.raises(ValueError, match=r"amax: expected non-negative values \(an amax is max \|x\|\), got -"):
+            call(neg)
+    nan = QT("nvfp4", (4, 64), op(amax=np.full(1, np.nan, F32)), None, q.options)    # an input with NaN gives one
+    assert np.isnan(fp4kit.dequantize(nan)).all()
+
+
+def test_hand_built_grouped_tensor_is_checked():
+    """A GroupedQuantizedTensor built by hand or by dataclasses.replace whose metadata disagree is
+    a ValueError / TypeError when built (members and group_dequantize raised KeyError or IndexError
+    from inside); consistent metadata still build and give the same members."""
+    import dataclasses
+
+    x = np.random.default_rng(1).standard_normal((96, 64)).astype(F32)
+    g = fp4kit.group_quantize(x, "nvfp4", first_dims=[32, 0, 64], axis="both")
+    rep = dataclasses.replace
+    for kw, exc, match in (
+            (dict(format="bogus"), ValueError, r"format: .*bogus"),
+            (dict(format="mxfp8_e4m3"), ValueError, r"options: expected QuantizeOptions of format 'mxfp8_e4m3'"),
+            (dict(kind="ragged"), ValueError, r"kind: expected one of \('same', 'varying_first', 'varying_last', "
+                                              r"'varying_both'\), got 'ragged'"),
+            (dict(options=None), TypeError, r"options: expected QuantizeOptions"),
+            (dict(last_dims=(64,)), ValueError, r"last_dims: expected one per member, 3 as first_dims, got 1"),
+            (dict(first_dims=(32, -1, 65)), ValueError, r"first_dims\[1\]: expected a non-negative integer, got -1"),
+            (dict(first_dims=(32, 0.5, 64)), ValueError, r"first_dims\[1\]: expected a non-negative integer"),
+            (dict(first_dims=(64, 0, 32)), ValueError, r"offsets: expected \(0, 4096, 4096, 6144\) for first_dims"),
+            (dict(offsets=(0, 2048, 2048, 6144), first_dims=(32, 0, 64)), None, None),
+            (dict(scale_offsets_rowwise=(0, 1, 2, 3)), ValueError, r"scale_offsets_rowwise: expected \(0, 128, 128, 384\)"),
+            (dict(extra={"G": 2}), ValueError, r"extra\['G'\]: expected the number of members, 3, got 2"),
+            (dict(extra=None), TypeError, r"extra: expected a dict, got NoneType")):
+        if exc is None:
+            h = rep(g, **kw)            # the same metadata: builds, and gives the same members
+            assert all(fp4kit.compare(a, b).ok for a, b in zip(h, g))
+            continue
+        with pytest.raises(exc, match=match):
+            rep(g, **kw)
+    with pytest.raises(TypeError, match=r"first_dims: expected a sequence of integers in member order, got set"):
+        fp4kit.group_quantize(x, "nvfp4", first_dims={32, 64})
+    with pytest.raises(TypeError, match=r"first_dims: expected a sequence of integers in member order, got dict"):
+        fp4kit.group_quantize(x, "nvfp4", first_dims={96: 0})
+    assert len(fp4kit.group_quantize(x, "nvfp4", first_dims=iter([32, 64]))) == 2       # ordered iterables stay
+
+
+def test_compare_x_must_be_real():
+    """compare's x: strings and complex values are a TypeError naming x (a string array failed in a
+    float conversion that named nothing; complex values lost their imaginary parts silently)."""
+    x = np.random.default_rng(2).standard_normal((4, 64)).astype(F32)
+    q = fp4kit.quantize(x, "mxfp4_e2m1")
+    for bad in (np.full((4, 64), "a"), x.astype(np.complex64)):
+        with pytest.raises(TypeError, match=rf"x: expected a real-valued array .*, got dtype {bad.dtype}"):
+            fp4kit.compare(q, q, x=bad)
+    for ok in (x, x.astype(np.float16), x.astype(ml_dtypes.bfloat16), x.astype(np.int8)):
+        assert fp4kit.compare(q, q, x=ok).ok
+
+
+def test_tile_2d_empty_operand_takes_no_time():
+    """SPEC 5: empty inputs give empty outputs; with tile_2d the reference once spent time linear in
+    the other dimension (np.repeat of an empty array): 2**40 rows of 0 columns ran for minutes."""
+    import time
+
+    for shape, axis in (((2 ** 40, 0), "rowwise"), ((0, 2 ** 40), "columnwise")):
+        t = time.perf_counter()
+        q = fp4kit.quantize(np.zeros(shape, F32), "nvfp4", tile_2d=True, axis=axis)
+        assert time.perf_counter() - t < 5.0
+        assert q.operand(axis).data.size == 0
 
 
 def test_group_quantize_stray_keyword_lists_every_keyword():

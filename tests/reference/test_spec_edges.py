@@ -137,3 +137,33 @@ def test_row_scaled_dequantize_uses_each_rows_amax(dtype, check_bytes):
         got = fp4kit.dequantize(q, dtype=dtype, operand=operand)
         u = np.uint32 if dtype == "float32" else np.uint16
         check_bytes(got.view(u), want.view(u), f"{operand} {dtype}")
+
+
+def test_member_loops_are_linear_in_the_number_of_members(monkeypatch):
+    """SPEC 7 allows any G: iterating a group, group_dequantize and compare build the members'
+    layout once (indexing g[i] rebuilt it for every member, O(G^2): 35 s for G = 8000 before), and
+    iterating a GroupedArray reads its dims once. The members are the same as g[i]'s."""
+    from fp4kit import _grouped_views
+
+    calls = []
+    real = _grouped_views.grouped_layout
+    monkeypatch.setattr(_grouped_views, "grouped_layout", lambda *a: calls.append(1) or real(*a))
+    G = 300
+    first = [0] * (G - 3) + [16, 0, 48]
+    x = np.random.default_rng(3).standard_normal((64, 64)).astype(np.float32)
+    g = fp4kit.group_quantize(x, "nvfp4", first_dims=first, axis="both")
+    del calls[:]
+    members = list(g)
+    assert len(calls) == 1 and len(members) == G
+    for i in (0, G - 3, G - 2, G - 1):
+        assert fp4kit.compare(members[i], g[i]).ok
+        assert members[i].shape == (first[i], 64)
+    del calls[:]
+    d = fp4kit.group_dequantize(g, operand="columnwise")
+    assert len(calls) == 1
+    del calls[:]
+    assert fp4kit.compare(g, g, x=x).ok and len(calls) == 2          # one layout per group
+    back = list(d)
+    assert len(back) == G and all(np.array_equal(b, d[i]) for i, b in enumerate(back))
+    assert back[G - 1].shape == (64, 48)
+    np.testing.assert_array_equal(back[G - 3], fp4kit.dequantize(g[G - 3], operand="columnwise"))
