@@ -167,3 +167,35 @@ def test_member_loops_are_linear_in_the_number_of_members(monkeypatch):
     assert len(back) == G and all(np.array_equal(b, d[i]) for i, b in enumerate(back))
     assert back[G - 1].shape == (64, 48)
     np.testing.assert_array_equal(back[G - 3], fp4kit.dequantize(g[G - 3], operand="columnwise"))
+
+
+def test_members_of_a_group_with_dims_as_arrays_read_the_dims_once(monkeypatch):
+    """A GPU group with device dims keeps them as arrays (offsets None, no scale offsets), and each
+    read of them synchronises: iterating such a group (here NumPy arrays stand in for the device
+    ones) reads them once and gives g[i]'s members; a GroupedArray of it (offsets None) iterates
+    from one read as well."""
+    import dataclasses
+
+    from fp4kit.tensor import GroupedQuantizedTensor, _new
+
+    x = np.random.default_rng(4).standard_normal((96, 64)).astype(np.float32)
+    ref = fp4kit.group_quantize(x, "nvfp4", first_dims=[32, 0, 64], axis="both")
+    g = _new(GroupedQuantizedTensor)                # as fp4kit._grouped_device._result builds one
+    g.__dict__.update({f.name: getattr(ref, f.name) for f in dataclasses.fields(ref)})
+    g.__dict__.update(first_dims=np.array([32, 0, 64], np.int64), last_dims=np.array([64] * 3, np.int64),
+                      offsets=None, scale_offsets_rowwise=(), scale_offsets_columnwise=(), extra={"G": 3})
+    reads = []
+    real = GroupedQuantizedTensor.host_dims
+    monkeypatch.setattr(GroupedQuantizedTensor, "host_dims", lambda self: reads.append(1) or real(self))
+    members = list(g)
+    assert len(reads) == 1 and len(members) == 3
+    assert fp4kit.compare(g, ref).ok
+    arr = fp4kit.reference.group_dequantize(ref)
+    dev_arr = fp4kit.GroupedArray(data=arr.data, kind=arr.kind, first_dims=g.first_dims,
+                                  last_dims=g.last_dims, offsets=None, group=g)
+    del reads[:]
+    back = list(dev_arr)
+    assert len(reads) == 1
+    for i in range(3):
+        assert fp4kit.compare(members[i], ref[i]).ok and members[i].shape == ref[i].shape
+        np.testing.assert_array_equal(back[i], arr[i])
