@@ -132,7 +132,10 @@ def not_a_device_array(x, name: str = "x", what: str = "a CUDA device array") ->
         return TypeError(f"{name}: expected {what} (CuPy, PyTorch, JAX, DLPack or __cuda_array_interface__), "
                          f"got {type(x).__name__}")
     lib = library_of(x)
-    numpy_of = f"{name}.numpy()" if lib == "torch" else f"np.asarray({name})"
+    numpy_of = f"np.asarray({name})"
+    if lib == "torch":      # detach(): requires_grad and nn.Parameter; NumPy has no torch.bfloat16
+        numpy_of = (f"{name}.detach().view(torch.int16).numpy().view(ml_dtypes.bfloat16)"
+                    if str(getattr(x, "dtype", "")) == "torch.bfloat16" else f"{name}.detach().numpy()")
     to_gpu = {"torch": f"{name}.cuda()", "jax": f"jax.device_put({name}, jax.devices('gpu')[0])"}.get(lib)
     return TypeError(f"{name}: expected {what}, got {where} ({type(x).__name__}): pass a NumPy array "
                      f"({numpy_of}) to run the CPU reference, or move it to a CUDA device"

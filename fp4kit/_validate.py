@@ -209,9 +209,12 @@ def _dims_list(name: str, dims) -> list[int] | int:
         raise TypeError(f"{name}: expected a sequence of integers, got {type(dims).__name__}") from None
     out = []
     for k, d in enumerate(seq):
-        if isinstance(d, bool) or not isinstance(d, numbers.Integral):
+        if isinstance(d, (bool, np.bool_)) or getattr(d, "dtype", None) == bool:
             raise TypeError(f"{name}[{k}]: expected an integer, got {type(d).__name__} {d!r}")
-        d = operator.index(d)
+        try:            # ints, NumPy integers, and the 0-d integer items of a CPU torch / JAX array
+            d = operator.index(d)
+        except TypeError:
+            raise TypeError(f"{name}[{k}]: expected an integer, got {type(d).__name__} {d!r}") from None
         if d < 0:
             raise ValueError(f"{name}[{k}]: expected a non-negative size, got {d}")
         if d > DIM_MAX:
@@ -353,7 +356,7 @@ def check_qmatmul(a, b, a_operand, b_operand):
         raise ValueError(f"b: the operands must share the block axis K; expected b's {b_operand} operand "
                          f"with {oa.cols} columns like a's {a_operand} operand ({oa.rows}x{oa.cols}), got "
                          f"{ob.rows}x{ob.cols}{hint}")
-    wa, wb = _placement(oa.data, "a"), _placement(ob.data, "b")
+    wa, wb = _placement(oa.data, f"a.{a_operand}"), _placement(ob.data, f"b.{b_operand}")
     if wa != wb:
         raise ValueError(f"b: the two operands must live in the same place (NumPy on the host, or device "
                          f"arrays on one GPU); a's is {_placement_name(wa)}, b's is {_placement_name(wb)}")
@@ -376,6 +379,8 @@ def _placement(data, name: str):
     if isinstance(data, np.ndarray):
         return None
     from . import _interop
+    if not _interop.is_device_array(data):     # a CPU torch / JAX array: its way out, not "install CuPy"
+        raise _interop.not_a_device_array(data, f"{name}.data", "a NumPy array or a CUDA device array")
     return _interop.as_cupy(data, f"{name}.data").device
 
 

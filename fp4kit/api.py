@@ -121,7 +121,8 @@ def dequantize(q: QuantizedTensor, dtype: OutDType = "float32", operand: Operand
     op = q.rowwise if q.rowwise is not None else q.columnwise
     if _is_host(op.data):  # type: ignore[union-attr]  # one operand at least (QuantizedTensor.__post_init__)
         return _ref.dequantize(q, dtype=dtype, operand=operand)
-    return _device().dequantize(q, dtype=dtype, operand=operand)
+    name = "q.rowwise.data" if q.rowwise is not None else "q.columnwise.data"
+    return _device(op.data, name).dequantize(q, dtype=dtype, operand=operand)  # type: ignore[union-attr]
 
 
 def swizzle_scales(compact: Any) -> Any:
@@ -228,7 +229,8 @@ def group_dequantize(g: GroupedQuantizedTensor, dtype: OutDType = "float32",
     buf = g.rowwise_data if g.rowwise_data is not None else g.columnwise_data
     if _is_host(buf):
         return _ref.group_dequantize(g, dtype=dtype, operand=operand)
-    return _device().group_dequantize(g, dtype=dtype, operand=operand)
+    name = "g.rowwise_data" if g.rowwise_data is not None else "g.columnwise_data"
+    return _device(buf, name).group_dequantize(g, dtype=dtype, operand=operand)
 
 
 def qmatmul(a: QuantizedTensor, b: QuantizedTensor, a_operand: OperandName = "rowwise",
@@ -264,7 +266,7 @@ def qmatmul(a: QuantizedTensor, b: QuantizedTensor, a_operand: OperandName = "ro
     oa, _ = check_qmatmul(a, b, a_operand, b_operand)
     if _is_host(oa.data):
         return _ref.qmatmul(a, b, a_operand=a_operand, b_operand=b_operand)
-    return _device().qmatmul(a, b, a_operand=a_operand, b_operand=b_operand)
+    return _device(oa.data, f"a.{a_operand}.data").qmatmul(a, b, a_operand=a_operand, b_operand=b_operand)
 
 
 def rht_transform(x: Any, sign_mask: int = 0xD7E8) -> Any:

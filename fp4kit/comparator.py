@@ -341,7 +341,11 @@ def _host_input(x, what: str) -> np.ndarray:
     input that is."""
     if not hasattr(x, "shape") or not hasattr(x, "dtype"):
         raise TypeError(f"x: expected {what} (a NumPy or device array), got {type(x).__name__}")
-    return _check_real(to_numpy(x))
+    xn = to_numpy(x)
+    if type(xn) is not np.ndarray and isinstance(xn, np.ndarray):     # np.matrix, masked arrays
+        from .reference.api import plain_ndarray
+        xn = plain_ndarray(xn, "x")
+    return _check_real(xn)
 
 
 def _input(x, shape: tuple, what: str) -> np.ndarray:

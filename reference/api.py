@@ -50,7 +50,20 @@ def _np_input(x, name="x") -> tuple[np.ndarray, str]:
     dn = dtype_name(x.dtype)
     if dn is None:
         raise TypeError(f"{name}: expected dtype float32, bfloat16 or float16, got {x.dtype}")
-    return native_order(x), dn
+    return native_order(plain_ndarray(x, name)), dn
+
+
+def plain_ndarray(x: np.ndarray, name: str) -> np.ndarray:
+    """A NumPy subclass as the plain ndarray of its values (np.matrix stays 2-D under reshape(-1),
+    which sliced rows, not elements, in the grouped code); a masked array with masked values is a
+    TypeError: its mask would be ignored, the values under it quantized (and counted in the amax)."""
+    if type(x) is np.ndarray:
+        return x
+    if isinstance(x, np.ma.MaskedArray) and np.ma.is_masked(x):
+        n = int(np.ma.count_masked(x))
+        raise TypeError(f"{name}: a masked array with {n} masked value{'' if n == 1 else 's'}: fp4kit "
+                        f"quantizes every value, the masked ones too; pass {name}.filled(value) or {name}.data")
+    return np.asarray(x)
 
 
 def _np_amax(amax):
@@ -58,7 +71,7 @@ def _np_amax(amax):
         return None
     if not isinstance(amax, np.ndarray):
         raise TypeError(f"amax: expected a float32 NumPy array of shape (1,) or (M,), got {type(amax).__name__}")
-    return amax
+    return plain_ndarray(amax, "amax")
 
 
 def _operand(x2: np.ndarray, opts, A, stream: int, layout: str) -> Operand:

@@ -242,7 +242,7 @@ def test_fast_path_validation_is_unchanged(torch, spy):
         (dict(amax=torch.ones(1, device="cuda", dtype=torch.float16)), TypeError,
          "amax: expected a float32 array, got dtype float16"),
         (dict(amax=torch.ones(1)), TypeError, r"amax: expected a float32 NumPy array or CUDA device array, got a "
-                                              r"PyTorch tensor on cpu \(Tensor\): pass a NumPy array \(amax\.numpy\(\)\)"),
+                                              r"PyTorch tensor on cpu \(Tensor\): pass a NumPy array \(amax\.detach\(\)\.numpy\(\)\)"),
         (dict(rht=True, axis="rowwise"), ValueError, "rht: the Hadamard transform applies to the columnwise"),
         (dict(seed=-1), ValueError, r"seed: expected an integer in \[0, 18446744073709551615\], got -1"),
     ]

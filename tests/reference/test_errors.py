@@ -307,16 +307,19 @@ def _fake_array(module: str, name: str, **attrs):
 
 
 CPU_TORCH = _fake_array("torch", "Tensor", is_cuda=False, device="cpu", dtype="torch.float32")
+CPU_TORCH_BF16 = _fake_array("torch", "Tensor", is_cuda=False, device="cpu", dtype="torch.bfloat16")
 CPU_JAX = _fake_array("jaxlib.xla_extension", "ArrayImpl", dtype="float32",
                       devices=lambda self: {type("CpuDevice", (), {"platform": "cpu"})()})
 
 
 @pytest.mark.parametrize("x,match", [
     (CPU_TORCH, r"x: expected a CUDA device array, got a PyTorch tensor on cpu \(Tensor\): pass a NumPy array "
-                r"\(x\.numpy\(\)\) to run the CPU reference, or move it to a CUDA device \(x\.cuda\(\)\)"),
+                r"\(x\.detach\(\)\.numpy\(\)\) to run the CPU reference, or move it to a CUDA device \(x\.cuda\(\)\)"),
+    (CPU_TORCH_BF16, r"x: expected a CUDA device array, got a PyTorch tensor on cpu \(Tensor\): pass a NumPy array "
+                     r"\(x\.detach\(\)\.view\(torch\.int16\)\.numpy\(\)\.view\(ml_dtypes\.bfloat16\)\) to run"),
     (CPU_JAX, r"x: expected a CUDA device array, got a JAX array on cpu \(ArrayImpl\): pass a NumPy array "
               r"\(np\.asarray\(x\)\) to run the CPU reference, or move it to a CUDA device \(jax\.device_put"),
-], ids=["torch", "jax"])
+], ids=["torch", "torch_bf16", "jax"])
 def test_cpu_tensor_of_a_device_library_says_what_to_pass(without_cupy, x, match):
     """With or without CuPy: before the backend loads (here) and inside it (device_input)."""
     with pytest.raises(TypeError, match=match):
@@ -327,6 +330,81 @@ def test_cpu_tensor_of_a_device_library_says_what_to_pass(without_cupy, x, match
     from fp4kit import _device_api
     with pytest.raises(TypeError, match=match):
         _device_api.device_input(x)
+
+
+def test_results_holding_host_arrays_of_a_device_library_say_what_to_pass(without_cupy):
+    """dequantize, group_dequantize and qmatmul of a result whose codes are a CPU torch tensor (a
+    hand-built one) name that array and the way out, as quantize does for x: they raised
+    BackendUnavailableError ("install CuPy"), the wrong fix."""
+    import dataclasses
+
+    def cpu_torch(a):
+        return _fake_array("torch", "Tensor", is_cuda=False, device="cpu", dtype="torch.uint8", shape=a.shape)
+
+    x = np.random.default_rng(5).standard_normal((32, 64)).astype(F32)
+    q = fp4kit.quantize(x, "mxfp8_e4m3", axis="both")
+    for name in ("rowwise", "columnwise"):
+        op = getattr(q, name)
+        hand = dataclasses.replace(q, **{name: dataclasses.replace(op, data=cpu_torch(op.data))},
+                                   **({"rowwise": None} if name == "columnwise" else {}))
+        msg = rf"q\.{name}\.data: expected a CUDA device array, got a PyTorch tensor on cpu \(Tensor\): pass a NumPy"
+        with pytest.raises(TypeError, match=msg):
+            fp4kit.dequantize(hand, operand=name)
+    hand = dataclasses.replace(q, rowwise=dataclasses.replace(q.rowwise, data=cpu_torch(q.rowwise.data)))
+    with pytest.raises(TypeError, match=r"a\.rowwise\.data: expected a NumPy array or a CUDA device array, got a "
+                                        r"PyTorch tensor on cpu \(Tensor\): pass a NumPy array"):
+        fp4kit.qmatmul(hand, q)
+    with pytest.raises(TypeError, match=r"b\.rowwise\.data: expected a NumPy array or a CUDA device array, got a "
+                                        r"PyTorch tensor"):
+        fp4kit.qmatmul(q, hand)
+    g = fp4kit.group_quantize(x, "mxfp8_e4m3", num_groups=2)
+    hg = dataclasses.replace(g, rowwise_data=cpu_torch(g.rowwise_data))
+    with pytest.raises(TypeError, match=r"g\.rowwise_data: expected a CUDA device array, got a PyTorch tensor"):
+        fp4kit.group_dequantize(hg)
+
+
+@pytest.mark.filterwarnings("ignore:the matrix subclass:PendingDeprecationWarning")
+def test_numpy_subclasses_are_their_values_and_masks_are_refused():
+    """np.matrix is its values everywhere (group_quantize sliced its rows, not its elements, and
+    failed in a reshape; compare's grouped x too); a masked array with masked values is a TypeError
+    (the mask was ignored: a masked 1e30 set the amax), one without is its values."""
+    x = np.random.default_rng(6).standard_normal((64, 64)).astype(F32)
+    m = np.asmatrix(x)
+    want = fp4kit.group_quantize(x, "mxfp8_e4m3", num_groups=2, axis="both")
+    got = fp4kit.group_quantize(m, "mxfp8_e4m3", num_groups=2, axis="both")
+    assert fp4kit.compare(got, want, x=m).ok and type(got.rowwise_data) is np.ndarray
+    assert fp4kit.compare(fp4kit.quantize(m, "nvfp4"), fp4kit.quantize(x, "nvfp4")).ok
+    ma = np.ma.masked_array(x.copy())
+    assert fp4kit.compare(fp4kit.quantize(ma, "nvfp4"), fp4kit.quantize(x, "nvfp4")).ok      # nothing masked
+    ma[0, 0] = np.ma.masked
+    ma.data[0, 0] = 1e30
+    for call in (lambda: fp4kit.quantize(ma, "nvfp4"), lambda: fp4kit.group_quantize(ma, "nvfp4", num_groups=2)):
+        with pytest.raises(TypeError, match=r"x: a masked array with 1 masked value: fp4kit quantizes every value, "
+                                            r"the masked ones too; pass x\.filled\(value\) or x\.data"):
+            call()
+    amax = np.ma.masked_array(np.ones(1, F32), mask=[True])
+    with pytest.raises(TypeError, match=r"amax: a masked array with 1 masked value"):
+        fp4kit.quantize(x, "nvfp4", amax=amax)
+
+
+def test_dims_items_may_be_any_integer_index():
+    """Host dims items: ints, NumPy integers, or anything with __index__ (the 0-d items of a CPU
+    torch / JAX integer array); floats and bools are TypeErrors naming the item."""
+    class Item:                                     # a 0-d integer tensor's item, as far as dims go
+        def __init__(self, v):
+            self.v = v
+
+        def __index__(self):
+            return self.v
+
+    x = np.random.default_rng(7).standard_normal((48, 64)).astype(F32)
+    want = fp4kit.group_quantize(x, "mxfp8_e4m3", first_dims=[16, 0, 32])
+    for dims in ([Item(16), Item(0), Item(32)], (np.int32(16), 0, np.uint64(32)), np.array([16, 0, 32])):
+        assert fp4kit.compare(fp4kit.group_quantize(x, "mxfp8_e4m3", first_dims=dims), want).ok
+    for dims, shown in (([16.0, 0, 32], "float 16.0"), ([True, 15, 32], "bool True"),
+                        (np.array([True, False, True]), r"bool (np\.)?True_?")):
+        with pytest.raises(TypeError, match=rf"first_dims\[0\]: expected an integer, got {shown}"):
+            fp4kit.group_quantize(x, "mxfp8_e4m3", first_dims=dims)
 
 
 def test_member_indices_are_list_indices():
