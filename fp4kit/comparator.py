@@ -233,6 +233,8 @@ def _compare_operand(rep: CompareReport, name: str, got: Operand, exp: Operand, 
         rep.fields[fname] = FieldReport(total=0 if ea is None else int(ea.size))
         if ga is None or ea is None or ga.shape != ea.shape:
             rep.errors.append(f"{fname}: got {None if ga is None else ga.shape}, expected {None if ea is None else ea.shape}")
+        elif ga.dtype != ea.dtype:         # like codes in another dtype: not the same bytes
+            rep.errors.append(f"{fname}: dtype {ga.dtype}, expected {ea.dtype} (values not compared)")
         else:
             gb, eb = ga.astype(np.float32).view(np.uint32), ea.astype(np.float32).view(np.uint32)
             for (i,) in np.argwhere(gb != eb):
@@ -256,6 +258,11 @@ def _compare_scales(rep: CompareReport, fname: str, got: Operand, exp: Operand):
         ii, jj = np.meshgrid(np.arange(R), np.arange(C), indexing="ij")
         owner[swizzled_offset(ii, jj, C).reshape(-1)] = (ii * C + jj).reshape(-1)
         ge, ee = gs.reshape(-1), es.reshape(-1)
+        # which byte values the real entries of each 512-byte (128x4 block) tile hold: a got byte
+        # equal to another entry of its own tile is a misplaced one (looked up once per byte)
+        real = np.flatnonzero(owner >= 0)
+        in_tile = np.zeros((max(es.size // 512, 1), 256), dtype=bool)
+        in_tile[real // 512, ee[real]] = True
         for idx in diff:
             flat = int(idx[0]) * es.shape[1] + int(idx[1])
             g, e = int(ge[flat]), int(ee[flat])
@@ -266,7 +273,7 @@ def _compare_scales(rep: CompareReport, fname: str, got: Operand, exp: Operand):
             blk = (int(o // C), int(o % C))
             if abs(g - e) == 1:
                 kind = "scale off by one code"
-            elif g in set(ee[owner >= 0].tolist()) and g != e:
+            elif in_tile[flat // 512, g]:
                 kind = "swizzled byte misplaced"
             else:
                 kind = "other"

@@ -227,3 +227,36 @@ def test_dbias_tolerance_with_x_is_spec_s_per_column_bound():
     b = np.array(g.dbias, copy=True)
     b[0, 1] += 1e-7                                       # 1e-7 > 1e-6 * 0.064
     _bad(fp4kit.compare(dataclasses.replace(g, dbias=b), g, x=x), "dbias")
+
+
+def test_an_amax_in_another_dtype_is_not_equal_by_value():
+    q = _ref(axis="both")
+    as_f64 = np.asarray(q.rowwise.amax).astype(np.float64)        # same value, other bytes
+    rep = fp4kit.compare(_with(q, amax=as_f64), q)
+    assert not rep.ok and any("rowwise.amax" in e and "float64" in e for e in rep.errors), str(rep)
+
+
+def test_a_misplaced_swizzled_scale_byte_is_one_from_its_own_tile():
+    """Swizzled scales come in 512-byte tiles (128 rows x 4 blocks): a wrong byte is "misplaced"
+    when it is another entry's expected byte in the same tile, "other" when it only occurs in
+    another tile (the two row tiles here hold disjoint scale values)."""
+    from fp4kit.reference.layouts import swizzled_offset
+    steps = (2.0 ** (3 * (np.arange(128) % 4) - 40)).astype(np.float32)[:, None]
+    x = np.concatenate([X[:128] * steps, X[128:] * np.float32(2.0 ** 20)])
+    q = _ref("mxfp8_e4m3", x=x, scale_layout="swizzled")
+    R, C = q.rowwise.scale_shape
+    assert (R, C) == (256, 2)
+    flat = np.asarray(q.rowwise.scales).reshape(-1)
+    off = lambda i, j: int(swizzled_offset(i, j, C))              # noqa: E731
+    top = {int(flat[off(i, j)]) for i in range(128) for j in range(C)}
+    bottom = {int(flat[off(i, j)]) for i in range(128, 256) for j in range(C)}
+    assert not top & bottom
+    a = off(0, 0)
+    b = next(off(i, j) for i in range(128) for j in range(C) if abs(int(flat[off(i, j)]) - int(flat[a])) > 1)
+    far = next(v for v in sorted(bottom) if all(abs(v - t) > 1 for t in top))
+    sc = np.array(q.rowwise.scales, copy=True)
+    s = sc.reshape(-1)
+    s[a], s[b] = flat[b], flat[a]                                 # two entries of tile 0 swapped
+    s[off(5, 1)] = far                                            # a value only tile 1 holds
+    kinds = fp4kit.compare(_with(q, scales=sc), q).fields["rowwise.scales"].kinds
+    assert kinds["swizzled byte misplaced"] == 2 and kinds["other"] == 1, dict(kinds)
