@@ -5,10 +5,11 @@ CuPy's RawModule(code=...), which appends ``-ftz=true``) with ``-ftz=false -prec
 -prec-sqrt=true -fmad=false`` for the current device's architecture, and the cubin is loaded with
 ``cupy.RawModule(path=...)``.
 
-Disk cache: ``$FP4KIT_CACHE_DIR`` or ``~/.cache/fp4kit``; the key hashes every file of ``cuda_src/``,
-the options, the NVRTC version and the architecture. Entries are written through a temporary
-file and ``os.replace`` (process safe) under a per-key thread lock; each cubin has a ``.sha256``
-sidecar, and an entry whose bytes do not match it (truncated, corrupt) is rebuilt.
+Disk cache: ``$FP4KIT_CACHE_DIR`` or ``~/.cache/fp4kit`` (fallbacks: :func:`cache_dir`); the key
+hashes every file of ``cuda_src/``, the options, the NVRTC version and the architecture. Entries
+are written through a temporary file and ``os.replace`` (process safe) under a per-key thread
+lock; each cubin has a ``.sha256`` sidecar, and an entry whose bytes do not match it (truncated,
+corrupt) is rebuilt.
 
 Compile parts: quantize.cu and grouped.cu are compiled once per part (``PARTS``; NVRTC option
 ``-DFP4KIT_PART=<p>``, cuda_src/common/parts.cuh): part F holds the kernels of format F (named
@@ -159,18 +160,66 @@ def _unsupported_device(cupy, dev: int, major: int, minor: int) -> Exception:
         f"with the same bytes (copy the array to the host)")
 
 
-def cache_dir() -> Path:
-    d = os.environ.get("FP4KIT_CACHE_DIR")
-    path = Path(d) if d else Path.home() / ".cache" / "fp4kit"
+_private_cache: Path | None = None      # this process's own cache directory, when no shared one is safe
+_warned_cache: set[str] = set()
+
+
+def _writable_dir(path: Path) -> bool:
     try:
         path.mkdir(parents=True, exist_ok=True)
-        if os.access(path, os.W_OK):
-            return path
+        return path.is_dir() and os.access(path, os.W_OK)
+    except OSError:
+        return False
+
+
+def _only_ours(path: Path) -> bool:
+    """A directory no other user can put files in: ours, not a link, not group/other-writable
+    (a cubin found there is run on the GPU, and its .sha256 sidecar checks integrity, not origin)."""
+    if not hasattr(os, "getuid"):
+        return True
+    try:
+        st = path.lstat()
+    except OSError:
+        return False
+    import stat
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022
+
+
+def _warn_cache(msg: str) -> None:
+    if msg not in _warned_cache:
+        _warned_cache.add(msg)
+        import warnings
+        warnings.warn(msg, RuntimeWarning, stacklevel=3)
+
+
+def cache_dir() -> Path:
+    """The kernel cache: ``$FP4KIT_CACHE_DIR`` (used as given, shared caches included), else
+    ``~/.cache/fp4kit``; when that cannot be written, ``<tmp>/fp4kit-cache-<uid>`` if only this user
+    can write there, else a fresh private directory for this process. Falling back from a
+    ``$FP4KIT_CACHE_DIR`` or from a shared temporary directory that is not safe warns once."""
+    global _private_cache
+    d = os.environ.get("FP4KIT_CACHE_DIR")
+    path = Path(d) if d else Path.home() / ".cache" / "fp4kit"
+    if _writable_dir(path):
+        return path
+    uid = os.getuid() if hasattr(os, "getuid") else "user"
+    tmp = Path(tempfile.gettempdir()) / f"fp4kit-cache-{uid}"
+    try:
+        tmp.mkdir(mode=0o700, exist_ok=True)
     except OSError:
         pass
-    path = Path(tempfile.gettempdir()) / f"fp4kit-cache-{os.getuid() if hasattr(os, 'getuid') else 'user'}"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    if _only_ours(tmp) and os.access(tmp, os.W_OK):
+        fallback = tmp
+    else:
+        if _private_cache is None or not _private_cache.is_dir():
+            _private_cache = Path(tempfile.mkdtemp(prefix="fp4kit-cache-"))
+        fallback = _private_cache
+        _warn_cache(f"fp4kit: {tmp} is not a directory that only this user can write (another user "
+                    f"could plant kernels there); kernels are cached in {fallback} for this process only")
+    if d:
+        _warn_cache(f"fp4kit: FP4KIT_CACHE_DIR={d!r} is not a writable directory; kernels are cached "
+                    f"in {fallback} instead")
+    return fallback
 
 
 def _cache_key(module: str, arch: str, sources: dict[str, str], options: list[str]) -> str:
@@ -265,7 +314,8 @@ _ARCH = re.compile(r"sm_(\d+)a?$")
 
 
 def precompile(archs: list[str], progress=None) -> list[tuple[str, str, int | None, float]]:
-    """Compile every kernel for each of `archs` ("sm_90", "sm_100a", ...) into the disk cache with
+    """Compile every kernel for each of `archs` ("sm_90", "sm_100a", ...; one name alone is one
+    architecture, and one named twice is compiled once) into the disk cache with
     NVRTC alone: no GPU and no CuPy needed (a container image built on a CPU-only machine then starts
     warm on the GPU machine, given the same NVRTC). Units run in parallel threads; `progress`, if
     given, is called with each finished (arch, module, part, seconds). Returns those tuples.
@@ -275,6 +325,9 @@ def precompile(archs: list[str], progress=None) -> list[tuple[str, str, int | No
     for one that this NVRTC cannot target."""
     from concurrent.futures import ThreadPoolExecutor
 
+    if isinstance(archs, str):
+        archs = [archs]
+    archs = list(dict.fromkeys(archs))      # an architecture named twice is compiled once
     for a in archs:
         m = _ARCH.match(a) if isinstance(a, str) else None
         if m is None or int(m.group(1)) < 10 * MIN_COMPUTE_CAPABILITY[0]:

@@ -432,7 +432,7 @@ def cmd_warmup(args: argparse.Namespace) -> int:
         except Exception as e:   # noqa: BLE001 - NVRTC missing or a compile error: say so, exit 1
             print(f"python -m fp4kit warmup: {type(e).__name__}: {e}", file=sys.stderr)
             return 1
-        print(f"warmup: {len(done)} compile units for {', '.join(args.arch)} in {_fmt_seconds(time.perf_counter() - t0)}, "
+        print(f"warmup: {len(done)} compile units for {', '.join(dict.fromkeys(args.arch))} in {_fmt_seconds(time.perf_counter() - t0)}, "
               f"cached in {_loader.cache_dir()}")
         return 0
     gpu, why = detect_gpu()

@@ -284,6 +284,19 @@ def test_warmup_for_named_archs_fills_the_cache_without_a_gpu(capsys, no_gpu, fa
     assert _loader.cached_units("sm_90") == _loader.cached_units("sm_100a") == (len(units), len(units))
     fake_nvrtc.clear()
     assert cli.main(["warmup", "--arch", "sm_90"]) == 0 and fake_nvrtc == []   # warm: nothing compiled
+    assert f"warmup: {len(units)} compile units for sm_90 in" in capsys.readouterr().out
+    assert cli.main(["info"]) == 0
+    assert f"sm_90 {len(units)} of {len(units)}, sm_100a {len(units)} of {len(units)}" in capsys.readouterr().out
+
+
+def test_warmup_compiles_an_architecture_named_twice_once(capsys, no_gpu, fake_nvrtc):
+    from fp4kit import _loader
+    units = _loader.compile_units()
+    assert cli.main(["warmup", "--arch", "sm_90", "sm_90"]) == 0
+    assert f"warmup: {len(units)} compile units for sm_90 in" in capsys.readouterr().out
+    assert len(fake_nvrtc) == len(set(fake_nvrtc)) == len(units)
+    fake_nvrtc.clear()
+    assert len(_loader.precompile("sm_100a")) == len(units) == len(fake_nvrtc)   # one name, one arch
     assert cli.main(["info"]) == 0
     assert f"sm_90 {len(units)} of {len(units)}, sm_100a {len(units)} of {len(units)}" in capsys.readouterr().out
 
