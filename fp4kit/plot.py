@@ -175,28 +175,40 @@ DEFAULT_RECIPES = {
 def format_comparison(x, formats=None, recipes=None):
     """{label: ErrorReport} for every format (default options) and recipe, both operands.
 
+    Of the defaults (``formats`` or ``recipes`` left None), those that this shape does not allow
+    (RHT needs a multiple of 16 rows, a columnwise FP4 operand an even number) are left out with a
+    warning; a format or recipe the caller names raises as ``quantize`` would.
+
     A recipe with ``rht=True`` quantizes ``x`` cast to bfloat16 (RHT needs bfloat16 input) and its
     columnwise figures are taken against the transformed x^T (the 16-point Hadamard transform used
     here is orthonormal, so SNRs stay comparable up to the bfloat16 rounding of the transform).
     """
     from . import api
-    formats = list(FORMATS) if formats is None else list(formats)
-    recipes = DEFAULT_RECIPES if recipes is None else recipes
-    entries = [(name, name, {}) for name in formats]
-    for label, r in recipes.items():
+    entries = [(name, name, {}, formats is None) for name in (list(FORMATS) if formats is None else list(formats))]
+    for label, r in (DEFAULT_RECIPES if recipes is None else recipes).items():
         fmt, opts = r if isinstance(r, tuple) else ("nvfp4", r)
-        entries.append((label, fmt, dict(opts)))
+        entries.append((label, fmt, dict(opts), recipes is None))
     xn = to_numpy(x) if isinstance(x, np.ndarray) else x
-    out = {}
-    for label, fmt, opts in entries:
+    out, left_out = {}, []
+    for label, fmt, opts, default in entries:
         xi = xn
         if opts.get("rht") and isinstance(xi, np.ndarray):
             import ml_dtypes
             if xi.dtype != ml_dtypes.bfloat16:
                 xi = xi.astype(ml_dtypes.bfloat16)
         opts.setdefault("axis", "both")
-        q = api.quantize(xi, fmt, **opts)
+        try:
+            q = api.quantize(xi, fmt, **opts)
+        except ValueError as e:
+            if not default:                   # what the caller named must work
+                raise
+            left_out.append(f"{label} ({e})")  # a default this shape does not allow
+            continue
         out[label] = error_report(xi, q)
+    if left_out:
+        import warnings
+        warnings.warn("format_comparison: left out the defaults this input's shape does not allow: "
+                      + "; ".join(left_out), UserWarning, stacklevel=2)
     return out
 
 
@@ -209,7 +221,7 @@ def plot_format_comparison(x, formats=None, recipes=None, metric: str = "snr_db"
         recipes: {label: (format, quantize options)} or {label: NVFP4 options}; default
             ``DEFAULT_RECIPES`` (NVFP4 with RHT, 2D tiles, row scaling, stochastic rounding).
         metric: an ``OperandError`` field: "snr_db" (default, higher is better), "mse",
-            "max_abs_error", "max_rel_error", "saturated" or "zeroed".
+            "max_abs_error", "max_rel_error", "saturated" or "zeroed" (another: ValueError, at once).
 
     Returns:
         matplotlib.figure.Figure (the figures are in ``fp4kit.plot.format_comparison``).
@@ -220,6 +232,10 @@ def plot_format_comparison(x, formats=None, recipes=None, metric: str = "snr_db"
         >>> x = np.random.default_rng(0).standard_normal((64, 128)).astype(np.float32)
         >>> fig = plot_format_comparison(x, formats=["mxfp8_e4m3", "nvfp4"], recipes={})  # doctest: +SKIP
     """
+    names = {"snr_db": "SNR (dB, higher is better)", "mse": "MSE", "max_abs_error": "max abs error",
+             "max_rel_error": "max relative error", "saturated": "fraction saturated", "zeroed": "fraction zeroed"}
+    if metric not in names:
+        raise ValueError(f"metric: expected one of {', '.join(map(repr, names))}, got {metric!r}")
     fig = _figure(figsize=(9, 3.8), layout="constrained")
     reps = format_comparison(x, formats, recipes)
     labels = list(reps)
@@ -235,9 +251,7 @@ def plot_format_comparison(x, formats=None, recipes=None, metric: str = "snr_db"
             ax.annotate(txt, (b.get_x() + b.get_width() / 2, b.get_height()), ha="center", va="bottom",
                         fontsize=7, xytext=(0, 1), textcoords="offset points")
     ax.set_xticks(pos, labels, rotation=25, ha="right", fontsize=8)
-    names = {"snr_db": "SNR (dB, higher is better)", "mse": "MSE", "max_abs_error": "max abs error",
-             "max_rel_error": "max relative error", "saturated": "fraction saturated", "zeroed": "fraction zeroed"}
-    ax.set_ylabel(names.get(metric, metric))
+    ax.set_ylabel(names[metric])
     shape = next(iter(reps.values())).shape if reps else ()
     ax.set_title(f"quantization error per format / recipe, x of shape {tuple(shape)} "
                  f"(rht: columnwise vs the transformed x^T)", fontsize=9)

@@ -69,3 +69,26 @@ def test_format_comparison():
     assert reps["nvfp4 rht"]["columnwise"].reference.startswith("rht16")
     fig = plot_format_comparison(X.astype(ml_dtypes.bfloat16), metric="mse")
     assert isinstance(fig, Figure)
+
+
+def test_format_comparison_defaults_fit_the_shape_and_named_ones_raise():
+    """33 rows: no RHT (needs 16 | M) and no columnwise FP4 (needs an even M). The defaults leave
+    those out with a warning that says why; a format or recipe the caller names raises."""
+    from fp4kit.plot import DEFAULT_RECIPES, format_comparison
+    x = X[:33]
+    with pytest.warns(UserWarning, match=r"left out .*mxfp4_e2m1 \(.*M must be even.*nvfp4 rht \(.*multiple of 16"):
+        reps = format_comparison(x)
+    assert list(reps) == [f for f, spec in fp4kit.FORMATS.items() if not spec.packed]
+    assert not set(reps) & set(DEFAULT_RECIPES)            # every default recipe is NVFP4, both operands
+    assert reps["mxfp8_e4m3"]["columnwise"].shape == (128, 33)
+    with pytest.raises(ValueError, match="M must be even"):
+        format_comparison(x, formats=["mxfp4_e2m1"], recipes={})
+    with pytest.raises(ValueError, match="rht=True needs M"):
+        format_comparison(x, formats=[], recipes={"mine": {"rht": True}})
+
+
+def test_plot_format_comparison_refuses_an_unknown_metric_before_any_work(monkeypatch):
+    from fp4kit import plot
+    monkeypatch.setattr(plot, "format_comparison", lambda *a, **k: pytest.fail("quantized first"))
+    with pytest.raises(ValueError, match=r"metric: expected one of 'snr_db', .* got 'snr'"):
+        plot.plot_format_comparison(X, metric="snr")
