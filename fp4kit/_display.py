@@ -30,6 +30,8 @@ def _small_host(a, limit: int = 1 << 16):
     """A small array (amax) as NumPy float32, or None when it cannot (or should not) be read."""
     if a is None:
         return None
+    if isinstance(a, np.ndarray):           # host memory: always read (no device sync, no copy)
+        return np.asarray(a, dtype=np.float32).reshape(-1)
     try:
         n = 1
         for s in a.shape:
@@ -47,12 +49,18 @@ def _amax_text(a) -> str:
         return "-"
     v = _small_host(a)
     if v is None:
-        return "on device"
+        return f"{tuple(a.shape)} on device, not read"
     if v.size == 1:
         return f"{float(v[0]):.6g}"
     if v.size == 0:
         return "(0,)"
-    return f"({v.size},) per row, max {float(np.nanmax(v)):.6g}"
+    return f"({v.size},) per row, max {_nanmax(v):.6g}"
+
+
+def _nanmax(v: np.ndarray) -> float:
+    """np.nanmax without its all-NaN RuntimeWarning (NaN then)."""
+    finite_or_inf = v[~np.isnan(v)]
+    return float(finite_or_inf.max()) if finite_or_inf.size else float("nan")
 
 
 def _in_bytes(shape, input_dtype: str) -> int:
@@ -178,7 +186,7 @@ def _grouped_amax(g) -> list[str]:
             continue
         v = _small_host(a)
         if v is None:
-            out.append(f"{name} amax on device")
+            out.append(f"{name} amax {tuple(a.shape)} on device, not read")
         elif v.size:
             shown = ", ".join(f"{x:.4g}" for x in v[:6]) + (", ..." if v.size > 6 else "")
             out.append(f"{name} amax ({v.size},) [{shown}]")

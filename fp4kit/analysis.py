@@ -47,10 +47,13 @@ class OperandError:
     mse: float
     max_abs_error: float
     max_rel_error: float    # over non-zero finite inputs (nan when there are none)
-    saturated: float        # fraction of elements whose code magnitude is the type's max code
-    zeroed: float           # fraction of non-zero inputs that became a zero code
+    saturated: float        # fraction of elements whose code magnitude is the type's max code (nan
+                            # with no finite element)
+    zeroed: float           # fraction of non-zero inputs that became a zero code (nan with none)
     scale_histogram: tuple  # ((code, count), ...)
     scale_type: str         # "e8m0" | "e4m3"
+    lost: int = 0           # finite inputs whose dequantized value is not finite (then the error
+                            # figures are infinite: SNR -inf, MSE and max errors inf)
 
     def scale_label(self, code: int) -> str:
         """Human value of one scale code: 2^(E-127) for E8M0, the E4M3 value for NVFP4."""
@@ -86,7 +89,7 @@ class ErrorReport:
         hist = _hist_text(o)
         return (o.operand, o.reference, _fmt(o.snr_db, ".2f"), _fmt(o.mse, ".3e"), _fmt(o.max_abs_error, ".3e"),
                 _fmt(o.max_rel_error, ".3e"), f"{100 * o.saturated:.3f}%", f"{100 * o.zeroed:.3f}%",
-                f"{o.nan + o.inf}", hist)
+                f"{o.nan + o.inf}" + (f" in, {o.lost} out" if o.lost else ""), hist)
 
     def __str__(self) -> str:
         head = f"ErrorReport: {self.format} {tuple(self.shape)} from {self.input_dtype}" + \
@@ -228,17 +231,22 @@ def _operand_error(x, q: QuantizedTensor, name: OperandName) -> OperandError:
         max_abs = float(np.max(np.abs(err))) if nf else float("nan")
         nz = rf != 0
         max_rel = float(np.max(np.abs(err[nz]) / np.abs(rf[nz]))) if nz.any() else float("nan")
+    lost = int(np.count_nonzero(~np.isfinite(yf)))
+    if lost:                        # e.g. NVFP4 of an input holding inf: a global amax of inf
+        inf = float("inf")
+        snr, mse, max_abs = -inf, inf, inf
+        max_rel = inf if nz.any() else max_rel
     elem = f.elem
     mag = operand_codes(op) & np.uint8((1 << (elem.bits - 1)) - 1)
     magf = mag[finite]
-    saturated = float(np.mean(magf == elem.max_code)) if nf else 0.0
+    saturated = float(np.mean(magf == elem.max_code)) if nf else float("nan")
     nzi = rf != 0
-    zeroed = float(np.mean(magf[nzi] == 0)) if nzi.any() else 0.0
+    zeroed = float(np.mean(magf[nzi] == 0)) if nzi.any() else float("nan")
     codes, counts = np.unique(compact_scales(op), return_counts=True)
     hist = tuple((int(c), int(n)) for c, n in zip(codes, counts))
     return OperandError(operand=name, reference=what, shape=(op.rows, op.cols), finite=nf, nan=n_nan, inf=n_inf,
                         snr_db=float(snr), mse=float(mse), max_abs_error=max_abs, max_rel_error=max_rel,
-                        saturated=saturated, zeroed=zeroed, scale_histogram=hist, scale_type=f.scale)
+                        saturated=saturated, zeroed=zeroed, scale_histogram=hist, scale_type=f.scale, lost=lost)
 
 
 def error_report(x, q) -> ErrorReport:

@@ -6,6 +6,7 @@ backend; these classes never import an array library.
 from __future__ import annotations
 
 import numbers
+import operator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -182,6 +183,15 @@ def _check_parts(q: QuantizedTensor) -> None:
     shape = q.shape
     if not isinstance(shape, tuple) or len(shape) == 0:
         raise ValueError(f"shape: expected the input's shape (ndim >= 1), got {shape!r}")
+    try:
+        ints = tuple(operator.index(d) for d in shape if not isinstance(d, bool))
+    except TypeError:
+        ints = ()
+    if len(ints) != len(shape) or min(ints) < 0:
+        raise ValueError(f"shape: expected non-negative integers, got {shape!r}")
+    if any(type(d) is not int for d in shape):          # NumPy / torch integers: plain ints from here on
+        object.__setattr__(q, "shape", ints)
+        shape = ints
     for name in ("rowwise", "columnwise"):
         op = getattr(q, name)
         if op is not None and not isinstance(op, Operand):

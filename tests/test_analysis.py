@@ -1,6 +1,8 @@
 """fp4kit.error_report and the repr/HTML summaries (CPU, reference backend)."""
 from __future__ import annotations
 
+import dataclasses
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -144,7 +146,7 @@ def test_repr_never_copies_device_arrays():
                                    rows=op.rows, cols=op.cols, format=op.format)
     qd = fp4kit.QuantizedTensor(format=q.format, shape=q.shape, rowwise=ops["rowwise"], columnwise=ops["columnwise"],
                                 options=q.options, input_dtype=q.input_dtype)
-    assert "amax on device" in repr(qd)
+    assert "amax (1,) on device, not read" in repr(qd)
     assert str(q.nbytes) in repr(qd).replace(",", "")
     assert "QuantizedTensor" in qd._repr_html_()
 
@@ -357,3 +359,48 @@ def test_compare_names_a_flipped_rounding_tie_given_x():
     assert {m.index: m.kind for m in rep.mismatches} == {(1, 8): "rounding tie flipped",
                                                          (1, 9): "rounding off by one code"}
     assert rep.fields["[0].rowwise.data"].differing == 2 and rep.fields["[1].rowwise.data"].differing == 0
+
+
+def test_repr_reads_host_amax_of_any_size_without_warnings():
+    """A NumPy amax is host memory: summarised whatever its size (only device arrays over 65536
+    entries are left unread); an all-NaN row-scaled amax is shown as nan without NumPy's warning."""
+    import warnings
+    x = np.ones((70000, 16), np.float32)
+    x[5] = 3
+    q = fp4kit.quantize(x, "nvfp4", row_scaled=True)
+    assert "(70000,) per row, max 3" in repr(q) and "on device" not in repr(q)
+    op = dataclasses.replace(q.rowwise, amax=np.full(70000, np.nan, np.float32))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert "(70000,) per row, max nan" in repr(dataclasses.replace(q, rowwise=op))
+
+
+def test_hand_built_shape_items_are_plain_integers():
+    q = fp4kit.quantize(X, "mxfp8_e4m3")
+    built = dataclasses.replace(q, shape=tuple(np.int64(d) for d in q.shape))
+    assert built.shape == q.shape and all(type(d) is int for d in built.shape)
+    assert "np.int64" not in repr(built) and str(q.shape) in repr(built)
+    for bad in ((float(q.shape[0]), q.shape[1]), (True, q.shape[1]), (-1, q.shape[1]), ("64", q.shape[1])):
+        with pytest.raises(ValueError, match=r"shape: expected non-negative integers"):
+            dataclasses.replace(q, shape=bad)
+
+
+def test_outputs_lost_at_finite_inputs_make_the_error_infinite():
+    """NVFP4 of an input holding inf: the global amax is inf and every other element dequantizes
+    to NaN. The figures say so (SNR -inf, errors inf, the lost count) instead of nan, which means
+    "nothing to measure"; saturated / zeroed are nan when they have no population."""
+    x = RNG.standard_normal((64, 64)).astype(np.float32)
+    x[3, 3] = np.inf
+    o = fp4kit.error_report(x, fp4kit.quantize(x, "nvfp4"))["rowwise"]
+    assert (o.finite, o.inf, o.lost) == (4095, 1, 4095)
+    assert o.snr_db == -np.inf and o.mse == o.max_abs_error == o.max_rel_error == np.inf
+    assert "1 in, 4095 out" in str(fp4kit.error_report(x, fp4kit.quantize(x, "nvfp4")))
+    one = np.ones((2, 16), np.float32)
+    ok = fp4kit.error_report(one, fp4kit.quantize(one, "nvfp4"))["rowwise"]
+    assert ok.lost == 0 and ok.snr_db == np.inf
+    z = np.zeros((32, 32), np.float32)
+    oz = fp4kit.error_report(z, fp4kit.quantize(z, "mxfp8_e4m3"))["rowwise"]
+    assert oz.saturated == 0 and np.isnan(oz.zeroed)             # no non-zero input to zero
+    n = np.full((32, 32), np.nan, np.float32)
+    on = fp4kit.error_report(n, fp4kit.quantize(n, "mxfp8_e4m3"))["rowwise"]
+    assert on.finite == 0 and np.isnan(on.saturated) and np.isnan(on.zeroed) and np.isnan(on.snr_db)
