@@ -339,14 +339,14 @@ def quantize(x, fmt, axis="rowwise", scale_layout="compact", scale_rule="rceil",
                                input_dtype=da.dtype)
 
 
-def _operand_arrays(op: Operand):
+def _operand_arrays(op: Operand, name: str = "q"):
     """(data, scales, amax or None) of a device operand as DeviceArrays, with the dtypes quantize
     gives (uint8 codes and scales, float32 amax) checked before any launch: an operand built by hand
     from other dtypes would otherwise be read as raw bytes (the reference's dequantize_operand
     raises the same TypeError for NumPy arrays)."""
-    data = _interop.as_cupy(op.data, "q.data")
-    scales = _interop.as_cupy(op.scales, "q.scales")
-    amax = _interop.as_cupy(op.amax, "q.amax") if op.amax is not None else None
+    data = _interop.as_cupy(op.data, f"{name}.data")
+    scales = _interop.as_cupy(op.scales, f"{name}.scales")
+    amax = _interop.as_cupy(op.amax, f"{name}.amax") if op.amax is not None else None
     for field, a, want in (("data", data, "uint8"), ("scales", scales, "uint8"), ("amax", amax, "float32")):
         if a is not None and a.dtype != want:
             raise TypeError(f"{field}: expected a {want} device array (as quantize gives), got dtype {a.dtype}")
@@ -355,9 +355,10 @@ def _operand_arrays(op: Operand):
     return data, scales, amax
 
 
-def dequantize_operand(op: Operand, dtype: str, stream_src=None, shape=None):
-    """One device operand -> (rows, cols) (or `shape`) in the library of its arrays."""
-    data, scales, da = _operand_arrays(op)
+def dequantize_operand(op: Operand, dtype: str, stream_src=None, shape=None, name: str = "q"):
+    """One device operand -> (rows, cols) (or `shape`) in the library of its arrays; `name` is
+    the operand's name in errors ("q.rowwise")."""
+    data, scales, da = _operand_arrays(op, name)
     amax = da.array if da is not None else None
     with _device_ctx(data.device, data.library), _interop.current_stream(stream_src if stream_src is not None else op.data):
         y = _cuda().dequantize(data.array, scales.array, amax, op.format, op.rows, op.cols, op.scale_layout, dtype)
@@ -455,7 +456,7 @@ def dequantize(q: QuantizedTensor, dtype="float32", operand="rowwise"):
     y = _dequantize_fast(op, dtype, shape)
     if y is not None:
         return y
-    return dequantize_operand(op, dtype, shape=shape)
+    return dequantize_operand(op, dtype, shape=shape, name=f"q.{operand}")
 
 
 def _u8_matrix(a, name):
@@ -539,7 +540,8 @@ def _operand_f64_device(op):
     s = st[sc.astype(cp.int64)]
     v = v * cp.repeat(s, f.block, axis=1)[:, :op.cols]
     if f.is_nvfp4:
-        A = _interop.as_cupy(op.amax, "q.amax").array.astype(cp.float32).reshape(-1, 1)
+        # the sign bit of a device amax is ignored, as quantize and dequantize do (not read: no sync)
+        A = cp.abs(_interop.as_cupy(op.amax, "q.amax").array.astype(cp.float32)).reshape(-1, 1)
         alpha = (A * (np.float32(1) / np.float32(2688))).astype(cp.float32).astype(cp.float64)
     else:
         alpha = cp.ones((1, 1))

@@ -545,11 +545,13 @@ def group_dequantize(g: GroupedQuantizedTensor, dtype="float32", operand="rowwis
         raise ValueError(f"operand: this group was quantized with axis={g.options.axis!r} and has no {operand} operand")
     meta = g.extra.get("meta")
     if meta is None:
+        if not _interop.is_device_array(data):    # a CPU torch / JAX group, after a GPU call loaded this module
+            raise _interop.not_a_device_array(data, f"g.{pre}_data")
         raise ValueError("g: expected a grouped result from the GPU (it carries device metadata)")
     out = _group_dequantize_fast(g, dtype, operand, data, getattr(g, f"{pre}_scales"), getattr(g, f"{pre}_amax"), meta)
     if out is not None:
         return out
-    d = _interop.as_cupy(data, "g.data")
+    d = _interop.as_cupy(data, f"g.{pre}_data")
     s = _interop.as_cupy(getattr(g, f"{pre}_scales"), "g.scales").array
     a = getattr(g, f"{pre}_amax")
     a = _interop.as_cupy(a, "g.amax").array if a is not None else None

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 from .formats import FORMATS
 from .tensor import Operand, QuantizedTensor, swizzled_shape
@@ -59,17 +59,19 @@ def member_view(g, i: int) -> QuantizedTensor:
     synchronisation for dims on the device)."""
     i = member_index(i, len(g))
     first, last = g.host_dims()
-    return _members(g, first, last, (i,))[0]
+    return next(_members(g, first, last, (i,)))
 
 
-def member_views(g) -> list:
-    """Every member of group g, in order, from one read of the dims and one layout (linear in G;
-    indexing g[i] for each i would rebuild the layout, O(G) a member)."""
-    first, last = g.host_dims()
+def member_views(g, dims=None) -> Iterator[QuantizedTensor]:
+    """Every member of group g, in order, from one read of the dims (or `dims`, (first, last) as
+    host_dims gives them) and one layout (linear in G; indexing g[i] for each i would rebuild the
+    layout, O(G) a member). Lazy: a member is built when reached (for JAX, whose slices are
+    copies, one member's copies at a time)."""
+    first, last = g.host_dims() if dims is None else dims
     return _members(g, first, last, range(len(first)))
 
 
-def _members(g, first, last, which) -> list:
+def _members(g, first, last, which) -> Iterator[QuantizedTensor]:
     f = FORMATS[g.format]
     opts = g.options
     lay = grouped_layout(f, opts, first, last)
@@ -98,7 +100,7 @@ def _members(g, first, last, which) -> list:
         return QuantizedTensor(format=f.name, shape=(m, k), rowwise=row, columnwise=col, options=opts,
                                input_dtype=g.input_dtype)
 
-    return [member(i) for i in which]
+    return (member(i) for i in which)
 
 
 @dataclass(frozen=True, eq=False)

@@ -209,7 +209,7 @@ def _dims_list(name: str, dims) -> list[int] | int:
         raise TypeError(f"{name}: expected a sequence of integers, got {type(dims).__name__}") from None
     out = []
     for k, d in enumerate(seq):
-        if isinstance(d, (bool, np.bool_)) or getattr(d, "dtype", None) == bool:
+        if isinstance(d, (bool, np.bool_)) or str(getattr(d, "dtype", "")) in ("bool", "torch.bool"):
             raise TypeError(f"{name}[{k}]: expected an integer, got {type(d).__name__} {d!r}")
         try:            # ints, NumPy integers, and the 0-d integer items of a CPU torch / JAX array
             d = operator.index(d)

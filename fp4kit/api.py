@@ -118,11 +118,13 @@ def dequantize(q: QuantizedTensor, dtype: OutDType = "float32", operand: Operand
     """
     if not isinstance(q, QuantizedTensor):
         raise TypeError(f"q: expected a QuantizedTensor, got {type(q).__name__}")
-    op = q.rowwise if q.rowwise is not None else q.columnwise
-    if _is_host(op.data):  # type: ignore[union-attr]  # one operand at least (QuantizedTensor.__post_init__)
+    # the operand asked for decides where it runs (else the one present: its error says what is missing)
+    which = operand if operand in ("rowwise", "columnwise") and getattr(q, operand) is not None else \
+        ("rowwise" if q.rowwise is not None else "columnwise")
+    op = getattr(q, which)
+    if _is_host(op.data):  # one operand at least (QuantizedTensor.__post_init__)
         return _ref.dequantize(q, dtype=dtype, operand=operand)
-    name = "q.rowwise.data" if q.rowwise is not None else "q.columnwise.data"
-    return _device(op.data, name).dequantize(q, dtype=dtype, operand=operand)  # type: ignore[union-attr]
+    return _device(op.data, f"q.{which}.data").dequantize(q, dtype=dtype, operand=operand)  # type: ignore[union-attr]
 
 
 def swizzle_scales(compact: Any) -> Any:

@@ -424,7 +424,8 @@ def compare(got, expected, x=None, max_shown: int = 8) -> CompareReport:
             for (m, k), n in zip(zip(*edims), sizes):
                 xs.append(flat[off:off + n].reshape(m, k))
                 off += n
-        for i, (gm, em) in enumerate(zip(got, expected)):       # each group's members from one layout
+        from ._grouped_views import member_views              # the dims read above, not again
+        for i, (gm, em) in enumerate(zip(member_views(got, gdims), member_views(expected, edims))):
             sub = compare(gm, em, x=None if xs is None else xs[i], max_shown=max_shown)
             for k, v in sub.fields.items():
                 rep.fields[f"[{i}].{k}"] = v

@@ -323,7 +323,7 @@ class GroupedQuantizedTensor:
 
     def __iter__(self):
         from ._grouped_views import member_views
-        return iter(member_views(self))
+        return member_views(self)
 
     def __repr__(self) -> str:
         from ._display import grouped_repr

@@ -133,7 +133,7 @@ __device__ __forceinline__ void dq_load(const u8* data, const u8* scales, const 
         s.w[0] = q.x; s.w[1] = q.y; s.w[2] = q.z; s.w[3] = q.w;
     }
     s.sc = scales[scale_offset(r, c0 / F::block, nb, swizzled != 0)];
-    s.A = F::mx ? 0.0f : amax[row_scaled ? r : 0];
+    s.A = F::mx ? 0.0f : u2f(f2u(amax[row_scaled ? r : 0]) & 0x7FFFFFFFu);   // sign bit ignored, as quantize does
     s.o = r * cols + c0;
     s.n = n;
 }

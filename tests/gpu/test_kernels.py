@@ -599,6 +599,39 @@ def test_nvfp4_unchecked_device_amax(gpu, monkeypatch):
                     same(got[g], want[g], f"group member {g} {axis} {layout} device dims {dims is not first}")
 
 
+def test_decoding_ignores_the_sign_of_a_device_amax(gpu):
+    """A device NVFP4 amax is never read by the host, so a negative one (a hand-built or changed
+    operand) is not refused as the reference refuses a host one: dequantize, group_dequantize and
+    qmatmul decode with its absolute value, as quantize takes a device amax (before the
+    forty-fifth session every decoded sign flipped)."""
+    import fp4kit
+
+    x = make_input((64, 96), "float32", "normal", seed=37)
+    w = make_input((32, 96), "float32", "normal", seed=38)
+    for row_scaled in (False, True):
+        q = fp4kit.quantize(gpu.asarray(x), "nvfp4", axis="both", row_scaled=row_scaled)
+        b = fp4kit.quantize(gpu.asarray(w), "nvfp4", row_scaled=row_scaled)
+        want = {o: gpu.asnumpy(fp4kit.dequantize(q, operand=o)) for o in ("rowwise", "columnwise")}
+        want_bf16 = gpu.asnumpy(fp4kit.dequantize(q, "bfloat16"))
+        want_mm = gpu.asnumpy(fp4kit.qmatmul(q, b))
+        for op in (q.rowwise, q.columnwise, b.rowwise):
+            op.amax[...] = -op.amax
+        assert float(gpu.asnumpy(q.rowwise.amax).max()) < 0
+        tag = f"negated device amax, row_scaled={row_scaled}"
+        for o, wnt in want.items():
+            assert_float_bits_equal(gpu.asnumpy(fp4kit.dequantize(q, operand=o)), wnt, f"{tag}: {o}")
+        assert_float_bits_equal(gpu.asnumpy(fp4kit.dequantize(q, "bfloat16")), want_bf16, f"{tag}: bfloat16")
+        np.testing.assert_array_equal(gpu.asnumpy(fp4kit.qmatmul(q, b)), want_mm, err_msg=f"{tag}: qmatmul")
+    for dims in ([16, 0, 48], gpu.asarray(np.array([16, 0, 48], np.int64))):
+        g = fp4kit.group_quantize(gpu.asarray(x), "nvfp4", first_dims=dims, axis="both")
+        want = {o: gpu.asnumpy(fp4kit.group_dequantize(g, operand=o).data) for o in ("rowwise", "columnwise")}
+        for amax in (g.rowwise_amax, g.columnwise_amax):
+            amax[...] = -amax
+        for o, wnt in want.items():
+            assert_float_bits_equal(gpu.asnumpy(fp4kit.group_dequantize(g, operand=o).data), wnt,
+                                    f"negated device amax, group {o}")
+
+
 def test_nvfp4_precomputed_tables(gpu, monkeypatch):
     """The NVFP4 tile kernels with multiplier tables computed by the one nvfp4_amax_out launch
     (QFLAG_ENC_TABS; by default from fp4kit._plan.ENC_TABS_MIN_TILES tiles on, lowered to 1 here):

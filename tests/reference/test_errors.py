@@ -350,6 +350,11 @@ def test_results_holding_host_arrays_of_a_device_library_say_what_to_pass(withou
         msg = rf"q\.{name}\.data: expected a CUDA device array, got a PyTorch tensor on cpu \(Tensor\): pass a NumPy"
         with pytest.raises(TypeError, match=msg):
             fp4kit.dequantize(hand, operand=name)
+        if name == "columnwise":          # the operand asked for decides, not the NumPy one beside it
+            mixed = dataclasses.replace(q, columnwise=dataclasses.replace(op, data=cpu_torch(op.data)))
+            with pytest.raises(TypeError, match=msg):
+                fp4kit.dequantize(mixed, operand=name)
+            np.testing.assert_array_equal(fp4kit.dequantize(mixed), fp4kit.dequantize(q))
     hand = dataclasses.replace(q, rowwise=dataclasses.replace(q.rowwise, data=cpu_torch(q.rowwise.data)))
     with pytest.raises(TypeError, match=r"a\.rowwise\.data: expected a NumPy array or a CUDA device array, got a "
                                         r"PyTorch tensor on cpu \(Tensor\): pass a NumPy array"):
@@ -401,6 +406,14 @@ def test_dims_items_may_be_any_integer_index():
     want = fp4kit.group_quantize(x, "mxfp8_e4m3", first_dims=[16, 0, 32])
     for dims in ([Item(16), Item(0), Item(32)], (np.int32(16), 0, np.uint64(32)), np.array([16, 0, 32])):
         assert fp4kit.compare(fp4kit.group_quantize(x, "mxfp8_e4m3", first_dims=dims), want).ok
+    class TorchBool(Item):                          # a 0-d torch.bool tensor: __index__ works, a bool
+        dtype = "torch.bool"
+
+        def __repr__(self):
+            return "tensor(True)"
+
+    with pytest.raises(TypeError, match=r"first_dims\[0\]: expected an integer, got TorchBool tensor\(True\)"):
+        fp4kit.group_quantize(x, "mxfp8_e4m3", first_dims=[TorchBool(1), 15, 32])
     for dims, shown in (([16.0, 0, 32], "float 16.0"), ([True, 15, 32], "bool True"),
                         (np.array([True, False, True]), r"bool_? (np\.)?True_?")):
         with pytest.raises(TypeError, match=rf"first_dims\[0\]: expected an integer, got {shown}"):
