@@ -134,6 +134,42 @@ def _quantize_options_cached(shape, dtype, fmt_key, kw_key):
     return _quantize_options(shape, dtype, fmt_key[1], **dict(zip(kw_key[:n], kw_key[n:2 * n])))
 
 
+def check_combination(f, axis, scale_rule, tile_2d, row_scaled, rht, rounding) -> None:
+    """The options SPEC section 4 forbids together (valid values each, whatever the input)."""
+    if not f.is_nvfp4:
+        for name, on in (("tile_2d", tile_2d), ("row_scaled", row_scaled), ("rht", rht)):
+            if on:
+                raise ValueError(f"{name}: is an NVFP4 option; format {f.name!r} does not take it")
+    elif scale_rule != "rceil":
+        raise ValueError(f"scale_rule: NVFP4 scales are E4M3 and have no rule choice; expected 'rceil', got {scale_rule!r}")
+    if rounding == "stochastic" and not f.packed:
+        raise ValueError(f"rounding: 'stochastic' is for FP4 formats (nvfp4, mxfp4_e2m1), got format {f.name!r}")
+    if row_scaled and (tile_2d or rht):
+        other = "tile_2d" if tile_2d else "rht"
+        raise ValueError(f"row_scaled: cannot be combined with {other}=True (SPEC section 4)")
+    if rht and axis == "rowwise":
+        raise ValueError("rht: the Hadamard transform applies to the columnwise operand; "
+                         "use axis='columnwise' or 'both', got axis='rowwise'")
+
+
+def check_options_values(o: QuantizeOptions) -> None:
+    """QuantizeOptions built by hand (or replaced): every field a valid value, the combination one
+    SPEC allows; the format and booleans / integers normalised (a Format object to its name)."""
+    f = get_format(o.format, "format")
+    check_choice("axis", o.axis, AXES)
+    check_choice("scale_layout", o.scale_layout, SCALE_LAYOUTS)
+    check_choice("scale_rule", o.scale_rule, SCALE_RULES)
+    check_choice("rounding", o.rounding, ROUNDINGS)
+    norm = {"format": f.name, "tile_2d": check_bool("tile_2d", o.tile_2d),
+            "row_scaled": check_bool("row_scaled", o.row_scaled), "rht": check_bool("rht", o.rht),
+            "rht_sign_mask": check_int("rht_sign_mask", o.rht_sign_mask, 0, 0xFFFF),
+            "seed": check_int("seed", o.seed, 0, 2**64 - 1)}
+    check_combination(f, o.axis, o.scale_rule, norm["tile_2d"], norm["row_scaled"], norm["rht"], o.rounding)
+    for k, v in norm.items():
+        if type(getattr(o, k)) is not type(v) or getattr(o, k) != v:
+            object.__setattr__(o, k, v)
+
+
 def _quantize_options(shape, dtype: str, fmt, axis="rowwise", scale_layout="compact", scale_rule="rceil",
                      tile_2d=False, row_scaled=False, rht=False, rht_sign_mask=0xD7E8,
                      rounding="nearest", seed=0, amax_shape=None, amax_dtype=None) -> QuantizeOptions:
@@ -150,25 +186,12 @@ def _quantize_options(shape, dtype: str, fmt, axis="rowwise", scale_layout="comp
     rht = check_bool("rht", rht)
     rht_sign_mask = check_int("rht_sign_mask", rht_sign_mask, 0, 0xFFFF)
     seed = check_int("seed", seed, 0, 2**64 - 1)
-    if not f.is_nvfp4:
-        for name, on in (("tile_2d", tile_2d), ("row_scaled", row_scaled), ("rht", rht)):
-            if on:
-                raise ValueError(f"{name}: is an NVFP4 option; format {f.name!r} does not take it")
-    elif scale_rule != "rceil":
-        raise ValueError(f"scale_rule: NVFP4 scales are E4M3 and have no rule choice; expected 'rceil', got {scale_rule!r}")
-    if rounding == "stochastic" and not f.packed:
-        raise ValueError(f"rounding: 'stochastic' is for FP4 formats (nvfp4, mxfp4_e2m1), got format {f.name!r}")
-    if row_scaled and (tile_2d or rht):
-        other = "tile_2d" if tile_2d else "rht"
-        raise ValueError(f"row_scaled: cannot be combined with {other}=True (SPEC section 4)")
+    check_combination(f, axis, scale_rule, tile_2d, row_scaled, rht, rounding)
     rowwise = axis in ("rowwise", "both")
     colwise = axis in ("columnwise", "both")
     if rht:
         if dtype != "bfloat16":
             raise TypeError(f"x: rht=True needs bfloat16 input, got dtype {dtype}")
-        if not colwise:
-            raise ValueError("rht: the Hadamard transform applies to the columnwise operand; "
-                             "use axis='columnwise' or 'both', got axis='rowwise'")
         if M % 16:
             raise ValueError(f"x: rht=True needs M (rows of the flattened input) a multiple of 16, got shape "
                              f"{tuple(shape)} (M={M})")

@@ -10,7 +10,7 @@ import operator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .formats import FORMATS, SCALE_LAYOUTS, get_format
+from .formats import DTYPES, FORMATS, SCALE_LAYOUTS, get_format
 
 __all__ = ["Operand", "QuantizeOptions", "QuantizedTensor", "GroupedQuantizedTensor", "swizzled_shape"]
 
@@ -38,6 +38,10 @@ class QuantizeOptions:
     rht_sign_mask: int = 0xD7E8
     rounding: str = "nearest"
     seed: int = 0
+
+    def __post_init__(self):     # quantize builds one per new signature (cached): hand-built ones checked too
+        from ._validate import check_options_values
+        check_options_values(self)
 
     @property
     def fmt(self):
@@ -89,6 +93,17 @@ class Operand:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 0:
                 raise ValueError(f"{name}: expected a non-negative integer, got {v!r}")
+            if type(v) is not int:                  # NumPy integers: plain ints, as QuantizedTensor.shape
+                object.__setattr__(self, name, int(v))
+        if fmt.is_nvfp4:
+            if self.amax is None:
+                raise ValueError(f"amax: an NVFP4 operand needs its float32 amax, shape (1,) or ({self.rows},) "
+                                 f"(row-scaled), got None")
+            if tuple(self.amax.shape) not in ((1,), (self.rows,)):
+                raise ValueError(f"amax: expected shape (1,) or ({self.rows},), got {tuple(self.amax.shape)}")
+        elif self.amax is not None:
+            raise ValueError(f"amax: only NVFP4 operands carry an amax; format {fmt.name!r} takes None, "
+                             f"got an array of shape {tuple(self.amax.shape)}")
         if fmt.packed and self.cols % 2:
             raise ValueError(f"cols: {fmt.name} packs two codes per byte along each row, so an operand's "
                              f"cols must be even, got {self.cols}")
@@ -200,6 +215,10 @@ def _check_parts(q: QuantizedTensor) -> None:
         raise TypeError(f"options: expected QuantizeOptions (a result's .options), got {type(q.options).__name__}")
     if q.options.format != fmt.name:
         raise ValueError(f"options: expected QuantizeOptions of format {fmt.name!r}, got {q.options.format!r}")
+    if q.input_dtype not in DTYPES:
+        raise ValueError(f"input_dtype: expected one of {list(DTYPES)}, got {q.input_dtype!r}")
+    if q.options.rht and q.input_dtype != "bfloat16":
+        raise ValueError(f"options: rht=True quantizes bfloat16 input only, got input_dtype={q.input_dtype!r}")
     M, K = q.M, q.K
     for name, op, want, dims in (("rowwise", q.rowwise, (M, K), "(M, K)"), ("columnwise", q.columnwise, (K, M), "(K, M)")):
         if op is None:
@@ -214,6 +233,15 @@ def _check_parts(q: QuantizedTensor) -> None:
                                  f"({op.rows},) (row-scaled), got None")
             if tuple(op.amax.shape) not in ((1,), (op.rows,)):
                 raise ValueError(f"{name}.amax: expected shape (1,) or ({op.rows},), got {tuple(op.amax.shape)}")
+    for name, op in (("rowwise", q.rowwise), ("columnwise", q.columnwise)):   # the options describe the operands
+        wanted = q.options.want_rowwise if name == "rowwise" else q.options.want_columnwise
+        if (op is not None) != wanted:
+            raise ValueError(f"{name}: options.axis={q.options.axis!r} " + ("asks for it, got None" if wanted else
+                             "does not ask for it, got an Operand") + " (replace the options too: "
+                             "dataclasses.replace(q.options, axis=...))")
+        if op is not None and op.scale_layout != q.options.scale_layout:
+            raise ValueError(f"{name}.scale_layout: expected options.scale_layout={q.options.scale_layout!r}, "
+                             f"got {op.scale_layout!r}")
 
 
 _new = object.__new__
@@ -285,9 +313,9 @@ class GroupedQuantizedTensor:
         _check_group(self)
 
     def __len__(self) -> int:
-        if "G" in self.extra:
-            return int(self.extra["G"])
-        return len(self.first_dims)
+        if isinstance(self.first_dims, tuple):       # host dims: their length (extra is a plain dict)
+            return len(self.first_dims)
+        return int(self.extra["G"]) if "G" in self.extra else len(self.first_dims)
 
     @property
     def nbytes(self) -> int:
@@ -354,17 +382,32 @@ def _check_group(g: GroupedQuantizedTensor) -> None:
         raise ValueError(f"options: expected QuantizeOptions of format {fmt.name!r}, got {g.options.format!r}")
     if not isinstance(g.extra, dict):
         raise TypeError(f"extra: expected a dict, got {type(g.extra).__name__}")
+    if g.input_dtype not in DTYPES:
+        raise ValueError(f"input_dtype: expected one of {list(DTYPES)}, got {g.input_dtype!r}")
+    for name in ("first_dims", "last_dims"):      # host dims given as a list: a tuple, as group_quantize gives
+        if isinstance(getattr(g, name), list):
+            object.__setattr__(g, name, tuple(getattr(g, name)))
     first, last = g.first_dims, g.last_dims
     if not (isinstance(first, tuple) and isinstance(last, tuple)):
+        if g.offsets is not None:
+            raise ValueError("offsets: a group whose dims live on the device has offsets None (reading the dims "
+                             "would synchronise); give host dims as tuples of ints")
         return                              # device dims: checked by the kernels (g.check())
     for name, dims in (("first_dims", first), ("last_dims", last)):
         for i, v in enumerate(dims):
             if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 0:
                 raise ValueError(f"{name}[{i}]: expected a non-negative integer, got {v!r}")
+    if any(type(v) is not int for v in first + last):
+        first, last = tuple(int(v) for v in first), tuple(int(v) for v in last)
+        object.__setattr__(g, "first_dims", first)
+        object.__setattr__(g, "last_dims", last)
     if len(first) != len(last):
         raise ValueError(f"last_dims: expected one per member, {len(first)} as first_dims, got {len(last)}")
     if "G" in g.extra and g.extra["G"] != len(first):
         raise ValueError(f"extra['G']: expected the number of members, {len(first)}, got {g.extra['G']!r}")
+    same_first, same_last = len(set(first)) <= 1, len(set(last)) <= 1
+    if not {"same": same_first and same_last, "varying_first": same_last, "varying_last": same_first}.get(g.kind, True):
+        raise ValueError(f"kind: {g.kind!r} does not describe first_dims {_short(first)} and last_dims {_short(last)}")
     from ._grouped_views import grouped_layout
     lay = grouped_layout(fmt, g.options, first, last)
     for name, want in (("offsets", lay.offsets), ("scale_offsets_rowwise", lay.scale_offsets_rowwise),
@@ -374,6 +417,23 @@ def _check_group(g: GroupedQuantizedTensor) -> None:
             continue
         if tuple(got) != want:
             raise ValueError(f"{name}: expected {_short(want)} for first_dims and last_dims, got {_short(tuple(got))}")
+    # the buffers: present as options.axis asks, flat, of the layout's lengths (shapes only: no sync)
+    n_codes = lay.offsets[-1] // 2 if fmt.packed else lay.offsets[-1]
+    for op, wanted, soffs, aoffs in (("rowwise", g.options.want_rowwise, lay.scale_offsets_rowwise, lay.amax_offsets_rowwise),
+                                     ("columnwise", g.options.want_columnwise, lay.scale_offsets_columnwise,
+                                      lay.amax_offsets_columnwise)):
+        for part, n in (("data", n_codes), ("scales", soffs[-1]), ("amax", aoffs[-1] if fmt.is_nvfp4 else None)):
+            name, a = f"{op}_{part}", getattr(g, f"{op}_{part}")
+            if n is None or not wanted:
+                if a is not None:
+                    why = f"format {fmt.name!r} has no amax" if n is None else f"options.axis={g.options.axis!r}"
+                    raise ValueError(f"{name}: expected None ({why}), got an array")
+                continue
+            if a is None or not hasattr(a, "shape"):
+                raise ValueError(f"{name}: expected a flat array of {n} entries (options.axis={g.options.axis!r}), "
+                                 f"got {type(a).__name__}")
+            if tuple(a.shape) != (n,):
+                raise ValueError(f"{name}: expected shape ({n},) for first_dims and last_dims, got {tuple(a.shape)}")
 
 
 def _short(t: tuple) -> str:

@@ -1358,7 +1358,7 @@ def test_unchecked_constructors_match_the_public_ones():
         def __init__(self, shape):
             self.shape = shape
 
-    opts = quantize_options((16, 64), "bfloat16", "nvfp4", axis="both")
+    opts = quantize_options((16, 64), "bfloat16", "nvfp4", axis="rowwise")
     args = dict(data=A((16, 32)), scales=A((16, 4)), scale_layout="compact", amax=A((1,)), rows=16, cols=64,
                 format="nvfp4")
     op = tensor.Operand(**args)
@@ -2553,16 +2553,25 @@ def test_grouped_result_without_the_constructor_matches_it():
     from fp4kit.tensor import GroupedQuantizedTensor
     from fp4kit._validate import group_options
 
+    class Stub:                                     # a named stand-in of the host layout's length
+        def __init__(self, name, n):
+            self.name, self.shape = name, (n,)
+
+        def __repr__(self):
+            return f"<{self.name}>"
+
     opts, _ = group_options("float32", "nvfp4", dict(axis="both"), False)
-    arrays = {n: f"<{n}>" for n in ("row_data", "row_scales", "row_amax", "col_data", "col_scales", "col_amax")}
+    lengths = dict(row_data=1024, row_scales=128, row_amax=2, col_data=1024, col_scales=128, col_amax=2)
+    arrays = {n: Stub(n, v) for n, v in lengths.items()}
     for host in (None, ((64, 0), (32, 32), (0, 2048, 2048), (0, 128, 128), (0, 128, 128))):
         entry = (opts, None, "nvfp4", "varying_first", 2, host is None, "float32", host)
         g = gd._result(entry, opts, arrays.get, ("<fd>", "<ld>"), ("<meta>", "<err>", "<fd>", "<ld>"), "cupy", None)
         first, last, offsets, so_row, so_col = host or ("<fd>", "<ld>", None, (), ())
         want = GroupedQuantizedTensor(
             format="nvfp4", kind="varying_first", first_dims=first, last_dims=last, offsets=offsets, options=opts,
-            rowwise_data="<row_data>", rowwise_scales="<row_scales>", rowwise_amax="<row_amax>",
-            columnwise_data="<col_data>", columnwise_scales="<col_scales>", columnwise_amax="<col_amax>",
+            rowwise_data=arrays["row_data"], rowwise_scales=arrays["row_scales"], rowwise_amax=arrays["row_amax"],
+            columnwise_data=arrays["col_data"], columnwise_scales=arrays["col_scales"],
+            columnwise_amax=arrays["col_amax"],
             scale_offsets_rowwise=so_row, scale_offsets_columnwise=so_col, dbias=None, input_dtype="float32",
             extra={"meta": "<meta>", "error_flag": "<err>", "fd": "<fd>", "ld": "<ld>", "G": 2,
                    "device_dims": host is None, "library": "cupy"})

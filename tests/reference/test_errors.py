@@ -346,7 +346,8 @@ def test_results_holding_host_arrays_of_a_device_library_say_what_to_pass(withou
     for name in ("rowwise", "columnwise"):
         op = getattr(q, name)
         hand = dataclasses.replace(q, **{name: dataclasses.replace(op, data=cpu_torch(op.data))},
-                                   **({"rowwise": None} if name == "columnwise" else {}))
+                                   **({"rowwise": None, "options": dataclasses.replace(q.options, axis=name)}
+                                      if name == "columnwise" else {}))
         msg = rf"q\.{name}\.data: expected a CUDA device array, got a PyTorch tensor on cpu \(Tensor\): pass a NumPy"
         with pytest.raises(TypeError, match=msg):
             fp4kit.dequantize(hand, operand=name)
@@ -510,7 +511,8 @@ def test_operand_with_unknown_format():
         fp4kit.Operand(d.tolist(), np.zeros((1, 1), np.uint8), "compact", None, 1, 16, format="nvfp4")
     with pytest.raises(TypeError, match=r"scales: expected a uint8 array \(NumPy or device\), got bytes"):
         fp4kit.Operand(d, b"\x00", "compact", None, 1, 16, format="nvfp4")
-    op = fp4kit.Operand(d, np.zeros((1, 1), np.uint8), "compact", None, 1, 16, format=fp4kit.FORMATS["nvfp4"])
+    op = fp4kit.Operand(d, np.zeros((1, 1), np.uint8), "compact", np.ones(1, F32), 1, 16,
+                        format=fp4kit.FORMATS["nvfp4"])
     assert op.format == "nvfp4"
 
 
@@ -522,43 +524,44 @@ def test_hand_built_quantized_tensor_is_checked():
     q = fp4kit.quantize(x, "nvfp4", axis="both")
     QT, Op = fp4kit.QuantizedTensor, fp4kit.Operand
     r = q.rowwise
+    ro = dataclasses.replace(q.options, axis="rowwise")         # the options of a rowwise-only tensor
 
     def op(**kw):
         args = dict(data=r.data, scales=r.scales, scale_layout="compact", amax=r.amax, rows=4, cols=64, format="nvfp4")
         return Op(**{**args, **kw})
 
     with pytest.raises(ValueError, match=r"rowwise: expected the \(M, K\) = \(4, 64\) operand of shape \(4, 64\), got 64x4"):
-        QT("nvfp4", (4, 64), q.columnwise, None, q.options)            # operands swapped
+        QT("nvfp4", (4, 64), q.columnwise, None, ro)            # operands swapped
     with pytest.raises(ValueError, match=r"columnwise: expected the \(K, M\) = \(64, 4\) operand .* got 4x64"):
         QT("nvfp4", (4, 64), None, q.rowwise, q.options)
     with pytest.raises(ValueError, match=r"rowwise: expected the \(M, K\) = \(8, 32\) operand"):
-        QT("nvfp4", (8, 32), q.rowwise, None, q.options)
+        QT("nvfp4", (8, 32), q.rowwise, None, ro)
     mx = fp4kit.quantize(x, "mxfp8_e4m3")
     with pytest.raises(ValueError, match=r"rowwise: expected a 'nvfp4' operand, got format 'mxfp8_e4m3'"):
-        QT("nvfp4", (4, 64), mx.rowwise, None, q.options)
+        QT("nvfp4", (4, 64), mx.rowwise, None, ro)
     with pytest.raises(ValueError, match=r"options: expected QuantizeOptions of format 'nvfp4', got 'mxfp8_e4m3'"):
         QT("nvfp4", (4, 64), q.rowwise, None, mx.options)
-    with pytest.raises(ValueError, match=r"rowwise\.amax: an NVFP4 operand needs its float32 amax"):
-        QT("nvfp4", (4, 64), op(amax=None), None, q.options)
-    with pytest.raises(ValueError, match=r"rowwise\.amax: expected shape \(1,\) or \(4,\), got \(2,\)"):
-        QT("nvfp4", (4, 64), op(amax=np.ones(2, F32)), None, q.options)
+    with pytest.raises(ValueError, match=r"amax: an NVFP4 operand needs its float32 amax"):
+        QT("nvfp4", (4, 64), op(amax=None), None, ro)
+    with pytest.raises(ValueError, match=r"amax: expected shape \(1,\) or \(4,\), got \(2,\)"):
+        QT("nvfp4", (4, 64), op(amax=np.ones(2, F32)), None, ro)
     # dtypes are checked where the arrays are read (the reference for NumPy arrays)
     for kw, match in (({"amax": np.ones(1)}, r"amax: expected a float32 NumPy array .*, got dtype float64"),
                       ({"data": r.data.astype(F32)}, r"data: expected a uint8 NumPy array .*, got dtype float32"),
                       ({"scales": r.scales.astype(np.int64)}, r"scales: expected a uint8 NumPy array .*, got dtype int64")):
-        hand = QT("nvfp4", (4, 64), op(**kw), None, q.options)
+        hand = QT("nvfp4", (4, 64), op(**kw), None, ro)
         for dq in (fp4kit.dequantize, fp4kit.reference.dequantize):
             with pytest.raises(TypeError, match=match):
                 dq(hand)
     with pytest.raises(ValueError, match=r"shape: expected the input's shape \(ndim >= 1\), got \(\)"):
-        QT("nvfp4", (), q.rowwise, None, q.options)
+        QT("nvfp4", (), q.rowwise, None, ro)
     # consistent parts still build, in any ndim, and dequantize as the original
     q3 = QT("nvfp4", (2, 2, 64), q.rowwise, q.columnwise, q.options)
     assert (fp4kit.dequantize(q3).reshape(4, 64) == fp4kit.dequantize(q)).all()
     # parts of the wrong type: a TypeError naming the field (was an AttributeError from inside)
     for args, match in ((("nvfp4", (4, 64), r, None, None), r"options: expected QuantizeOptions .*, got NoneType"),
-                        (("nvfp4", (4, 64), r.data, None, q.options), r"rowwise: expected an Operand or None, got ndarray"),
-                        (("nvfp4", (4, 64), "x", None, q.options), r"rowwise: expected an Operand or None, got str"),
+                        (("nvfp4", (4, 64), r.data, None, ro), r"rowwise: expected an Operand or None, got ndarray"),
+                        (("nvfp4", (4, 64), "x", None, ro), r"rowwise: expected an Operand or None, got str"),
                         (("nvfp4", (4, 64), r, r, q.options), None)):
         if match is None:
             with pytest.raises(ValueError, match=r"columnwise: expected the \(K, M\)"):
@@ -569,11 +572,11 @@ def test_hand_built_quantized_tensor_is_checked():
     with pytest.raises(TypeError, match=r"amax: expected a float32 array \(NumPy or device\) or None, got list"):
         op(amax=[1.0])
     # a negative amax (quantize never gives one) would flip every sign: refused where it is read
-    neg = QT("nvfp4", (4, 64), op(amax=-r.amax), None, q.options)
+    neg = QT("nvfp4", (4, 64), op(amax=-r.amax), None, ro)
     for call in (fp4kit.dequantize, fp4kit.reference.dequantize, lambda t: fp4kit.qmatmul(t, q)):
         with pytest.raises(ValueError, match=r"amax: expected non-negative values \(an amax is max \|x\|\), got -"):
             call(neg)
-    nan = QT("nvfp4", (4, 64), op(amax=np.full(1, np.nan, F32)), None, q.options)    # an input with NaN gives one
+    nan = QT("nvfp4", (4, 64), op(amax=np.full(1, np.nan, F32)), None, ro)    # an input with NaN gives one
     assert np.isnan(fp4kit.dequantize(nan)).all()
 
 
@@ -691,3 +694,65 @@ def test_group_dims_upper_bound():
     assert g[0].rowwise.data.shape == (2**48, 0)
     want = fp4kit.quantize(x.reshape(1, 32), "mxfp8_e4m3", scale_layout="swizzled")
     assert (g[1].rowwise.scales == want.rowwise.scales).all() and (g[1].rowwise.data == want.rowwise.data).all()
+
+
+def test_hand_built_groups_options_and_operands_agree_with_their_data():
+    """Every constructor checks what it can without reading an array (shapes only): host dims given
+    as a list are checked as tuples (they were taken for device dims: g[0] then read other members'
+    bytes), the buffers have the layout's lengths and are present as options.axis says, the kind
+    describes the dims, len() follows host dims (not extra['G']); QuantizeOptions are valid values
+    in a combination SPEC allows and describe the operands they sit with; an Operand's amax is
+    there exactly for NVFP4."""
+    rep = dataclasses.replace
+    x = np.random.default_rng(8).standard_normal((96, 64)).astype(F32)
+    g = fp4kit.group_quantize(x, "nvfp4", first_dims=[32, 0, 64], axis="both")
+    assert rep(g, first_dims=[32, 0, 64]).first_dims == (32, 0, 64)
+    for kw, match in (({"first_dims": [64, 0, 32]}, r"offsets: expected \(0, 4096, 4096, 6144\)"),
+                      ({"first_dims": [-1, 0, 97]}, r"first_dims\[0\]: expected a non-negative integer"),
+                      ({"rowwise_amax": np.ones(7, F32)}, r"rowwise_amax: expected shape \(3,\)"),
+                      ({"columnwise_data": np.zeros(5, np.uint8)}, r"columnwise_data: expected shape \(3072,\)"),
+                      ({"rowwise_data": None}, r"rowwise_data: expected a flat array of 3072 entries"),
+                      ({"kind": "same"}, r"kind: 'same' does not describe first_dims \(32, 0, 64\)"),
+                      ({"input_dtype": 5}, r"input_dtype: expected one of"),
+                      ({"offsets": None, "first_dims": np.array([32, 0, 64])}, None)):
+        if match is None:                           # NumPy standing in for device dims: offsets None
+            assert len(rep(g, **kw)) == 3
+            with pytest.raises(ValueError, match=r"offsets: a group whose dims live on the device has offsets None"):
+                rep(g, first_dims=np.array([32, 0, 64]))
+            continue
+        with pytest.raises(ValueError, match=match):
+            rep(g, **kw)
+    mx = fp4kit.group_quantize(x, "mxfp8_e4m3", first_dims=[32, 0, 64])
+    with pytest.raises(ValueError, match=r"rowwise_amax: expected None \(format 'mxfp8_e4m3' has no amax\)"):
+        rep(mx, rowwise_amax=np.ones(3, F32))
+    with pytest.raises(ValueError, match=r"columnwise_data: expected None \(options.axis='rowwise'\)"):
+        rep(mx, columnwise_data=mx.rowwise_data)
+    g.extra["G"] = 5                                # a plain dict: len follows the host dims
+    assert len(g) == 3 and len(list(g)) == 3
+
+    opts = fp4kit.QuantizeOptions
+    for kw, err, match in ((dict(format="bogus"), ValueError, r"format: expected one of"),
+                           (dict(format="nvfp4", axis="sideways"), ValueError, r"axis: expected one of"),
+                           (dict(format="nvfp4", seed=-5), ValueError, r"seed: expected an integer in"),
+                           (dict(format="nvfp4", tile_2d=1), TypeError, r"tile_2d: expected True or False"),
+                           (dict(format="mxfp8_e4m3", rounding="stochastic"), ValueError, r"rounding: 'stochastic'"),
+                           (dict(format="nvfp4", rht=True), ValueError, r"rht: the Hadamard transform applies"),
+                           (dict(format="nvfp4", row_scaled=True, tile_2d=True), ValueError, r"row_scaled: cannot")):
+        with pytest.raises(err, match=match):
+            opts(**kw)
+    assert opts(format=fp4kit.FORMATS["nvfp4"], seed=np.uint64(3)).seed == 3
+    q = fp4kit.quantize(x, "nvfp4", axis="both")
+    for kw, match in (({"rowwise": None}, r"rowwise: options.axis='both' asks for it, got None"),
+                      ({"options": rep(q.options, axis="rowwise")}, r"columnwise: options.axis='rowwise' does not ask"),
+                      ({"options": rep(q.options, scale_layout="swizzled")},
+                       r"rowwise.scale_layout: expected options.scale_layout='swizzled', got 'compact'"),
+                      ({"options": rep(q.options, rht=True)}, r"options: rht=True quantizes bfloat16 input only"),
+                      ({"input_dtype": 5}, r"input_dtype: expected one of")):
+        with pytest.raises(ValueError, match=match):
+            rep(q, **kw)
+    m = fp4kit.quantize(x, "mxfp8_e4m3").rowwise
+    with pytest.raises(ValueError, match=r"amax: only NVFP4 operands carry an amax; format 'mxfp8_e4m3' takes None"):
+        rep(m, amax=np.ones(1, F32))
+    with pytest.raises(ValueError, match=r"amax: an NVFP4 operand needs its float32 amax"):
+        rep(q.rowwise, amax=None)
+    assert type(rep(m, rows=np.int64(96)).rows) is int
