@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _interop, _plan, _torch_exec
-from ._grouped_views import GroupedArray, grouped_layout
+from ._grouped_views import GroupedArray, _grouped_array, grouped_layout
 from ._validate import (DIM_MAX, check_amax_values, check_dtype, check_int, check_max_elements, group_dims,
                         group_member_checks, group_options, native_order)
 from .formats import FORMATS
@@ -562,9 +562,9 @@ def group_dequantize(g: GroupedQuantizedTensor, dtype="float32", operand="rowwis
         out = _cuda.group_dequantize(d.array, s, a, meta, fd, ld, g.extra["G"], g.format,
                                      g.options, operand, dtype, n_el)
         lib = g.extra.get("library", d.library)
-        return GroupedArray(data=_interop.to_library(out, lib, dtype=dtype), kind=g.kind, first_dims=g.first_dims,
-                            last_dims=g.last_dims, offsets=g.offsets, operand=operand,
-                            group=g if g.offsets is None else None)
+        return _grouped_array(data=_interop.to_library(out, lib, dtype=dtype), kind=g.kind, first_dims=g.first_dims,
+                              last_dims=g.last_dims, offsets=g.offsets, operand=operand,
+                              group=g if g.offsets is None else None)
 
 
 def _group_dequantize_fast(g, dtype: str, operand: str, data, scales, amax, meta):
@@ -595,5 +595,5 @@ def _group_dequantize_fast(g, dtype: str, operand: str, data, scales, amax, meta
             int(operand == "columnwise"), int(opts.scale_layout == "swizzled"), int(opts.row_scaled), out_ptr), stream)
     if lib == "cupy" and dtype == "bfloat16":
         out = _interop.to_library(out, "cupy", dtype="bfloat16")
-    return GroupedArray(data=out, kind=g.kind, first_dims=g.first_dims, last_dims=g.last_dims, offsets=g.offsets,
-                        operand=operand, group=g if g.offsets is None else None)
+    return _grouped_array(data=out, kind=g.kind, first_dims=g.first_dims, last_dims=g.last_dims, offsets=g.offsets,
+                          operand=operand, group=g if g.offsets is None else None)

@@ -4,6 +4,7 @@ Only slicing and reshape are used on arrays, so NumPy, CuPy and PyTorch buffers 
 """
 from __future__ import annotations
 
+import numbers
 import operator
 from dataclasses import dataclass
 from typing import Any, Iterator
@@ -120,6 +121,43 @@ class GroupedArray:
     operand: str = "rowwise"
     group: Any = None
 
+    def __post_init__(self):
+        """A GroupedArray built by hand: its metadata agree with each other and with the buffer's
+        length (shapes only, no device sync). fp4kit's own results skip this (_grouped_array)."""
+        from .tensor import GROUP_KINDS
+        if self.kind not in GROUP_KINDS:
+            raise ValueError(f"kind: expected one of {GROUP_KINDS}, got {self.kind!r}")
+        if self.operand not in ("rowwise", "columnwise"):
+            raise ValueError(f"operand: expected 'rowwise' or 'columnwise', got {self.operand!r}")
+        if not hasattr(self.data, "shape"):
+            raise TypeError(f"data: expected a flat array (NumPy or device), got {type(self.data).__name__}")
+        for name in ("first_dims", "last_dims"):
+            if isinstance(getattr(self, name), list):
+                object.__setattr__(self, name, tuple(getattr(self, name)))
+        first, last = self.first_dims, self.last_dims
+        if not (isinstance(first, tuple) and isinstance(last, tuple)):
+            if self.offsets is not None:
+                raise ValueError("offsets: dims on the device go with offsets None")
+            return
+        for name, dims in (("first_dims", first), ("last_dims", last)):
+            for i, v in enumerate(dims):
+                if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 0:
+                    raise ValueError(f"{name}[{i}]: expected a non-negative integer, got {v!r}")
+        if len(first) != len(last):
+            raise ValueError(f"last_dims: expected one per member, {len(first)} as first_dims, got {len(last)}")
+        want = [0]
+        for m, k in zip(first, last):
+            want.append(want[-1] + int(m) * int(k))
+        if self.offsets is not None and tuple(self.offsets) != tuple(want):
+            raise ValueError(f"offsets: expected the running sums of M_i * K_i, {tuple(want)[:9]}"
+                             f"{' ...' if len(want) > 9 else ''}, got {tuple(self.offsets)[:9]}")
+        n = 1
+        for d in self.data.shape:
+            n *= int(d)
+        if len(self.data.shape) != 1 or n != want[-1]:
+            raise ValueError(f"data: expected a flat array of the members' {want[-1]} elements, "
+                             f"got shape {tuple(self.data.shape)}")
+
     def __len__(self) -> int:
         return len(self.first_dims)
 
@@ -154,3 +192,14 @@ class GroupedArray:
             shape = (m, k) if self.operand == "rowwise" else (k, m)
             yield self.data[start:start + m * k].reshape(shape)
             start += m * k
+
+
+def _grouped_array(**fields) -> GroupedArray:
+    """A GroupedArray of fp4kit's own results (its metadata are the group's), without the checks."""
+    ga = object.__new__(GroupedArray)
+    defaults = {"operand": "rowwise", "group": None}
+    ga.__dict__.update((f, fields[f] if f in fields else defaults[f]) for f in _GA_FIELDS)
+    return ga
+
+
+_GA_FIELDS = ("data", "kind", "first_dims", "last_dims", "offsets", "operand", "group")

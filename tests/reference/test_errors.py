@@ -756,3 +756,31 @@ def test_hand_built_groups_options_and_operands_agree_with_their_data():
     with pytest.raises(ValueError, match=r"amax: an NVFP4 operand needs its float32 amax"):
         rep(q.rowwise, amax=None)
     assert type(rep(m, rows=np.int64(96)).rows) is int
+
+
+def test_hand_built_grouped_arrays_are_checked():
+    """GroupedArray's metadata agree with each other and with its buffer (they were taken as
+    given: a last_dims one short made y[1] an IndexError and list(y) one member; offsets that
+    disagreed with the dims gave y[i] and iteration different slices)."""
+    x = np.random.default_rng(9).standard_normal((96, 64)).astype(F32)
+    y = fp4kit.group_dequantize(fp4kit.group_quantize(x, "mxfp8_e4m3", first_dims=[32, 0, 64]))
+    GA = fp4kit.GroupedArray
+    ok = GA(data=y.data, kind=y.kind, first_dims=[32, 0, 64], last_dims=[64, 64, 64], offsets=y.offsets)
+    assert ok.first_dims == (32, 0, 64) and [a.shape for a in ok] == [(32, 64), (0, 64), (64, 64)]
+    base = dict(data=y.data, kind=y.kind, first_dims=(32, 0, 64), last_dims=(64, 64, 64), offsets=y.offsets)
+    for kw, err, match in (({"kind": "whatever"}, ValueError, r"kind: expected one of"),
+                           ({"operand": "both"}, ValueError, r"operand: expected 'rowwise' or 'columnwise'"),
+                           ({"data": list(range(6144))}, TypeError, r"data: expected a flat array"),
+                           ({"last_dims": (64, 64)}, ValueError, r"last_dims: expected one per member, 3"),
+                           ({"offsets": (0, 2048, 2048, 4096)}, ValueError, r"offsets: expected the running sums"),
+                           ({"data": y.data[:-1]}, ValueError, r"data: expected a flat array of the members' 6144"),
+                           ({"data": y.data.reshape(96, 64)}, ValueError, r"got shape \(96, 64\)"),
+                           ({"first_dims": (32, -1, 64)}, ValueError, r"first_dims\[1\]: expected a non-negative")):
+        with pytest.raises(err, match=match):
+            GA(**{**base, **kw})
+    from fp4kit._grouped_views import _grouped_array    # the GPU paths' unchecked twin sets the same fields
+    for kw in (base, {**base, "operand": "columnwise", "group": "<g>"}):
+        fast = _grouped_array(**kw)
+        ref = vars(GA(**kw))
+        assert type(fast) is GA and list(vars(fast)) == list(ref) == [f.name for f in dataclasses.fields(GA)]
+        assert all(vars(fast)[k] is v for k, v in ref.items())
