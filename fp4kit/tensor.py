@@ -284,7 +284,8 @@ class GroupedQuantizedTensor:
     `first_dims`/`last_dims` are host tuples of ints (length G); `offsets` are element offsets
     (G + 1 entries); `scale_offsets_rowwise` / `scale_offsets_columnwise` are byte offsets of each
     member's scale matrix in the concatenated scale buffers (G + 1 entries). `rowwise_data` etc.
-    are flat 1-D uint8 buffers; `amax_*` are float32 (G,) (NVFP4) or None.
+    are flat 1-D uint8 buffers; `amax_*` are float32 (NVFP4; None for MX): (G,), one per member, or
+    with row_scaled one per row, (sum M_i,) rowwise and (sum K_i,) columnwise.
 
     A GPU result from device-side dims keeps those dims as device int64 arrays, with `offsets`
     None and the scale offsets empty (reading them would synchronise): `host_dims()`, `g[i]`,
