@@ -4,7 +4,9 @@ SPEC.md section 1. Nothing else in fp4kit infers a format property from a dtype 
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import get_args
 
 from . import _types
@@ -89,14 +91,15 @@ class Format:
         return -(-n // self.block)
 
 
-FORMATS: dict[str, Format] = {
+# read-only: the registry is the single source of truth (a user's FORMATS["x"] = ... is a TypeError)
+FORMATS: Mapping[str, Format] = MappingProxyType({
     "mxfp8_e4m3": Format("mxfp8_e4m3", "e4m3", 448.0, 32, "e8m0", None, 0),
     "mxfp8_e5m2": Format("mxfp8_e5m2", "e5m2", 57344.0, 32, "e8m0", None, 1),
     "mxfp6_e2m3": Format("mxfp6_e2m3", "e2m3", 7.5, 32, "e8m0", None, 2),
     "mxfp6_e3m2": Format("mxfp6_e3m2", "e3m2", 28.0, 32, "e8m0", None, 3),
     "mxfp4_e2m1": Format("mxfp4_e2m1", "e2m1", 6.0, 32, "e8m0", None, 4),
     "nvfp4": Format("nvfp4", "e2m1", 6.0, 16, "e4m3", "fp32 amax", 5),
-}
+})
 
 # Every choice is a literal string, read from the Literal types of the public signatures
 # (fp4kit._types); the integer codes are mirrored in cuda_src/common/enums.cuh

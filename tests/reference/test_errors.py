@@ -784,3 +784,9 @@ def test_hand_built_grouped_arrays_are_checked():
         ref = vars(GA(**kw))
         assert type(fast) is GA and list(vars(fast)) == list(ref) == [f.name for f in dataclasses.fields(GA)]
         assert all(vars(fast)[k] is v for k, v in ref.items())
+
+
+def test_the_format_registry_is_read_only():
+    with pytest.raises(TypeError):
+        fp4kit.FORMATS["nvfp4"] = fp4kit.FORMATS["mxfp8_e4m3"]       # type: ignore[index]
+    assert list(fp4kit.FORMATS)[-1] == "nvfp4" and dict(fp4kit.FORMATS)["nvfp4"].block == 16
