@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 
@@ -67,7 +67,9 @@ class OperandError:
 class ErrorReport:
     """Per-operand error figures of one quantized tensor; prints as a table.
 
-    Index it by operand name (``rep["rowwise"]``) or iterate over ``rep.operands``.
+    Index it by operand name (``rep["rowwise"]``); iterating over it (or ``rep.operands``) gives
+    the OperandErrors, rowwise first; ``len(rep)`` counts them and ``"rowwise" in rep`` asks for an
+    operand by name.
     """
 
     format: str
@@ -81,6 +83,15 @@ class ErrorReport:
             if o.operand == name:
                 return o
         raise KeyError(f"operand: this report has {[o.operand for o in self.operands]}, got {name!r}")
+
+    def __iter__(self) -> Iterator[OperandError]:
+        return iter(self.operands)
+
+    def __len__(self) -> int:
+        return len(self.operands)
+
+    def __contains__(self, name: object) -> bool:
+        return any(o.operand == name for o in self.operands)
 
     _COLS = ("operand", "vs", "SNR dB", "MSE", "max abs err", "max rel err", "saturated", "zeroed",
              "non-finite", "scale codes")

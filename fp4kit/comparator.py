@@ -25,8 +25,10 @@ tells a flipped rounding tie from another off-by-one code).
 """
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
@@ -54,13 +56,17 @@ def to_numpy(a):
 
 @dataclass
 class Mismatch:
+    """One differing byte (or value): where, got and expected, its class, its (row, block) and,
+    when ``compare`` was given ``x``, the input block. ``==`` compares everything but the input
+    block (an array, which is shown, not compared)."""
+
     field: str
     index: tuple           # position in the field's array
     got: int | float
     expected: int | float
     kind: str
     block: tuple | None = None      # (row, block) of the operand it belongs to
-    input_block: np.ndarray | None = None
+    input_block: np.ndarray | None = dataclasses.field(default=None, compare=False)
 
     def __str__(self) -> str:
         g = f"0x{self.got:02x}" if isinstance(self.got, (int, np.integer)) else repr(self.got)
@@ -126,11 +132,21 @@ class CompareReport:
 
     __repr__ = __str__
 
-    def _add(self, m: Mismatch):
-        self.fields[m.field].differing += 1
-        self.fields[m.field].kinds[m.kind] += 1
-        if len(self.mismatches) < self.max_shown:
-            self.mismatches.append(m)
+    def _add_all(self, fname: str, kinds: np.ndarray, names: tuple, mismatch: Callable[[int], Mismatch]):
+        """Count the differing bytes of field `fname` at once: the j-th (row-major order) is of
+        class ``names[kinds[j]]``. Classes are counted in the order they first occur; only the
+        first bytes, while fewer than ``max_shown`` are kept, become Mismatch objects
+        (``mismatch(j)``), so a field of millions of differing bytes costs array operations."""
+        n = int(len(kinds))
+        if not n:
+            return
+        f = self.fields[fname]
+        f.differing += n
+        codes, first, counts = np.unique(kinds, return_index=True, return_counts=True)
+        for k in np.argsort(first, kind="stable"):
+            f.kinds[names[int(codes[k])]] += int(counts[k])
+        room = min(n, max(0, self.max_shown - len(self.mismatches)))
+        self.mismatches += [mismatch(j) for j in range(room)]
 
 
 def _as_u8(a) -> np.ndarray:
@@ -138,24 +154,49 @@ def _as_u8(a) -> np.ndarray:
     return np.ascontiguousarray(a).view(np.uint8) if a.dtype != np.uint8 else np.ascontiguousarray(a)
 
 
-def _code_kind(g: int, e: int, elem, scaled_input=None) -> str:
-    bits = elem.bits
-    sign = 1 << (bits - 1)
+_CODE_KINDS = ("sign of zero", "saturation vs NaN", "rounding tie flipped", "rounding off by one code", "other")
+
+
+def _code_kinds(g: np.ndarray, e: np.ndarray, elem, scaled: np.ndarray | None = None,
+                known: np.ndarray | None = None) -> np.ndarray:
+    """The class (an index into _CODE_KINDS) of each pair of differing element codes `g`, `e`
+    (int64 arrays, sign bit included), the first rule that holds:
+
+    * both magnitudes zero: ``sign of zero``;
+    * magnitudes {max code, NaN code} with one sign (types with NaN), or, for types without NaN,
+      got the NaN code (positive max) where the scaled input is NaN: ``saturation vs NaN``;
+    * one sign, magnitudes one code apart: ``rounding tie flipped`` when the scaled input's
+      magnitude is exactly the midpoint of the two codes' values, else ``rounding off by one code``;
+    * ``other``.
+
+    `scaled`: each element's input times its block's scale factor (float32) where ``known``
+    (default: everywhere), or None without ``x``.
+    """
+    sign = 1 << (elem.bits - 1)
     gm, em = g & (sign - 1), e & (sign - 1)
-    if gm == 0 and em == 0 and g != e:
-        return "sign of zero"
-    if elem.has_nan and ({gm, em} == {elem.max_code, elem.nan_code}) and (g & sign) == (e & sign):
-        return "saturation vs NaN"
-    if (not elem.has_nan) and g == elem.nan_code and e != g and scaled_input is not None and np.isnan(scaled_input):
-        return "saturation vs NaN"
-    if (g & sign) == (e & sign) and abs(gm - em) == 1:
-        if scaled_input is not None and np.isfinite(scaled_input):
-            from .reference.numerics import decode
-            lo, hi = sorted((float(decode(np.uint8(gm), elem)), float(decode(np.uint8(em), elem))))
-            if abs(float(scaled_input)) == (lo + hi) / 2:
-                return "rounding tie flipped"
-        return "rounding off by one code"
-    return "other"
+    same_sign = (g & sign) == (e & sign)
+    zero = (gm == 0) & (em == 0) & (g != e)
+    none = np.zeros(g.shape, dtype=bool)
+    if scaled is not None and known is None:
+        known = np.ones(g.shape, dtype=bool)
+    if elem.has_nan:
+        mx, nan = elem.max_code, elem.nan_code
+        sat = (((gm == mx) | (gm == nan)) & ((em == mx) | (em == nan))            # {gm, em} == {mx, nan}
+               & ((gm == mx) | (em == mx)) & ((gm == nan) | (em == nan)) & same_sign)
+    elif scaled is not None:
+        sat = (g == elem.nan_code) & (e != g) & known & np.isnan(scaled)
+    else:
+        sat = none
+    near = same_sign & (np.abs(gm - em) == 1)
+    tie = none
+    if scaled is not None and near.any():
+        from .reference.numerics import decode
+        at = np.flatnonzero(near & known & np.isfinite(scaled))
+        mid = (decode(gm[at].astype(np.uint8), elem).astype(np.float64)
+               + decode(em[at].astype(np.uint8), elem).astype(np.float64)) / 2
+        tie = none.copy()
+        tie[at] = np.abs(scaled[at].astype(np.float64)) == mid
+    return np.select([zero, sat, tie, near], [0, 1, 2, 3], default=4)
 
 
 def _scale_factors(exp: Operand) -> np.ndarray:
@@ -185,43 +226,13 @@ def _compare_operand(rep: CompareReport, name: str, got: Operand, exp: Operand, 
         rep.errors.append(f"{name}: got a {got.rows}x{got.cols} operand, expected {exp.rows}x{exp.cols} "
                           f"(bytes not compared)")
         return
-    f = FORMATS[exp.format]
-    elem = f.elem
     gd, ed = _as_u8(got.data), _as_u8(exp.data)
     fname = f"{name}.data"
     if gd.shape != ed.shape:
         rep.errors.append(f"{fname}: shape {gd.shape} != expected {ed.shape}")
     else:
         rep.fields[fname] = FieldReport(total=int(ed.size))
-        diff = np.argwhere(gd != ed)
-        mult = _scale_factors(exp) if x2 is not None and len(diff) else None
-
-        def scaled(r: int, col: int):
-            """The element's input times its block's scale factor (fp32), as the encode saw it."""
-            if mult is None:
-                return None
-            xv = x2[col, r] if transposed else x2[r, col]
-            with np.errstate(over="ignore", invalid="ignore"):
-                return np.float32(xv) * mult[r, col // f.block]
-
-        for idx in diff:
-            r, c = (int(v) for v in idx)
-            g, e = int(gd[r, c]), int(ed[r, c])
-            if f.packed and ((g >> 4) | ((g & 0xF) << 4)) == e:
-                kind, col = "nibble order swapped", 2 * c
-            elif f.packed:
-                col = 2 * c if (g & 0xF) != (e & 0xF) else 2 * c + 1
-                sh = 0 if col == 2 * c else 4
-                kind = _code_kind((g >> sh) & 0xF, (e >> sh) & 0xF, elem, scaled(r, col))
-            else:
-                col = c
-                kind = _code_kind(g, e, elem, scaled(r, col))
-            blk = (r, col // f.block)
-            ib = None
-            if x2 is not None:
-                b0, b1 = blk[1] * f.block, min((blk[1] + 1) * f.block, exp.cols)
-                ib = x2[b0:b1, r] if transposed else x2[r, b0:b1]
-            rep._add(Mismatch(fname, (r, c), g, e, kind, blk, ib))
+        _compare_codes(rep, fname, gd, ed, exp, x2, transposed)
     if got.scale_layout != exp.scale_layout:
         rep.errors.append(f"{name}.scale_layout: got {got.scale_layout!r}, expected {exp.scale_layout!r} "
                           f"(scales not compared)")
@@ -237,8 +248,57 @@ def _compare_operand(rep: CompareReport, name: str, got: Operand, exp: Operand, 
             rep.errors.append(f"{fname}: dtype {ga.dtype}, expected {ea.dtype} (values not compared)")
         else:
             gb, eb = ga.astype(np.float32).view(np.uint32), ea.astype(np.float32).view(np.uint32)
-            for (i,) in np.argwhere(gb != eb):
-                rep._add(Mismatch(fname, (int(i),), float(ga[i]), float(ea[i]), "amax differs"))
+            diff = np.argwhere(gb != eb)
+
+            def amax_mismatch(j: int) -> Mismatch:
+                i = tuple(int(v) for v in diff[j])
+                return Mismatch(fname, i, float(ga[i]), float(ea[i]), "amax differs")
+            rep._add_all(fname, np.zeros(len(diff), dtype=np.int64), ("amax differs",), amax_mismatch)
+
+
+def _compare_codes(rep: CompareReport, fname: str, gd: np.ndarray, ed: np.ndarray, exp: Operand, x2, transposed):
+    """Count and classify the differing code bytes of one operand (same shape), vectorised.
+
+    Packed FP4: a byte holding the expected two codes swapped is ``nibble order swapped`` (block of
+    column 2c); otherwise the low nibble (column 2c) is classified when it differs, else the high
+    one (column 2c + 1). Given ``x2`` (the operand's input, (cols, rows) when `transposed`), each
+    classified element's input times its block's scale factor tells a flipped rounding tie."""
+    f = FORMATS[exp.format]
+    rr, cc = np.nonzero(gd != ed)                   # row-major, as np.argwhere
+    if not len(rr):
+        return
+    g, e = gd[rr, cc].astype(np.int64), ed[rr, cc].astype(np.int64)
+    swapped = None
+    if f.packed:
+        swapped = ((g >> 4) | ((g & 0xF) << 4)) == e
+        low = (g & 0xF) != (e & 0xF)
+        col = np.where(low | swapped, 2 * cc, 2 * cc + 1)
+        sh = np.where(low, 0, 4)
+        gc, ec = (g >> sh) & 0xF, (e >> sh) & 0xF
+    else:
+        col, gc, ec = cc, g, e
+    scaled = known = None
+    if x2 is not None:
+        mult = _scale_factors(exp)
+        known = col < exp.cols                      # a padding nibble has no input
+        cl = np.minimum(col, max(exp.cols - 1, 0))
+        xv = x2[cl, rr] if transposed else x2[rr, cl]
+        with np.errstate(over="ignore", invalid="ignore"):
+            scaled = np.asarray(xv).astype(np.float32) * mult[rr, cl // f.block]   # fp32 * fp32, as the encode
+    kinds = _code_kinds(gc, ec, f.elem, scaled, known) + 1
+    if swapped is not None:
+        kinds[swapped] = 0
+    names = ("nibble order swapped",) + _CODE_KINDS
+
+    def code_mismatch(j: int) -> Mismatch:
+        r, c = int(rr[j]), int(cc[j])
+        blk = (r, int(col[j]) // f.block)
+        ib = None
+        if x2 is not None:
+            b0, b1 = blk[1] * f.block, min((blk[1] + 1) * f.block, exp.cols)
+            ib = x2[b0:b1, r] if transposed else x2[r, b0:b1]
+        return Mismatch(fname, (r, c), int(g[j]), int(e[j]), names[int(kinds[j])], blk, ib)
+    rep._add_all(fname, kinds, names, code_mismatch)
 
 
 def _compare_scales(rep: CompareReport, fname: str, got: Operand, exp: Operand):
@@ -251,39 +311,36 @@ def _compare_scales(rep: CompareReport, fname: str, got: Operand, exp: Operand):
     diff = np.argwhere(gs != es)
     if not len(diff):
         return
+    flat = np.ravel_multi_index(tuple(diff.T), es.shape) if es.ndim else np.zeros(len(diff), dtype=np.int64)
+    ge, ee = gs.reshape(-1), es.reshape(-1)
+    g, e = ge[flat].astype(np.int64), ee[flat].astype(np.int64)
+    names = ("padding not zero", "scale off by one code", "swizzled byte misplaced", "other")
+    one = np.abs(g - e) == 1
     R, C = exp.scale_shape
     if exp.scale_layout == "swizzled":
         # map every flat swizzled offset back to its compact (row, block), -1 for padding
         owner = np.full(es.size, -1, dtype=np.int64)
         ii, jj = np.meshgrid(np.arange(R), np.arange(C), indexing="ij")
         owner[swizzled_offset(ii, jj, C).reshape(-1)] = (ii * C + jj).reshape(-1)
-        ge, ee = gs.reshape(-1), es.reshape(-1)
         # which byte values the real entries of each 512-byte (128x4 block) tile hold: a got byte
-        # equal to another entry of its own tile is a misplaced one (looked up once per byte)
+        # equal to another entry of its own tile is a misplaced one
         real = np.flatnonzero(owner >= 0)
         in_tile = np.zeros((max(es.size // 512, 1), 256), dtype=bool)
         in_tile[real // 512, ee[real]] = True
-        for idx in diff:
-            flat = int(idx[0]) * es.shape[1] + int(idx[1])
-            g, e = int(ge[flat]), int(ee[flat])
-            o = owner[flat]
-            if o < 0:
-                rep._add(Mismatch(fname, tuple(int(v) for v in idx), g, e, "padding not zero"))
-                continue
-            blk = (int(o // C), int(o % C))
-            if abs(g - e) == 1:
-                kind = "scale off by one code"
-            elif in_tile[flat // 512, g]:
-                kind = "swizzled byte misplaced"
-            else:
-                kind = "other"
-            rep._add(Mismatch(fname, tuple(int(v) for v in idx), g, e, kind, blk))
+        o = owner[flat]
+        kinds = np.select([o < 0, one, in_tile[flat // 512, g]], [0, 1, 2], default=3)
+
+        def block(j: int) -> tuple | None:
+            return None if o[j] < 0 else (int(o[j] // C), int(o[j] % C))
     else:
-        for idx in diff:
-            r, c = (int(v) for v in idx)
-            g, e = int(gs[r, c]), int(es[r, c])
-            kind = "scale off by one code" if abs(g - e) == 1 else "other"
-            rep._add(Mismatch(fname, (r, c), g, e, kind, (r, c)))
+        kinds = np.where(one, 1, 3)
+
+        def block(j: int) -> tuple | None:
+            return (int(diff[j][0]), int(diff[j][1]))
+
+    def scale_mismatch(j: int) -> Mismatch:
+        return Mismatch(fname, tuple(int(v) for v in diff[j]), int(g[j]), int(e[j]), names[int(kinds[j])], block(j))
+    rep._add_all(fname, kinds, names, scale_mismatch)
 
 
 def _same_structure(rep: CompareReport, got, exp) -> bool:
@@ -328,9 +385,12 @@ def _compare_dbias(rep: CompareReport, got_dbias, exp_dbias, xs) -> None:
             tol = 1e-6 * np.where(finite, np.abs(eb), 0.0).sum(axis=-1, keepdims=True)
         bad = np.where(finite, ~(np.abs(g64 - eb) <= tol + 1e-30),
                        ~((g64 == eb) | (np.isnan(g64) & np.isnan(eb))))
-    for idx in np.argwhere(bad):
-        rep._add(Mismatch("dbias", tuple(int(v) for v in idx), float(gb[tuple(idx)]),
-                          float(eb[tuple(idx)]), "dbias beyond tolerance"))
+    diff = np.argwhere(bad)
+
+    def dbias_mismatch(j: int) -> Mismatch:
+        i = tuple(int(v) for v in diff[j])
+        return Mismatch("dbias", i, float(gb[i]), float(eb[i]), "dbias beyond tolerance")
+    rep._add_all("dbias", np.zeros(len(diff), dtype=np.int64), ("dbias beyond tolerance",), dbias_mismatch)
 
 
 _RESULT_TYPES = (QuantizedTensor, Operand, GroupedQuantizedTensor)
@@ -429,7 +489,8 @@ def compare(got, expected, x=None, max_shown: int = 8) -> CompareReport:
             sub = compare(gm, em, x=None if xs is None else xs[i], max_shown=max_shown)
             for k, v in sub.fields.items():
                 rep.fields[f"[{i}].{k}"] = v
-            rep.mismatches += [m for m in sub.mismatches][: max(0, max_shown - len(rep.mismatches))]
+            rep.mismatches += [dataclasses.replace(m, field=f"[{i}].{m.field}")      # the field's key in rep.fields
+                               for m in sub.mismatches][: max(0, max_shown - len(rep.mismatches))]
             rep.errors += [f"[{i}] {e}" for e in sub.errors]
         if expected.dbias is not None:
             _compare_dbias(rep, got.dbias, expected.dbias, xs)

@@ -404,3 +404,15 @@ def test_outputs_lost_at_finite_inputs_make_the_error_infinite():
     n = np.full((32, 32), np.nan, np.float32)
     on = fp4kit.error_report(n, fp4kit.quantize(n, "mxfp8_e4m3"))["rowwise"]
     assert on.finite == 0 and np.isnan(on.saturated) and np.isnan(on.zeroed) and np.isnan(on.snr_db)
+
+
+def test_error_report_iterates_over_its_operands():
+    """ErrorReport is indexed by operand name; iteration, len and `in` follow the operands (list(rep)
+    and "rowwise" in rep fell back to rep[0] and raised KeyError; len(rep) was a TypeError)."""
+    both = fp4kit.error_report(X, fp4kit.quantize(X, "mxfp8_e4m3", axis="both"))
+    assert list(both) == list(both.operands) and [o.operand for o in both] == ["rowwise", "columnwise"]
+    assert len(both) == 2 and "rowwise" in both and "columnwise" in both
+    assert "x" not in both and 0 not in both and both["columnwise"] is both.operands[1]
+    col = fp4kit.error_report(X, fp4kit.quantize(X, "nvfp4", axis="columnwise"))
+    assert len(col) == 1 and "rowwise" not in col and "columnwise" in col
+    assert [o.operand for o in col] == ["columnwise"]
