@@ -95,15 +95,7 @@ class Operand:
                 raise ValueError(f"{name}: expected a non-negative integer, got {v!r}")
             if type(v) is not int:                  # NumPy integers: plain ints, as QuantizedTensor.shape
                 object.__setattr__(self, name, int(v))
-        if fmt.is_nvfp4:
-            if self.amax is None:
-                raise ValueError(f"amax: an NVFP4 operand needs its float32 amax, shape (1,) or ({self.rows},) "
-                                 f"(row-scaled), got None")
-            if tuple(self.amax.shape) not in ((1,), (self.rows,)):
-                raise ValueError(f"amax: expected shape (1,) or ({self.rows},), got {tuple(self.amax.shape)}")
-        elif self.amax is not None:
-            raise ValueError(f"amax: only NVFP4 operands carry an amax; format {fmt.name!r} takes None, "
-                             f"got an array of shape {tuple(self.amax.shape)}")
+        _check_amax(self, fmt, "amax")
         if fmt.packed and self.cols % 2:
             raise ValueError(f"cols: {fmt.name} packs two codes per byte along each row, so an operand's "
                              f"cols must be even, got {self.cols}")
@@ -133,6 +125,19 @@ class Operand:
     def __repr__(self) -> str:  # shapes and the amax, never the arrays' contents
         from ._display import operand_repr
         return operand_repr(self)
+
+
+def _check_amax(op: Operand, fmt, name: str) -> None:
+    """An operand's amax is there exactly for NVFP4, of shape (1,) or (rows,) (shapes only)."""
+    if fmt.is_nvfp4:
+        if op.amax is None:
+            raise ValueError(f"{name}: an NVFP4 operand needs its float32 amax, shape (1,) or ({op.rows},) "
+                             f"(row-scaled), got None")
+        if tuple(op.amax.shape) not in ((1,), (op.rows,)):
+            raise ValueError(f"{name}: expected shape (1,) or ({op.rows},), got {tuple(op.amax.shape)}")
+    elif op.amax is not None:
+        raise ValueError(f"{name}: only NVFP4 operands carry an amax; format {fmt.name!r} takes None, "
+                         f"got an array of shape {tuple(op.amax.shape)}")
 
 
 @dataclass(frozen=True, eq=False)
@@ -227,12 +232,7 @@ def _check_parts(q: QuantizedTensor) -> None:
             raise ValueError(f"{name}: expected a {fmt.name!r} operand, got format {op.format!r}")
         if (op.rows, op.cols) != want:
             raise ValueError(f"{name}: expected the {dims} = {want} operand of shape {shape}, got {op.rows}x{op.cols}")
-        if fmt.is_nvfp4:
-            if op.amax is None:
-                raise ValueError(f"{name}.amax: an NVFP4 operand needs its float32 amax, shape (1,) or "
-                                 f"({op.rows},) (row-scaled), got None")
-            if tuple(op.amax.shape) not in ((1,), (op.rows,)):
-                raise ValueError(f"{name}.amax: expected shape (1,) or ({op.rows},), got {tuple(op.amax.shape)}")
+        _check_amax(op, fmt, f"{name}.amax")
     for name, op in (("rowwise", q.rowwise), ("columnwise", q.columnwise)):   # the options describe the operands
         wanted = q.options.want_rowwise if name == "rowwise" else q.options.want_columnwise
         if (op is not None) != wanted:
