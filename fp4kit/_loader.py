@@ -164,7 +164,14 @@ _private_cache: Path | None = None      # this process's own cache directory, wh
 _warned_cache: set[str] = set()
 
 
-def _writable_dir(path: Path) -> bool:
+def _writable_dir(path: Path, create: bool = True) -> bool:
+    """`path` is (or, with `create`, now is) a writable directory; without `create`, a missing
+    `path` counts when its nearest existing ancestor is a writable directory (it could be made)."""
+    if not create:
+        if path.exists():
+            return path.is_dir() and os.access(path, os.W_OK)
+        parent = next((p for p in path.parents if p.exists()), None)
+        return parent is not None and parent.is_dir() and os.access(parent, os.W_OK | os.X_OK)
     try:
         path.mkdir(parents=True, exist_ok=True)
         return path.is_dir() and os.access(path, os.W_OK)
@@ -192,26 +199,37 @@ def _warn_cache(msg: str) -> None:
         warnings.warn(msg, RuntimeWarning, stacklevel=3)
 
 
-def cache_dir() -> Path:
+def cache_dir(create: bool = True) -> Path:
     """The kernel cache: ``$FP4KIT_CACHE_DIR`` (used as given, shared caches included), else
     ``~/.cache/fp4kit``; when that cannot be written, ``<tmp>/fp4kit-cache-<uid>`` if only this user
     can write there, else a fresh private directory for this process. Falling back from a
-    ``$FP4KIT_CACHE_DIR`` or from a shared temporary directory that is not safe warns once."""
+    ``$FP4KIT_CACHE_DIR`` or from a shared temporary directory that is not safe warns once.
+    ``create=False`` (``fp4kit info``) makes no directory: it names the one a compile would use
+    (which may not exist yet) and warns as a compile would."""
     global _private_cache
     d = os.environ.get("FP4KIT_CACHE_DIR")
     path = Path(d) if d else Path.home() / ".cache" / "fp4kit"
-    if _writable_dir(path):
+    if _writable_dir(path, create):
         return path
     uid = os.getuid() if hasattr(os, "getuid") else "user"
     tmp = Path(tempfile.gettempdir()) / f"fp4kit-cache-{uid}"
-    try:
-        tmp.mkdir(mode=0o700, exist_ok=True)
-    except OSError:
-        pass
-    if _only_ours(tmp) and os.access(tmp, os.W_OK):
+    if create:
+        try:
+            tmp.mkdir(mode=0o700, exist_ok=True)
+        except OSError:
+            pass
+    if not create and not tmp.exists() and _writable_dir(tmp, create=False):
+        fallback = tmp              # a compile would make it, 0700 and ours
+    elif _only_ours(tmp) and os.access(tmp, os.W_OK):
         fallback = tmp
     else:
         if _private_cache is None or not _private_cache.is_dir():
+            if not create:          # named, not made: mkdtemp's name is not known before it runs
+                fallback = Path(tempfile.gettempdir()) / "fp4kit-cache-XXXXXXXX"
+                _warn_cache(f"fp4kit: {tmp} is not a directory that only this user can write (another "
+                            f"user could plant kernels there); kernels would be cached in a private "
+                            f"directory for each process")
+                return fallback
             _private_cache = Path(tempfile.mkdtemp(prefix="fp4kit-cache-"))
         fallback = _private_cache
         _warn_cache(f"fp4kit: {tmp} is not a directory that only this user can write (another user "
@@ -285,10 +303,11 @@ def _part_options(arch: str, part: int | None) -> list[str]:
     return options_for(arch) + ([] if part is None else [f"-DFP4KIT_PART={int(part)}"])
 
 
-def _cache_entry(module: str, arch: str, part: int | None, sources: dict[str, str], options: list[str]) -> tuple[str, Path]:
-    """(cache key, cubin path) of one compile unit."""
+def _cache_entry(module: str, arch: str, part: int | None, sources: dict[str, str], options: list[str],
+                 directory: Path | None = None) -> tuple[str, Path]:
+    """(cache key, cubin path) of one compile unit, in `directory` (default: cache_dir())."""
     key = _cache_key(module, arch, sources, options)
-    return key, cache_dir() / f"{module}{'' if part is None else f'.p{part}'}-{arch}-{key[:40]}.cubin"
+    return key, (cache_dir() if directory is None else directory) / f"{module}{'' if part is None else f'.p{part}'}-{arch}-{key[:40]}.cubin"
 
 
 def compile_units() -> list[tuple[str, int | None]]:
@@ -300,12 +319,15 @@ def compile_units() -> list[tuple[str, int | None]]:
 
 def cached_units(arch: str) -> tuple[int, int]:
     """(compile units of this build already in the disk cache for `arch`, all units): this build is
-    these sources, options and NVRTC version; nothing is compiled."""
+    these sources, options and NVRTC version; nothing is compiled and no directory is made."""
     sources = _read_sources()
     units = compile_units()
+    directory = cache_dir(create=False)
+    if not directory.is_dir():
+        return 0, len(units)
     hits = 0
     for module, part in units:
-        _, cubin = _cache_entry(module, arch, part, sources, _part_options(arch, part))
+        _, cubin = _cache_entry(module, arch, part, sources, _part_options(arch, part), directory)
         hits += _valid_entry(cubin, cubin.with_suffix(".sha256"))
     return hits, len(units)
 

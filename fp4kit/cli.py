@@ -412,7 +412,9 @@ def cmd_info(args: argparse.Namespace) -> int:
     archs = ([_loader.arch_for_capability(gpu.compute_capability // 10, gpu.compute_capability % 10)] if gpu
              else ["sm_90", "sm_100a"])
     cached = ", ".join("{} {} of {}".format(a, *_loader.cached_units(a)) for a in archs)
-    print(f"kernel cache: {_loader.cache_dir()} (compile units of this build: {cached}; "
+    where = _loader.cache_dir(create=False)
+    made = "" if where.is_dir() else "not made yet; "
+    print(f"kernel cache: {where} ({made}compile units of this build: {cached}; "
           "python -m fp4kit warmup fills it)")
     return 0
 

@@ -80,3 +80,31 @@ def test_a_shared_fallback_another_user_could_write_is_never_used(fresh, monkeyp
     st = got.lstat()
     assert not stat.S_ISLNK(st.st_mode) and st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) & 0o077 == 0
     assert _loader.cache_dir() == got                # the same private directory for the process
+
+
+def test_naming_the_cache_makes_no_directory(fresh, monkeypatch, tmp_path):
+    """cache_dir(create=False) (``fp4kit info``) names the directory a compile would use, unmade."""
+    want = tmp_path / "team" / "cache"
+    monkeypatch.setenv("FP4KIT_CACHE_DIR", str(want))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _loader.cache_dir(create=False) == want
+    assert not (tmp_path / "team").exists()
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("FP4KIT_CACHE_DIR", str(tmp_path / "a-file" / "cache"))   # cannot be made
+    with pytest.warns(RuntimeWarning, match="is not a writable directory"):
+        got = _loader.cache_dir(create=False)
+    assert got == _shared(fresh) and not got.exists()
+    assert _loader.cache_dir() == got and got.is_dir()       # the compile's own choice is the same
+
+
+@pytest.mark.skipif(not POSIX, reason="file modes are POSIX")
+def test_naming_the_cache_when_the_shared_fallback_is_unsafe_makes_no_private_directory(fresh, monkeypatch, tmp_path):
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("FP4KIT_CACHE_DIR", str(tmp_path / "a-file" / "cache"))
+    shared = _shared(fresh)
+    shared.mkdir()
+    shared.chmod(0o777)
+    with pytest.warns(RuntimeWarning, match="private directory for each process"):
+        got = _loader.cache_dir(create=False)
+    assert got.parent == fresh and not got.exists() and sorted(p.name for p in fresh.iterdir()) == [shared.name]

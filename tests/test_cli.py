@@ -301,6 +301,22 @@ def test_warmup_compiles_an_architecture_named_twice_once(capsys, no_gpu, fake_n
     assert f"sm_90 {len(units)} of {len(units)}, sm_100a {len(units)} of {len(units)}" in capsys.readouterr().out
 
 
+def test_info_makes_no_cache_directory(capsys, no_gpu, monkeypatch, tmp_path):
+    """``info`` reports; it names the cache a compile would make and leaves the disk as it was."""
+    from fp4kit import _loader, _nvrtc
+    try:
+        _nvrtc.version()
+    except Exception:   # noqa: BLE001 - without NVRTC info prints no cache line
+        pytest.skip("no NVRTC library: info stops before the cache line")
+    want = tmp_path / "new" / "cache"
+    monkeypatch.setenv("FP4KIT_CACHE_DIR", str(want))
+    n = len(_loader.compile_units())
+    assert cli.main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert f"kernel cache: {want} (not made yet; compile units of this build: sm_90 0 of {n}, sm_100a 0 of {n}" in out
+    assert not (tmp_path / "new").exists()
+
+
 @pytest.mark.parametrize("arch", ["sm_80", "compute_90", "sm90", "sm_90x"])
 def test_warmup_refuses_an_architecture_before_compiling(capsys, no_gpu, fake_nvrtc, arch):
     assert cli.main(["warmup", "--arch", "sm_90", arch]) == 2
