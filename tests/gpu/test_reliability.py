@@ -1,6 +1,7 @@
 """Reliability on the GPU: hostile input rejected before any launch, many threads on separate
-streams, two processes sharing one compile cache, > 2^31 elements, memory flat over 10,000 calls,
-and hypothesis-driven kernel-vs-reference properties with a fixed example budget."""
+streams, two processes sharing one compile cache, > 2^31 elements (one tensor and a group), memory
+flat over 10,000 calls, and hypothesis-driven kernel-vs-reference properties with a fixed example
+budget."""
 from __future__ import annotations
 
 import importlib.util
@@ -170,6 +171,58 @@ def test_more_than_2_31_elements(cp):
     idx = torch.from_numpy(cols).cuda()
     assert np.array_equal(qc.columnwise.data[idx].cpu().numpy(), expc.columnwise.data)
     assert np.array_equal(qc.columnwise.scales[idx].cpu().numpy(), expc.columnwise.scales)
+
+
+def test_grouped_more_than_2_31_elements(cp):
+    """A group whose last member lies past element 2^31 (256 experts of 2048 x 7168 weights hold
+    3.8e9 elements): NVFP4 "both" with the members' amaxes computed on the device, then
+    group_dequantize; rows and columns of the last member, some past element 2^31, against the
+    reference with that member's amax."""
+    import torch
+    M, K = 65600, 32768                 # 2,149,580,800 elements > 2^31
+    free, _ = cp.cuda.runtime.memGetInfo()
+    if free < 24 * 2**30:
+        pytest.skip("needs about 24 GiB of free GPU memory")
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    x = torch.randn(M, K, device="cuda", generator=gen).to(torch.bfloat16)
+    start = 30000
+    g = fp4kit.group_quantize(x, "nvfp4", first_dims=[start, 0, M - start], axis="both")
+    m = g[2]
+    xm = x[start:]
+    amax = xm.abs().max().float().cpu().numpy().reshape(1)
+    assert np.array_equal(m.rowwise.amax.cpu().numpy().reshape(-1).view(np.uint32), amax.view(np.uint32))
+
+    def host(t):
+        return t.contiguous().view(torch.int16).cpu().numpy().view(ml_dtypes.bfloat16)
+
+    rows = np.array([0, 1, 20000, 35535, 35536, 35599])     # local rows; 35536 is global row 65536
+    ridx = torch.from_numpy(rows).cuda()
+    exp = fp4kit.reference.quantize(host(xm[ridx]), "nvfp4", amax=amax)
+    assert np.array_equal(m.rowwise.data[ridx].cpu().numpy(), exp.rowwise.data)
+    assert np.array_equal(m.rowwise.scales[ridx].cpu().numpy(), exp.rowwise.scales)
+    cols = np.array([0, 5, 32767])
+    cidx = torch.from_numpy(cols).cuda()
+    expc = fp4kit.reference.quantize(host(xm[:, cidx]), "nvfp4", amax=amax, axis="columnwise")
+    assert np.array_equal(m.columnwise.data[cidx].cpu().numpy(), expc.columnwise.data)
+    assert np.array_equal(m.columnwise.scales[cidx].cpu().numpy(), expc.columnwise.scales)
+    y = fp4kit.group_dequantize(g, dtype="bfloat16")
+    want = fp4kit.reference.dequantize(exp, dtype="bfloat16")
+    assert np.array_equal(host(y[2][ridx]).view(np.uint16), want.view(np.uint16))
+    del g, y
+    # MXFP8 "both", swizzled scales, dims on the device (the kernels find the members)
+    dims = torch.tensor([start, 0, M - start], dtype=torch.int64, device="cuda")
+    g = fp4kit.group_quantize(x, "mxfp8_e4m3", first_dims=dims, axis="both", scale_layout="swizzled",
+                              max_elements=M * K)
+    g.check()
+    m = g[2]
+    exp = fp4kit.reference.quantize(host(xm[ridx]), "mxfp8_e4m3")
+    assert np.array_equal(m.rowwise.data[ridx].cpu().numpy(), exp.rowwise.data)
+    mine = fp4kit.unswizzle_scales(m.rowwise.scales.cpu().numpy(), (M - start, K // 32))
+    assert np.array_equal(mine[rows], exp.rowwise.scales)
+    expc = fp4kit.reference.quantize(host(xm[:, cidx]), "mxfp8_e4m3", axis="columnwise")
+    assert np.array_equal(m.columnwise.data[cidx].cpu().numpy(), expc.columnwise.data)
+    minec = fp4kit.unswizzle_scales(m.columnwise.scales.cpu().numpy(), (K, (M - start) // 32))
+    assert np.array_equal(minec[cols], expc.columnwise.scales)
 
 
 def test_memory_flat_over_10000_calls(cp):
