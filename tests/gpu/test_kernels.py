@@ -253,7 +253,10 @@ def test_quantize_tile_scale_runs(gpu, fmt, layout):
     when whole and aligned (quantize_tile_rc's STASH): shapes where the last run of a row or a
     column is partial (K or M not a multiple of 64) and where compact scale rows of an odd or
     non-multiple-of-4 length put the runs off their 2- or 4-byte boundary, for both operands."""
+    packed = FORMATS[fmt].packed
     for i, (M, K) in enumerate([(67, 96), (96, 67), (200, 80), (80, 200), (129, 160), (64, 64), (193, 48)]):
+        if packed and M % 2:         # FP4's columnwise operand packs along M: 68, 130, 194 rows instead
+            M += 1
         x = make_input((M, K), "bfloat16", "special" if i % 2 else "normal", seed=70 + i)
         allowed = axes_for(fmt, M, K)
         for axis in ("columnwise", "both"):
@@ -446,7 +449,9 @@ def test_quantize_special_values(gpu, fmt, dtype):
 def test_quantize_subnormal_inputs(gpu, fmt, dtype):
     x = make_input((64, 96), dtype, "subnormal", seed=7)
     if dtype == "float16":
-        x = (np.random.default_rng(1).integers(-1023, 1024, size=(64, 96)).astype(np.int16)).view(np.float16)
+        rng = np.random.default_rng(1)     # magnitudes 0..1023 (zero and the subnormals), either sign
+        mag = rng.integers(0, 1024, size=(64, 96), dtype=np.uint16)
+        x = (mag | (rng.integers(0, 2, size=(64, 96), dtype=np.uint16) << 15)).view(np.float16)
     check_against_reference(gpu, x, fmt, axis="both")
 
 

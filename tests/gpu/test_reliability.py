@@ -48,11 +48,15 @@ def _dev(cp, a):
 
 @pytest.mark.parametrize("args,kwargs,exc,match", [c[1:] for c in QUANTIZE_ERRORS], ids=[c[0] for c in QUANTIZE_ERRORS])
 def test_device_bad_input_raises_before_any_launch(cp, monkeypatch, args, kwargs, exc, match):
-    from fp4kit import _cuda
+    from fp4kit import _cuda, _cuda_rht, _torch_exec
 
     def launched(*a, **k):
         raise AssertionError("a kernel was launched for bad input")
-    monkeypatch.setattr(_cuda, "quantize", launched)
+    # every launcher quantize reaches: the general path (CuPy modules) and the fast paths (PyTorch
+    # tensors and contiguous CuPy arrays, cuLaunchKernel through _torch_exec)
+    for mod, name in ((_cuda, "quantize"), (_cuda_rht, "rht_transform"), (_torch_exec, "run"),
+                      (_torch_exec, "run_cupy"), (_torch_exec, "raw_launch")):
+        monkeypatch.setattr(mod, name, launched)
     x = _dev(cp, args[0])
     with pytest.raises(exc, match=match):
         fp4kit.quantize(x, *args[1:], **kwargs)
@@ -259,35 +263,37 @@ if st is not None:
 
     @st.composite
     def _case(draw):
-        fmt = draw(st.sampled_from(list(fp4kit.FORMATS)))
+        # the categorical choices from a drawn seed, uniformly (hypothesis's own draws favour the
+        # first entries of a list: RHT and row scaling came up in none of 300 examples); the sizes
+        # and the special values from hypothesis, which favours the small and boundary ones
+        pick = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+        fmt = str(pick.choice(list(fp4kit.FORMATS)))
         f = fp4kit.FORMATS[fmt]
-        M = draw(st.integers(0, 70)) * (2 if f.packed else 1)
-        K = draw(st.integers(0, 100)) * (2 if f.packed else 1)
-        dtype = draw(st.sampled_from(["float32", "bfloat16", "float16"]))
-        kw = dict(axis=draw(st.sampled_from(["rowwise", "columnwise", "both"])),
-                  scale_layout=draw(st.sampled_from(["compact", "swizzled"])))
+        empty = pick.random() < 0.08                # hypothesis alone drew a third of the cases empty
+        M = (0 if empty and pick.integers(0, 2) else draw(st.integers(1, 70))) * (2 if f.packed else 1)
+        K = (0 if empty and M else draw(st.integers(1, 100))) * (2 if f.packed else 1)
+        dtype = str(pick.choice(["float32", "bfloat16", "float16"]))
+        kw = dict(axis=str(pick.choice(["rowwise", "columnwise", "both"])),
+                  scale_layout=str(pick.choice(["compact", "swizzled"])))
         if f.is_mx:
-            kw["scale_rule"] = draw(st.sampled_from(["rceil", "floor"]))
+            kw["scale_rule"] = str(pick.choice(["rceil", "floor"]))
         else:
-            v = draw(st.sampled_from(["plain", "tile_2d", "row_scaled", "rht"]))
-            if v == "rht" and dtype == "bfloat16" and M % 16 == 0 and kw["axis"] != "rowwise":
+            v = pick.choice(["plain", "tile_2d", "row_scaled", "rht"])
+            if v == "rht":                          # what RHT needs: bfloat16, M % 16, a columnwise operand
+                dtype, M = "bfloat16", (M + 15) // 16 * 16
+                kw["axis"] = str(pick.choice(["columnwise", "both"]))
                 kw["rht"] = True
             elif v in ("tile_2d", "row_scaled"):
-                kw[v] = True
-        if f.packed and draw(st.booleans()):
+                kw[str(v)] = True
+        if f.packed and pick.integers(0, 2):
             kw["rounding"] = "stochastic"
-            kw["seed"] = draw(st.integers(0, 2**64 - 1))
-        seed = draw(st.integers(0, 2**32 - 1))
+            kw["seed"] = int(pick.integers(0, 2**64 - 1, dtype=np.uint64))
+        seed = int(pick.integers(0, 2**32 - 1))
         n_special = draw(st.integers(0, 8))
         specials = [draw(_SPECIAL) for _ in range(n_special)]
         return fmt, M, K, dtype, kw, seed, specials
 
-    @settings(max_examples=int(os.environ.get("FP4KIT_HYPOTHESIS_EXAMPLES", "300")), deadline=None,
-              suppress_health_check=list(HealthCheck), derandomize=True)
-    @given(_case())
-    def test_hypothesis_kernel_equals_reference(case):
-        require_gpu()
-        import cupy as cp
+    def _case_input(case):
         fmt, M, K, dtype, kw, seed, specials = case
         rng = np.random.default_rng(seed)
         x = (rng.standard_normal(M * K) * np.exp2(rng.integers(-20, 20, M * K))).astype(np.float32)
@@ -295,11 +301,30 @@ if st is not None:
             x[rng.integers(0, x.size, len(specials))] = np.array(specials, np.float32) if specials else x[:0]
         dt = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}[dtype]
         with np.errstate(over="ignore"):
-            xn = x.reshape(M, K).astype(dt)
+            return x.reshape(M, K).astype(dt)
+
+    @settings(max_examples=int(os.environ.get("FP4KIT_HYPOTHESIS_EXAMPLES", "300")), deadline=None,
+              suppress_health_check=list(HealthCheck), derandomize=True)
+    @given(_case())
+    def test_hypothesis_kernel_equals_reference(case):
+        require_gpu()
+        import cupy as cp
+
+        from fp4kit import _cuda
+        fmt, M, K, dtype, kw, seed, specials = case
+        xn = _case_input(case)
         exp = fp4kit.reference.quantize(xn, fmt, **kw)
-        got = fp4kit.quantize(_dev(cp, xn), fmt, **kw)
+        old = _cuda.poison_enabled()
+        _cuda.set_poison(True)          # (the gpu fixture's poisoning; hypothesis tests take no fixture)
+        try:
+            got = fp4kit.quantize(_dev(cp, xn), fmt, **kw)
+        finally:
+            _cuda.set_poison(old)
         rep = fp4kit.compare(got, exp, x=xn)
         assert rep.ok, str(rep)
+else:
+    def test_hypothesis_kernel_equals_reference():
+        pytest.importorskip("hypothesis")
 
 
 def _tensor_subclass():
