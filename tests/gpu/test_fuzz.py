@@ -400,7 +400,16 @@ def test_fuzz_group_quantize_and_dequantize_equal_reference(cp, size_rules, fmt,
         xd = xd[:xn.shape[0]]
     if err is not None:
         if case["device_dims"]:
-            return        # some refusals (the members' sizes) are only known on the device: tested elsewhere
+            # what the host can tell (dtype, options) raises as the reference does; what only the
+            # members' sizes tell is flagged on the device and raised by check()
+            try:
+                got = fp4kit.group_quantize(xd, case["fmt"], **dev_dims, **kw)
+            except (TypeError, ValueError) as e:
+                assert type(e) is type(err), (repr(e), repr(err))
+                return
+            with pytest.raises(ValueError):
+                got.check()
+            return
         _same_refusal(err, lambda: fp4kit.group_quantize(xd, case["fmt"], **dev_dims, **kw))
         return
     operands = [op for op in ("rowwise", "columnwise") if getattr(exp[0], op) is not None]
