@@ -22,9 +22,13 @@ from typing import NamedTuple
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_REF = ROOT / "docs" / "bench-h100.md"
 
-# scripts/bench.py's HEADER columns; the first six name a row
-COLUMNS = ("op", "format", "axis", "scales", "variant", "shape", "us (device)", "GB/s", "copy %",
+# scripts/bench.py's HEADER columns; the first six name a row. Tables written before bench.py had a
+# "bytes" column (docs/bench-h100.md, docs/bench-h200.md) have COLUMNS_NO_BYTES; both are read, the
+# cells found by their header.
+COLUMNS = ("op", "format", "axis", "scales", "variant", "shape", "us (device)", "bytes", "GB/s", "copy %",
            "us (eager, host incl.)", "speed-up vs baseline", "baseline")
+COLUMNS_NO_BYTES = tuple(c for c in COLUMNS if c != "bytes")
+HEADERS = (COLUMNS, COLUMNS_NO_BYTES)
 KEY_COLUMNS = 6
 
 
@@ -63,6 +67,7 @@ def parse_table(text: str) -> Table:
     rows: dict = {}
     dups = skipped = 0
     in_table = False
+    cols = COLUMNS
     for line in text.splitlines():
         s = line.strip()
         if device is None and s.startswith("# fp4kit benchmarks on "):
@@ -71,12 +76,12 @@ def parse_table(text: str) -> Table:
             in_table = False
             continue
         cells = _cells(s)
-        if tuple(cells) == COLUMNS:
-            in_table = True
+        if tuple(cells) in HEADERS:
+            in_table, cols = True, tuple(cells)
             continue
         if not in_table or set(s) <= set("|-: "):
             continue
-        us = _number(cells[6]) if len(cells) == len(COLUMNS) else None
+        us = _number(cells[cols.index("us (device)")]) if len(cells) == len(cols) else None
         if us is None:
             skipped += 1
             continue
@@ -84,7 +89,8 @@ def parse_table(text: str) -> Table:
         if key in rows:
             dups += 1
             continue
-        rows[key] = Row(key, us, _number(cells[8], "%"), _number(cells[10], "x"))
+        rows[key] = Row(key, us, _number(cells[cols.index("copy %")], "%"),
+                        _number(cells[cols.index("speed-up vs baseline")], "x"))
     return Table(device, rows, dups, skipped)
 
 

@@ -25,7 +25,8 @@ def bench(script):
 def _row(bench, op="quantize", fmt="nvfp4", axis="both", layout="swizzled", variant="supplied amax",
          shape="8192x8192", us=100.0, speedup=None):
     return bench._fmt_row(dict(op=op, format=fmt, axis=axis, layout=layout, variant=variant, shape=shape, us=us,
-                               gbs=1000.0, copy_pct=75.0, eager_us=None, speedup=speedup, baseline_exact=""))
+                               bytes=201326592, gbs=1000.0, copy_pct=75.0, eager_us=None, speedup=speedup,
+                               baseline_exact=""))
 
 
 def _table(bench, rows, device="NVIDIA H100 80GB HBM3"):
@@ -41,6 +42,34 @@ def test_the_table_of_record_parses(bc):
     assert all(len(k) == 6 and r.us > 0 for k, r in t.rows.items())
     assert ("quantize", "mxfp8_e4m3", "rowwise", "compact", "", "8192x8192") in t.rows
     assert not any(k[0].isdigit() for k in t.rows)          # "| 1 | torch bfloat16 | ..." is not an op row
+
+
+def test_the_h200_table_parses(bc):
+    """docs/bench-h200.md, written before the "bytes" column, reads as before."""
+    t = bc.parse_table((ROOT / "docs" / "bench-h200.md").read_text())
+    assert t.device == "NVIDIA H200" and len(t.rows) > 50 and t.duplicates == 0 and t.skipped == 0
+    assert all(r.us > 0 for r in t.rows.values())
+
+
+def test_tables_with_and_without_the_bytes_column(bc, bench):
+    """bench.py's header has a "bytes" column after the device time; tables from before it (the
+    published ones) have none. Each table's cells are read by its own header, and the two compare."""
+    assert bc.COLUMNS == tuple(c.strip() for c in bench.HEADER.splitlines()[0].strip("|").split("|"))
+    assert "bytes" in bc.COLUMNS and "bytes" not in bc.COLUMNS_NO_BYTES
+    old_header = ("| " + " | ".join(bc.COLUMNS_NO_BYTES) + " |\n" + "|---" * len(bc.COLUMNS_NO_BYTES) + "|")
+    old = bc.parse_table("\n".join(["# fp4kit benchmarks on NVIDIA H100 80GB HBM3", "", old_header,
+                                    "| quantize | nvfp4 | both | swizzled | supplied amax | 8192x8192 | 101.8 | 1977 | "
+                                    "75% | 128.0 | 2.50x | torch.compile (bytes exact vs reference: yes) |"]))
+    new = bc.parse_table(_table(bench, [_row(bench, us=99.0, speedup=2.6)]))
+    key = ("quantize", "nvfp4", "both", "swizzled", "supplied amax", "8192x8192")
+    assert old.rows[key] == bc.Row(key, 101.8, 75.0, 2.5)
+    assert new.rows[key] == bc.Row(key, 99.0, 75.0, 2.6)               # not the bytes cell
+    assert "| 99.0 | 201326592 | 1000 | 75% |" in _row(bench, us=99.0)
+    [c] = bc.compare(new, old)
+    assert (c.ref_us, c.new_us, c.flag) == (101.8, 99.0, "")
+    # a new-style row under an old header (or the reverse) has the wrong number of cells: skipped
+    mixed = bc.parse_table("\n".join([old_header, _row(bench)]))
+    assert not mixed.rows and mixed.skipped == 1
 
 
 def test_bench_rows_round_trip(bc, bench):
