@@ -87,7 +87,8 @@ def _kernel_ptr(fn) -> int:
     return int(getattr(fn, "kernel", fn).ptr)
 
 
-_DQ_SEGS = 4   # cuda_src/common/dequantize_op.cuh DQ_SEGS
+# segments of 16 per thread per step of dequantize.cu, per output dtype (cuda_src/common/dequantize_op.cuh DqTune)
+_DQ_SEGS = {"float32": 2, "bfloat16": 3, "float16": 3}
 _MAX_GRID = 1 << 24   # CTAs of a grid-stride kernel; the kernel loops over any work beyond it
 _RESIDENT: dict = {}
 
@@ -205,13 +206,13 @@ DEQUANT_NP_DTYPES = {"float32": np.float32, "float16": np.float16, "bfloat16": n
 
 def dequantize_kernel(fmt, out_dtype: str, rows: int, cols: int) -> tuple[str, int]:
     """(dequantize.cu kernel name, CTAs of _THREADS) for a (rows, cols) operand of format `fmt`.
-    Each thread takes _DQ_SEGS 16-element segments per iteration (dequantize_op.cuh); one CTA per
-    _THREADS * _DQ_SEGS segments (measured faster than one wave of resident CTAs looping: the block
+    Each thread takes _DQ_SEGS[out_dtype] 16-element segments per iteration (dequantize_op.cuh); one
+    CTA per _THREADS * _DQ_SEGS[out_dtype] segments (measured faster than one wave of resident CTAs looping: the block
     scheduler keeps every SM's slots busy to the end), the kernel's grid-stride loop covers the rest
     past the grid limit."""
     total = rows * -(-cols // 16)
     return (f"dequantize_f{fmt.format_id}_o{_DTYPE_IDS[out_dtype]}",
-            min(-(-total // (_THREADS * _DQ_SEGS)), _MAX_GRID))
+            min(-(-total // (_THREADS * _DQ_SEGS[out_dtype])), _MAX_GRID))
 
 
 def dequantize(data, scales, amax, fmt_name: str, rows: int, cols: int, scale_layout: str, out_dtype: str):

@@ -13,6 +13,7 @@ import re
 import sys
 import threading
 import types
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -1560,9 +1561,10 @@ def test_grouped_quad_squares_where_it_applies():
     assert _cuda_grouped._square_bands_bound(65536, 8) == 520 and _cuda_grouped._square_bands_bound(127, 3) == 3
 
 
-def test_dequantize_grid_one_cta_per_1024_segments(monkeypatch):
-    """_cuda.dequantize launches one CTA per _THREADS * _DQ_SEGS segments of 16 (not one wave of
-    resident CTAs), capped at _MAX_GRID for the kernel's grid-stride loop to cover the rest."""
+def test_dequantize_grid_one_cta_per_cta_segments(monkeypatch):
+    """_cuda.dequantize launches one CTA per _THREADS * _DQ_SEGS[dtype] segments of 16 (not one wave
+    of resident CTAs; 2 segments per thread for float32 output, 3 for 16-bit output, as DqTune in
+    cuda_src/common/dequantize_op.cuh), capped at _MAX_GRID for the kernel's grid-stride loop."""
     launches = []
 
     def fn(grid, block, args):
@@ -1572,15 +1574,20 @@ def test_dequantize_grid_one_cta_per_1024_segments(monkeypatch):
     monkeypatch.setattr(_cuda, "_cp", lambda: fake_cp)
     monkeypatch.setattr(_cuda, "_empty", lambda shape, dtype: ("out", shape))
     monkeypatch.setattr(_cuda, "_fn", lambda module, kernel: fn)
-    per_cta = _cuda._THREADS * _cuda._DQ_SEGS
-    cases = [(1, 1, 1), (3, 17, 1), (8192, 8192, 8192 * 512 // per_cta), (1024, 33, -(-1024 * 3 // per_cta)),
-             (1 << 20, 1 << 20, _cuda._MAX_GRID)]
-    for rows, cols, grid in cases:
-        launches.clear()
-        out = _cuda.dequantize("data", "scales", None, "mxfp8_e4m3", rows, cols, "compact", "float32")
-        assert out == ("out", (rows, cols))
-        assert [(g, b) for g, b, _ in launches] == [((grid,), (_cuda._THREADS,))], (rows, cols)
-        assert int(launches[0][2][3]) == rows and int(launches[0][2][4]) == cols
+    assert _cuda._DQ_SEGS == {"float32": 2, "bfloat16": 3, "float16": 3}
+    src = (Path(_cuda.__file__).resolve().parent.parent / "cuda_src" / "common" / "dequantize_op.cuh").read_text()
+    assert "segs = OT == DTYPE_FLOAT32 ? 2 : 3;" in src
+    for dtype, segs in _cuda._DQ_SEGS.items():
+        per_cta = _cuda._THREADS * segs
+        cases = [(1, 1, 1), (3, 17, 1), (8192, 8192, -(-8192 * 512 // per_cta)),
+                 (1024, 33, -(-1024 * 3 // per_cta)), (1 << 20, 1 << 20, _cuda._MAX_GRID)]
+        for rows, cols, grid in cases:
+            launches.clear()
+            out = _cuda.dequantize("data", "scales", None, "mxfp8_e4m3", rows, cols, "compact", dtype)
+            assert out == ("out", (rows, cols))
+            assert [(g, b) for g, b, _ in launches] == [((grid,), (_cuda._THREADS,))], (dtype, rows, cols)
+            assert int(launches[0][2][3]) == rows and int(launches[0][2][4]) == cols
+    assert _cuda.dequantize_kernel(_cuda.FORMATS["nvfp4"], "bfloat16", 8192, 8192) == ("dequantize_f5_o1", 5462)
 
 
 def test_cols_kernel_for_the_columnwise_operand_alone():

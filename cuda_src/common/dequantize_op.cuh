@@ -1,8 +1,8 @@
 // fp4kit: operand dequantizer shared by dequantize.cu and grouped.cu.
 //
 // Work unit: one segment = 16 consecutive elements of one row (one scale). Each thread loads
-// DQ_SEGS segments (codes, scale byte, NVFP4 amax) before it converts any of them, so that every
-// thread keeps several independent loads in flight (the kernel is otherwise latency-bound).
+// DqTune<OT>::segs segments (codes, scale byte, NVFP4 amax) before it converts any of them, so that
+// every thread keeps several independent loads in flight (the kernel is otherwise latency-bound).
 //
 // Conversion: a segment whose outputs cannot be NaN (finite multiplier; no E4M3 NaN code, no E5M2
 // inf/NaN code) takes the fast path: exact element decode through the sm_89+ cvt.rn.f16x2.e4m3x2
@@ -19,7 +19,19 @@
 namespace fp4kit {
 
 constexpr int DQ_THREADS = 256;
-constexpr int DQ_SEGS = 4;   // fp4kit/_cuda.py _DQ_SEGS (grid size)
+
+// Per output dtype: segments each thread loads per step (fp4kit/_cuda.py _DQ_SEGS, the grid size)
+// and the resident CTAs per SM asked of ptxas (__launch_bounds__ of dequantize.cu). Measured on an
+// H200 (8192^2, rotated inputs, per cent of a copy of the same bytes; 4 segments and 3 CTAs before):
+// float32 out, 2 / 3: MXFP8 89.0 -> 96.4, MXFP6 93.4 -> 96.5, NVFP4 94.6 -> 96.8, MXFP4 92.5 -> 94.8
+// (4 segments spilled at the 80 registers of 3 CTAs); 16-bit out, 3 / 4: MXFP8 91.5 -> 94.3,
+// MXFP6 85.7 -> 89.7, NVFP4 91.8 -> 95.7, MXFP4 87.7 -> 92.2. Also tried: 2 / 4, 3 / 3, 4 / 4,
+// 1 / 6, 2 / 2, 1 / 8 (each slower for one dtype or both), 8 segments (67-80 %), __ldg loads and
+// plain stores instead of the streaming ones (no faster).
+template <int OT> struct DqTune {
+    static constexpr int segs = OT == DTYPE_FLOAT32 ? 2 : 3;
+    static constexpr int min_ctas = OT == DTYPE_FLOAT32 ? 3 : 4;
+};
 
 // Four E4M3 bytes of q (byte i = element i) -> exact fp32 (E4M3 NaN codes give a NaN).
 __device__ __forceinline__ void e4m3x4_to_f32(u32 q, float* d) {
@@ -294,14 +306,13 @@ __device__ __forceinline__ void dequantize_seg(const u8* data, const u8* scales,
     dq_store_direct<FMT, OT>(s, mult, fast, p, out);
 }
 
-// Whole operand. Each warp takes 32 consecutive segments per step k (k < DQ_SEGS, DQ_THREADS
-// segments apart), loads all of them, then converts them. When cols % 16 == 0 the 32 segments are
+// One step's stores of a warp's 32 segments. When cols % 16 == 0 the 32 segments are
 // one contiguous run of the output; if all 32 take the fast path they go through shared memory so
 // that each 16-byte store instruction of the warp writes 512 consecutive bytes (a thread's own
 // 32 or 64 bytes would be 2 or 4 stores spread over 1 or 2 KiB). Chunk c of the warp's run sits at
 // slot c ^ ((c >> 3) & (NC - 1)): conflict-free for the writes (chunk NC * lane + q) and the reads
 // (chunk 32 q + lane). Streaming stores (st.global.cs) for the output: with a grid of one CTA per
-// DQ_THREADS * DQ_SEGS segments (fp4kit/_cuda.py) they took the kernel from 83-90 % to 93-97 % of a
+// DQ_THREADS * 4 segments (fp4kit/_cuda.py) they took the kernel from 83-90 % to 93-97 % of a
 // device copy of the same bytes (H100, 8192^2 and 16384^2: MXFP8 -> float32 137.1 -> 123.0 us,
 // -> bfloat16 77.7 -> 72.7, NVFP4 -> float32 118.5 -> 109.7, MXFP4 -> bfloat16 66.4 -> 61.7;
 // streaming stores alone 129.8 / 76.6 / 116.0 / 65.9, the full grid alone 130.1 / 72.9 / 110.2 /
@@ -338,8 +349,8 @@ __device__ __forceinline__ void dq_store_ustep(const DqSeg& s, i64 t0, i64 total
     }
 }
 
-// Whole operand. Each warp takes 32 consecutive segments per step k (k < DQ_SEGS, DQ_THREADS
-// segments apart), loads all of them, then converts them. When cols % 16 == 0 the 32 segments are
+// Whole operand. Each warp takes 32 consecutive segments per step k (k < DqTune<OT>::segs,
+// DQ_THREADS segments apart), loads all of them, then converts them. When cols % 16 == 0 the 32 segments are
 // one contiguous run of the output; if all 32 take the fast path they go through shared memory so
 // that each 16-byte store instruction of the warp writes 512 consecutive bytes (a thread's own
 // 32 or 64 bytes would be 2 or 4 stores spread over 1 or 2 KiB). Chunk c of the warp's run sits at
@@ -354,17 +365,18 @@ __device__ __forceinline__ void dequantize_op(const u8* data, const u8* scales, 
     uint4* st = stage[threadIdx.x >> 5];
     const i64 total = rows * ((cols + 15) / 16);
     const bool runs = (cols & 15) == 0 && (reinterpret_cast<u64>(out) & 15u) == 0;
-    const i64 per_cta = (i64)DQ_THREADS * DQ_SEGS;
+    constexpr int SEGS = DqTune<OT>::segs;
+    const i64 per_cta = (i64)DQ_THREADS * SEGS;
     const i64 step = (i64)gridDim.x * per_cta;
     for (i64 wbase = (i64)blockIdx.x * per_cta + (threadIdx.x - lane); wbase < total; wbase += step) {
-        DqSeg s[DQ_SEGS];
+        DqSeg s[SEGS];
 #pragma unroll
-        for (int k = 0; k < DQ_SEGS; ++k) {
+        for (int k = 0; k < SEGS; ++k) {
             const i64 t = wbase + lane + (i64)k * DQ_THREADS;
             if (t < total) dq_load<FMT>(data, scales, amax, rows, cols, swizzled, row_scaled, t, s[k]);
         }
 #pragma unroll
-        for (int k = 0; k < DQ_SEGS; ++k) {
+        for (int k = 0; k < SEGS; ++k) {
             const i64 t0 = wbase + (i64)k * DQ_THREADS;   // the warp's first segment of this step
             if (t0 >= total) break;                       // warp-uniform
             dq_store_ustep<FMT, OT>(s[k], t0, total, runs, st, out);
