@@ -16,7 +16,7 @@
 //                   grid covers every tile (NVFP4: each CTA reads its band's descriptor).
 // group_quantize_rowsk_* rowwise with one K (same / varying_first): blocks of the (sum M_i, K)
 //                   matrix, one per CTA (grid-strided beyond the grid); members from the band table.
-// group_dequantize_* grid-stride over 16-element segments of every member.
+// group_dequantize_* grid-stride over 16-element segments of every member (persistent grid).
 // Swizzled scale buffers are not cleared before the launch: every group_quantize* kernel ends by
 // writing the zero padding of the members' swizzled matrices (group_zero_padding).
 #include "common/parts.cuh"
@@ -996,25 +996,63 @@ __device__ __forceinline__ void group_quantize_quad(const void* x, i64 G, const 
     prefetch_group_square_l2<DT>(x, sq_desc, K, qk, q);
 }
 
+// Every member's operand, as dequantize_op: each warp takes 32 consecutive segments (of all
+// members' segments in order) per step k < DqGroupTune<OT>::segs, loads all of them, then stores them,
+// staged into 512-byte runs where the 32 outputs follow each other (dq_store_warp). A thread's
+// segment index only grows, so it keeps its current member's parameters in registers and looks
+// the member up (find_member) only when it passes the member's last segment: a lookup per segment
+// delayed every load by the search's dependent reads. Persistent grid (fp4kit/_cuda_grouped.py
+// dequantize_kernel: the SMs x DqGroupTune<OT>::min_ctas resident CTAs; one CTA per 512 segments
+// instead, as dequantize.cu, was up to 9 % slower).
 template <int FMT, int OT>
 __device__ __forceinline__ void group_dequantize(const u8* data, const u8* scales, const float* amax, i64 G,
                                                  const i64* meta, const i64* first, const i64* last, int columnwise,
                                                  int swizzled, int row_scaled, void* out) {
     typedef Fmt<FMT> F;
+    constexpr int NC = DqOut<OT>::words / 4;
+    constexpr int SEGS = DqGroupTune<OT>::segs;   // fp4kit/_cuda_grouped.py _GROUP_DQ_SEGS
+    __shared__ uint4 stage[DQ_THREADS / 32][32 * NC];
     const i64* off = meta + (i64)META_OFF * (G + 1);
     const i64* sc = meta + (i64)(columnwise ? META_SCOL : META_SROW) * (G + 1);
     const i64* am = meta + (i64)(columnwise ? META_ACOL : META_AROW) * (G + 1);
     const i64* seg = meta + (i64)(columnwise ? META_SEGC : META_SEGR) * (G + 1);
     const i64 total = seg[G];
-    const int osize = OT == DTYPE_FLOAT32 ? 4 : 2;
-    const i64 stride = (i64)gridDim.x * DQ_THREADS;
-    for (i64 t = (i64)blockIdx.x * DQ_THREADS + threadIdx.x; t < total; t += stride) {
-        const i64 g = find_member(seg, G, t);
-        const i64 rows = columnwise ? last[g] : first[g];
-        const i64 cols = columnwise ? first[g] : last[g];
-        const i64 doff = F::packed ? off[g] / 2 : off[g];
-        dequantize_seg<FMT, OT>(data + doff, scales + sc[g], amax ? amax + am[g] : amax, rows, cols, swizzled,
-                                row_scaled, reinterpret_cast<char*>(out) + off[g] * osize, t - seg[g]);
+    const int lane = threadIdx.x & 31;
+    uint4* st = stage[threadIdx.x >> 5];
+    const i64 per_cta = (i64)DQ_THREADS * SEGS;
+    const i64 step = (i64)gridDim.x * per_cta;
+    // the current member: segments [m_lo, m_hi), its (rows, cols), operand, scales, amax, output offset
+    i64 m_lo = 0, m_hi = 0, m_rows = 0, m_cols = 0, m_off = 0;
+    const u8* m_data = data;
+    const u8* m_scales = scales;
+    const float* m_amax = amax;
+    for (i64 wbase = (i64)blockIdx.x * per_cta + (threadIdx.x - lane); wbase < total; wbase += step) {
+        DqSeg s[SEGS];
+#pragma unroll
+        for (int k = 0; k < SEGS; ++k) {
+            const i64 t = wbase + lane + (i64)k * DQ_THREADS;
+            if (t < total) {
+                if (t >= m_hi) {
+                    const i64 g = find_member(seg, G, t);
+                    m_lo = seg[g];
+                    m_hi = seg[g + 1];
+                    m_rows = columnwise ? last[g] : first[g];
+                    m_cols = columnwise ? first[g] : last[g];
+                    m_off = off[g];
+                    m_data = data + (F::packed ? m_off / 2 : m_off);
+                    m_scales = scales + sc[g];
+                    m_amax = amax ? amax + am[g] : amax;
+                }
+                dq_load<FMT>(m_data, m_scales, m_amax, m_rows, m_cols, swizzled, row_scaled, t - m_lo, s[k]);
+                s[k].o += m_off;   // the element index in the whole output
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < SEGS; ++k) {
+            const i64 t0 = wbase + (i64)k * DQ_THREADS;   // the warp's first segment of this step
+            if (t0 >= total) break;                       // warp-uniform
+            dq_store_warp<FMT, OT>(s[k], t0 + lane < total, reinterpret_cast<char*>(out), st);
+        }
     }
 }
 
@@ -1167,7 +1205,7 @@ __device__ __forceinline__ void group_dequantize(const u8* data, const u8* scale
     FP4KIT_GROUP_QUANTIZE(F, 0, true, ) FP4KIT_GROUP_QUANTIZE(F, 1, true, ) FP4KIT_GROUP_QUANTIZE(F, 2, true, )
 
 #define FP4KIT_GROUP_DEQUANTIZE(F, O)                                                                   \
-    extern "C" __global__ void __launch_bounds__(DQ_THREADS)                                           \
+    extern "C" __global__ void __launch_bounds__(DQ_THREADS, DqGroupTune<O>::min_ctas)                      \
     group_dequantize_f##F##_o##O(const u8* data, const u8* scales, const float* amax, i64 G,            \
                                  const i64* meta, const i64* first, const i64* last, int columnwise,   \
                                  int swizzled, int row_scaled, void* out) {                            \

@@ -89,6 +89,8 @@ def _kernel_ptr(fn) -> int:
 
 # segments of 16 per thread per step of dequantize.cu, per output dtype (cuda_src/common/dequantize_op.cuh DqTune)
 _DQ_SEGS = {"float32": 2, "bfloat16": 3, "float16": 3}
+# resident CTAs per SM the dequantize kernels are compiled for (DqTune::min_ctas; the grouped grid)
+_DQ_MIN_CTAS = {"float32": 3, "bfloat16": 4, "float16": 4}
 _MAX_GRID = 1 << 24   # CTAs of a grid-stride kernel; the kernel loops over any work beyond it
 _RESIDENT: dict = {}
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import _plan
-from ._cuda import (_DTYPE_IDS, _MAX_GRID, _NULL, _THREADS, _empty, _fn, _resident_per_sm, _sm_count_of)
+from ._cuda import (_DQ_MIN_CTAS, _DTYPE_IDS, _MAX_GRID, _NULL, _THREADS, _empty, _fn, _resident_per_sm,
+                    _sm_count_of)
 from ._cuda import run_plan as _run_plan
 from ._plan import (ENC_TAB, Arg, div_magic, QFLAG_ENC_TABS, QFLAG_SWIZZLED, STAGED_BOTH_FORMATS, STAGED_SCALE_FORMATS,
                     min_elements, needs_ext, quantize_flags, rows_blocks, rows_lw, rows_stack)
@@ -493,11 +494,18 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
     return out
 
 
+# segments of 16 per thread per step of group_dequantize (cuda_src/common/dequantize_op.cuh DqGroupTune)
+_GROUP_DQ_SEGS = {"float32": 2, "bfloat16": 2, "float16": 2}
+
+
 def dequantize_kernel(fmt_name: str, out_dtype: str, n_el: int, sm: int) -> tuple[str, int]:
-    """(grouped.cu kernel name, CTAs of _THREADS) of a grouped dequantize of n_el elements: a
-    persistent grid over 16-element segments (group_dequantize; both paths of the API use it)."""
-    return (f"group_dequantize_f{FORMATS[fmt_name].format_id}_o{_DTYPE_IDS[out_dtype]}",
-            _persistent_grid(-(-n_el // 16) // _THREADS + 1, None, sm))
+    """(grouped.cu kernel name, CTAs of _THREADS) of a grouped dequantize of n_el elements
+    (group_dequantize; both paths of the API use it): each CTA takes _THREADS * _GROUP_DQ_SEGS
+    segments of 16 per step of its grid-stride loop. A persistent grid, as many CTAs per SM as the
+    kernel is compiled to keep resident (_DQ_MIN_CTAS), no more than the segments of n_el need."""
+    per_cta = _THREADS * _GROUP_DQ_SEGS[out_dtype]
+    grid = _persistent_grid(-(-n_el // 16) // per_cta + 1, lambda cap: _DQ_MIN_CTAS[out_dtype], sm)
+    return f"group_dequantize_f{FORMATS[fmt_name].format_id}_o{_DTYPE_IDS[out_dtype]}", grid
 
 
 def group_dequantize(data, scales, amax, meta, fd, ld, G, fmt_name, opts, operand, out_dtype, n_el):

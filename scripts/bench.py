@@ -832,6 +832,35 @@ def bench_grouped(rows, reps, K=7168, total=65536, groups=(8, 64)):
             _emit(rows)
 
 
+def bench_group_dequantize(rows, reps, K=7168, total=65536, sets=((8, 128), (64, 2)),
+                           formats=("mxfp8_e4m3", "mxfp6_e2m3", "mxfp4_e2m1", "nvfp4")):
+    """MoE grouped dequantize (rowwise, swizzled scales, device dims): one launch vs one single-tensor
+    dequantize per member of the same bytes. One input per row: the quantized group and the output
+    (0.4-1.4 GB at 65536 x 7168) are far beyond L2, so no rotation is needed."""
+    import fp4kit
+    torch = _torch()
+    x = (torch.randn(total, K, device=DEVICE)).to(torch.bfloat16)
+    for G, multiple in sets:
+        dims = _skewed_dims(G, total, seed=G, multiple=multiple)
+        dims_dev = torch.tensor(dims, dtype=torch.int64, device=DEVICE)
+        starts = np.cumsum([0] + dims[:-1])
+        vname = f"device dims, skewed, {sum(1 for d in dims if d == 0)} empty, M_i % {multiple} == 0"
+        for fmt in formats:
+            g = fp4kit.group_quantize(x, fmt, first_dims=dims_dev, axis="rowwise", scale_layout="swizzled")
+            per = [fp4kit.quantize(x[s:s + m], fmt, axis="rowwise", scale_layout="swizzled")
+                   for s, m in zip(starts, dims) if m]
+            for dt in ("bfloat16", "float32"):
+                us = time_fn(lambda: fp4kit.group_dequantize(g, dtype=dt), reps=reps)
+                us_loop = time_fn(lambda: [fp4kit.dequantize(q, dtype=dt) for q in per], reps=max(20, reps))
+                nbytes = _bytes_out(fmt, total, K, "rowwise") + total * K * (2 if dt == "bfloat16" else 4)
+                if fp4kit.FORMATS[fmt].is_nvfp4:   # one amax per member, not one
+                    nbytes += 4 * (G - 1)
+                cu = copy_us(nbytes, reps)
+                rows.append(_row(f"group_dequantize->{dt} G={G}", fmt, "rowwise", "swizzled", vname, f"{total}x{K}",
+                                 us, nbytes, cu, base=us_loop, label="vs per-member launches"))
+                _emit(rows)
+
+
 def bench_recipes(rows, reps, shape=(8192, 8192)):
     """NVFP4 recipes: fused RHT (swizzled scales from the kernel) vs RHT compact + separate swizzle;
     stochastic vs nearest rounding (NVFP4 and MXFP4), each row against a copy of its own bytes."""
@@ -961,10 +990,10 @@ def _quantize_rows(shapes, formats, axes) -> int:
     return len(shapes) * sum(per_fmt * (2 if f == "nvfp4" else 1) for f in formats)
 
 
-def expected_rows(shapes, formats, axes, groups=4, grouped_ops=12) -> int:
+def expected_rows(shapes, formats, axes, groups=4, grouped_ops=12, grouped_dequantize=16) -> int:
     """Rows the benchmark will print (mirrors the loops below), for the progress line's estimate."""
     quant = _quantize_rows(shapes, formats, axes) + _quantize_rows(RAGGED_SHAPES, RAGGED_FORMATS, ("both",))
-    return quant + len(shapes) * len(formats) * 2 + len(shapes) + 3 + groups * grouped_ops
+    return quant + len(shapes) * len(formats) * 2 + len(shapes) + 3 + groups * grouped_ops + grouped_dequantize
 
 
 def _emit(rows):
@@ -997,7 +1026,8 @@ HEADER = ("| op | format | axis | scales | variant | shape | us (device) | bytes
           "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 
 
-SECTIONS = ("quantize", "ragged", "torchao", "dequantize", "swizzle", "recipes", "grouped", "small", "startup")
+SECTIONS = ("quantize", "ragged", "torchao", "dequantize", "swizzle", "recipes", "grouped", "grouped_dequantize",
+            "small", "startup")
 
 
 def tail_lines(small, startup, cpu=None):
@@ -1156,6 +1186,8 @@ def main(argv=None):
                 bench_recipes(rows, reps)
             if "grouped" in run:
                 bench_grouped(rows, reps)
+            if "grouped_dequantize" in run:
+                bench_group_dequantize(rows, reps)
         _PROGRESS = None
         if "small" in run:
             affinity = os.sched_getaffinity(0)

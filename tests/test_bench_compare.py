@@ -45,10 +45,13 @@ def test_the_table_of_record_parses(bc):
 
 
 def test_the_h200_table_parses(bc):
-    """docs/bench-h200.md, written before the "bytes" column, reads as before."""
+    """docs/bench-h200.md (since the forty-seventh session a table with the "bytes" column, merged
+    from four runs) reads without duplicates or skipped rows."""
     t = bc.parse_table((ROOT / "docs" / "bench-h200.md").read_text())
-    assert t.device == "NVIDIA H200" and len(t.rows) > 50 and t.duplicates == 0 and t.skipped == 0
+    assert t.device == "NVIDIA H200" and len(t.rows) > 150 and t.duplicates == 0 and t.skipped == 0
     assert all(r.us > 0 for r in t.rows.values())
+    assert ("group_dequantize->float32 G=8", "nvfp4", "rowwise", "swizzled",
+            "device dims, skewed, 1 empty, M_i % 128 == 0", "65536x7168") in t.rows
 
 
 def test_tables_with_and_without_the_bytes_column(bc, bench):

@@ -37,8 +37,8 @@ def test_expected_rows_matches_the_loops(bench):
     ragged = 2 + 2 + 2 + 4                              # 8200 x 8192 "both", two layouts; nvfp4 x 2
     # + dequantize, swizzle, recipes, grouped (4 size sets x MXFP8 / NVFP4 rowwise / both + NVFP4
     # "both" with supplied amaxes + "both" of MXFP8 compact, MXFP4 and MXFP6 in both layouts + MXFP4 /
-    # NVFP4 "both" with stochastic rounding)
-    assert n == quant + ragged + 3 * 2 + 1 + 3 + 4 * 12
+    # NVFP4 "both" with stochastic rounding) and grouped dequantize (2 size sets x 4 formats x 2 dtypes)
+    assert n == quant + ragged + 3 * 2 + 1 + 3 + 4 * 12 + 2 * 4 * 2
 
 
 def test_tail_lines_only_for_sections_that_ran(bench):
@@ -649,3 +649,10 @@ def test_sections_run_on_the_cpu(bench, torch, cpu_sections):
     n = len(rows)
     bench.bench_grouped(rows, 5, K=64, total=512, groups=(8,))
     assert len(rows) - n == 2 * 12 and all(r["baseline_exact"] == "vs per-member launches" for r in rows[n:])
+    n = len(rows)
+    bench.bench_group_dequantize(rows, 5, K=64, total=512)
+    assert len(rows) - n == 2 * 4 * 2 and all(r["baseline_exact"] == "vs per-member launches" for r in rows[n:])
+    assert [r["op"] for r in rows[n:n + 2]] == ["group_dequantize->bfloat16 G=8", "group_dequantize->float32 G=8"]
+    # bytes: the quantized group (data, scales, one amax per NVFP4 member) + the output
+    assert [r["bytes"] for r in rows[-2:]] == [bench._bytes_out("nvfp4", 512, 64, "rowwise") + 4 * 63 + 512 * 64 * s
+                                              for s in (2, 4)]

@@ -1590,6 +1590,26 @@ def test_dequantize_grid_one_cta_per_cta_segments(monkeypatch):
     assert _cuda.dequantize_kernel(_cuda.FORMATS["nvfp4"], "bfloat16", 8192, 8192) == ("dequantize_f5_o1", 5462)
 
 
+def test_group_dequantize_grid_is_the_resident_ctas():
+    """group_dequantize's persistent grid: the SMs x the resident CTAs per SM the kernel is compiled
+    for (__launch_bounds__ min blocks: DqGroupTune::min_ctas, 3 for float32 output, 4 for 16-bit),
+    fewer when the segments need fewer CTAs of _THREADS * _GROUP_DQ_SEGS; the Python constants
+    are the CUDA source's."""
+    from fp4kit import _cuda_grouped as cg
+    src = (Path(_cuda.__file__).resolve().parent.parent / "cuda_src" / "common" / "dequantize_op.cuh").read_text()
+    assert "min_ctas = OT == DTYPE_FLOAT32 ? 3 : 4;" in src
+    assert "struct DqGroupTune {\n    static constexpr int segs = 2;" in src
+    grouped_src = (Path(_cuda.__file__).resolve().parent.parent / "cuda_src" / "grouped.cu").read_text()
+    assert "__launch_bounds__(DQ_THREADS, DqGroupTune<O>::min_ctas)" in grouped_src
+    assert _cuda._DQ_MIN_CTAS == {"float32": 3, "bfloat16": 4, "float16": 4}
+    assert cg._GROUP_DQ_SEGS == {"float32": 2, "bfloat16": 2, "float16": 2}
+    for dtype, per_sm in _cuda._DQ_MIN_CTAS.items():
+        assert cg.dequantize_kernel("mxfp8_e4m3", dtype, 65536 * 7168, 132) == (
+            f"group_dequantize_f0_o{_cuda._DTYPE_IDS[dtype]}", 132 * per_sm)
+        assert cg.dequantize_kernel("nvfp4", dtype, 16 * 512, 132)[1] == 2      # 512 segments: one CTA + 1
+        assert cg.dequantize_kernel("nvfp4", dtype, 1, 132)[1] == 1
+
+
 def test_cols_kernel_for_the_columnwise_operand_alone():
     """quantize_cols_f<F>_d<D>_* for the plain columnwise operand alone from 16-bit input with
     M % 16 == 0: NVFP4 compact (_c: 64 x 512 tiles, 512 threads) and swizzled (_s2 with 8-byte loads

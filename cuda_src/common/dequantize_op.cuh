@@ -33,6 +33,16 @@ template <int OT> struct DqTune {
     static constexpr int min_ctas = OT == DTYPE_FLOAT32 ? 3 : 4;
 };
 
+// The same for grouped.cu's group_dequantize, which also keeps its member's parameters in
+// registers: 2 segments for every output dtype (fp4kit/_cuda_grouped.py _GROUP_DQ_SEGS). H200,
+// 65536 x 7168 rowwise, G = 8 / 64, bfloat16 out, MXFP8 / NVFP4 per cent of copy: 3 segments at
+// 4 CTAs (spilling at 64 registers) 75 / 72 and 73 / 67; 2 at 4: 83 / 75 and 79 / 67; 3 at 3 and
+// 2 at 3 in between; float32 out 88 % with each.
+template <int OT> struct DqGroupTune {
+    static constexpr int segs = 2;
+    static constexpr int min_ctas = DqTune<OT>::min_ctas;
+};
+
 // Four E4M3 bytes of q (byte i = element i) -> exact fp32 (E4M3 NaN codes give a NaN).
 __device__ __forceinline__ void e4m3x4_to_f32(u32 q, float* d) {
     asm("{ .reg .b16 p0, p1, a0, a1, b0, b1; .reg .b32 h0, h1;\n\t"
@@ -294,18 +304,6 @@ __device__ __forceinline__ void dq_store_direct(const DqSeg& s, float mult, bool
     }
 }
 
-// Dequantize segment t (16 consecutive elements of one row) of a (rows, cols) operand.
-template <int FMT, int OT>
-__device__ __forceinline__ void dequantize_seg(const u8* data, const u8* scales, const float* amax, i64 rows,
-                                               i64 cols, int swizzled, int row_scaled, void* out, i64 t) {
-    DqSeg s;
-    dq_load<FMT>(data, scales, amax, rows, cols, swizzled, row_scaled, t, s);
-    const float mult = dq_mult<FMT>(s);
-    u32 p[DqOut<OT>::words];
-    const bool fast = dq_fast_words<FMT, OT>(s, mult, p);
-    dq_store_direct<FMT, OT>(s, mult, fast, p, out);
-}
-
 // One step's stores of a warp's 32 segments. When cols % 16 == 0 the 32 segments are
 // one contiguous run of the output; if all 32 take the fast path they go through shared memory so
 // that each 16-byte store instruction of the warp writes 512 consecutive bytes (a thread's own
@@ -317,9 +315,27 @@ __device__ __forceinline__ void dequantize_seg(const u8* data, const u8* scales,
 // -> bfloat16 77.7 -> 72.7, NVFP4 -> float32 118.5 -> 109.7, MXFP4 -> bfloat16 66.4 -> 61.7;
 // streaming stores alone 129.8 / 76.6 / 116.0 / 65.9, the full grid alone 130.1 / 72.9 / 110.2 /
 // 62.4; 2 segments per thread at 6 CTAs per SM instead was slower, 140.3 / 83.5 / 129.0 / 69.8).
+// The staged store of a warp run (every lane fast, lane i's words at dst + NC * i chunks).
+template <int OT>
+__device__ __forceinline__ void dq_store_run(const u32* p, uint4* dst, uint4* st) {
+    constexpr int NC = DqOut<OT>::words / 4;   // 16-byte chunks per segment
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int q = 0; q < NC; ++q) {
+        const int c = NC * lane + q;
+        st[c ^ ((c >> 3) & (NC - 1))] = make_uint4(p[4 * q], p[4 * q + 1], p[4 * q + 2], p[4 * q + 3]);
+    }
+    __syncwarp();
+#pragma unroll
+    for (int q = 0; q < NC; ++q) {
+        const int c = 32 * q + lane;
+        __stcs(dst + c, st[c ^ ((c >> 3) & (NC - 1))]);
+    }
+    __syncwarp();
+}
+
 template <int FMT, int OT>
 __device__ __forceinline__ void dq_store_ustep(const DqSeg& s, i64 t0, i64 total, bool runs, uint4* st, void* out) {
-    constexpr int NC = DqOut<OT>::words / 4;   // 16-byte chunks per segment
     constexpr int osize = OT == DTYPE_FLOAT32 ? 4 : 2;
     const int lane = threadIdx.x & 31;
     const bool valid = t0 + lane < total;
@@ -331,21 +347,35 @@ __device__ __forceinline__ void dq_store_ustep(const DqSeg& s, i64 t0, i64 total
         fast = dq_fast_words<FMT, OT>(s, mult, p);
     }
     if (runs && __all_sync(0xFFFFFFFFu, fast)) {
-#pragma unroll
-        for (int q = 0; q < NC; ++q) {
-            const int c = NC * lane + q;
-            st[c ^ ((c >> 3) & (NC - 1))] = make_uint4(p[4 * q], p[4 * q + 1], p[4 * q + 2], p[4 * q + 3]);
-        }
-        __syncwarp();
-        uint4* dst = reinterpret_cast<uint4*>(reinterpret_cast<char*>(out) + t0 * 16 * osize);
-#pragma unroll
-        for (int q = 0; q < NC; ++q) {
-            const int c = 32 * q + lane;
-            __stcs(dst + c, st[c ^ ((c >> 3) & (NC - 1))]);
-        }
-        __syncwarp();
+        dq_store_run<OT>(p, reinterpret_cast<uint4*>(reinterpret_cast<char*>(out) + t0 * 16 * osize), st);
     } else if (valid) {
         dq_store_direct<FMT, OT>(s, mult, fast, p, out);
+    }
+}
+
+// dq_store_ustep for segments whose outputs need not follow each other (grouped operands: a warp's
+// 32 segments may span members, or rows of a member whose cols % 16 != 0): lane i's segment goes to
+// `mout` (its member's output) at element s.o. The run is staged when every lane is valid and fast
+// and the 32 destinations are one contiguous, 16-byte aligned run; otherwise each lane stores its own.
+template <int FMT, int OT>
+__device__ __forceinline__ void dq_store_warp(const DqSeg& s, bool valid, char* mout, uint4* st) {
+    constexpr int osize = OT == DTYPE_FLOAT32 ? 4 : 2;
+    const int lane = threadIdx.x & 31;
+    float mult = 0.0f;
+    u32 p[DqOut<OT>::words];
+    bool fast = false;
+    u64 dst = 0;
+    if (valid) {
+        mult = dq_mult<FMT>(s);
+        fast = dq_fast_words<FMT, OT>(s, mult, p);
+        dst = reinterpret_cast<u64>(mout) + (u64)s.o * osize;
+    }
+    const u64 dst0 = __shfl_sync(0xFFFFFFFFu, dst, 0);
+    const bool run = fast && (dst0 & 15u) == 0 && dst == dst0 + (u64)lane * (16 * osize);
+    if (__all_sync(0xFFFFFFFFu, run)) {
+        dq_store_run<OT>(p, reinterpret_cast<uint4*>(dst0), st);
+    } else if (valid) {
+        dq_store_direct<FMT, OT>(s, mult, fast, p, mout);
     }
 }
 
