@@ -151,14 +151,20 @@ def test_two_processes_compile_into_one_cache(cp, tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
 
 
+def _big_input(cp, need_gib: int, seed: int):
+    """A 65600 x 32768 bfloat16 tensor (2,149,580,800 elements > 2^31) of seeded normal values;
+    skips when the GPU has less than `need_gib` GiB free."""
+    import torch
+    free, _ = cp.cuda.runtime.memGetInfo()
+    if free < need_gib * 2**30:
+        pytest.skip(f"needs about {need_gib} GiB of free GPU memory")
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    return torch.randn(65600, 32768, device="cuda", generator=gen).to(torch.bfloat16)
+
+
 def test_more_than_2_31_elements(cp):
     import torch
-    M, K = 65600, 32768                 # 2,149,580,800 elements > 2^31
-    free, _ = cp.cuda.runtime.memGetInfo()
-    if free < 16 * 2**30:
-        pytest.skip("needs about 16 GiB of free GPU memory")
-    g = torch.Generator(device="cuda").manual_seed(0)
-    x = torch.randn(M, K, device="cuda", generator=g).to(torch.bfloat16)
+    x = _big_input(cp, 16, 0)
     amax = np.array([4.5], np.float32)
     q = fp4kit.quantize(x, "nvfp4", amax=torch.from_numpy(amax).cuda())
     rows = np.array([0, 1, 65535, 65536, 65599, 40000])         # incl. rows past element 2^31
@@ -183,12 +189,8 @@ def test_grouped_more_than_2_31_elements(cp):
     group_dequantize; rows and columns of the last member, some past element 2^31, against the
     reference with that member's amax."""
     import torch
-    M, K = 65600, 32768                 # 2,149,580,800 elements > 2^31
-    free, _ = cp.cuda.runtime.memGetInfo()
-    if free < 24 * 2**30:
-        pytest.skip("needs about 24 GiB of free GPU memory")
-    gen = torch.Generator(device="cuda").manual_seed(1)
-    x = torch.randn(M, K, device="cuda", generator=gen).to(torch.bfloat16)
+    x = _big_input(cp, 24, 1)
+    M, K = x.shape
     start = 30000
     g = fp4kit.group_quantize(x, "nvfp4", first_dims=[start, 0, M - start], axis="both")
     m = g[2]
