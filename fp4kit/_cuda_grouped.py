@@ -501,10 +501,12 @@ _GROUP_DQ_SEGS = {"float32": 2, "bfloat16": 2, "float16": 2}
 def dequantize_kernel(fmt_name: str, out_dtype: str, n_el: int, sm: int) -> tuple[str, int]:
     """(grouped.cu kernel name, CTAs of _THREADS) of a grouped dequantize of n_el elements
     (group_dequantize; both paths of the API use it): each CTA takes _THREADS * _GROUP_DQ_SEGS
-    segments of 16 per step of its grid-stride loop. A persistent grid, as many CTAs per SM as the
-    kernel is compiled to keep resident (_DQ_MIN_CTAS), no more than the segments of n_el need."""
+    segments (16 elements of a row, fewer at a row's end) per step of its grid-stride loop. A
+    persistent grid, as many CTAs per SM as the kernel is compiled to keep resident (_DQ_MIN_CTAS),
+    fewer only when even n_el segments (one element each: the bound for any shapes, the dims being
+    on the device) would need fewer; CTAs past the real segments exit at once."""
     per_cta = _THREADS * _GROUP_DQ_SEGS[out_dtype]
-    grid = _persistent_grid(-(-n_el // 16) // per_cta + 1, lambda cap: _DQ_MIN_CTAS[out_dtype], sm)
+    grid = _persistent_grid(-(-n_el // per_cta), lambda cap: _DQ_MIN_CTAS[out_dtype], sm)
     return f"group_dequantize_f{FORMATS[fmt_name].format_id}_o{_DTYPE_IDS[out_dtype]}", grid
 
 

@@ -13,7 +13,6 @@ import re
 import sys
 import threading
 import types
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -1565,6 +1564,7 @@ def test_dequantize_grid_one_cta_per_cta_segments(monkeypatch):
     """_cuda.dequantize launches one CTA per _THREADS * _DQ_SEGS[dtype] segments of 16 (not one wave
     of resident CTAs; 2 segments per thread for float32 output, 3 for 16-bit output, as DqTune in
     cuda_src/common/dequantize_op.cuh), capped at _MAX_GRID for the kernel's grid-stride loop."""
+    from fp4kit._loader import cuda_src_dir
     launches = []
 
     def fn(grid, block, args):
@@ -1575,8 +1575,11 @@ def test_dequantize_grid_one_cta_per_cta_segments(monkeypatch):
     monkeypatch.setattr(_cuda, "_empty", lambda shape, dtype: ("out", shape))
     monkeypatch.setattr(_cuda, "_fn", lambda module, kernel: fn)
     assert _cuda._DQ_SEGS == {"float32": 2, "bfloat16": 3, "float16": 3}
-    src = (Path(_cuda.__file__).resolve().parent.parent / "cuda_src" / "common" / "dequantize_op.cuh").read_text()
+    src = (cuda_src_dir() / "common" / "dequantize_op.cuh").read_text()
     assert "segs = OT == DTYPE_FLOAT32 ? 2 : 3;" in src
+    assert "constexpr int SEGS = DqTune<OT>::segs;" in src and "per_cta = (i64)DQ_THREADS * SEGS;" in src
+    kernels = (cuda_src_dir() / "dequantize.cu").read_text()
+    assert "__launch_bounds__(DQ_THREADS, DqTune<O>::min_ctas)" in kernels
     for dtype, segs in _cuda._DQ_SEGS.items():
         per_cta = _cuda._THREADS * segs
         cases = [(1, 1, 1), (3, 17, 1), (8192, 8192, -(-8192 * 512 // per_cta)),
@@ -1595,19 +1598,26 @@ def test_group_dequantize_grid_is_the_resident_ctas():
     for (__launch_bounds__ min blocks: DqGroupTune::min_ctas, 3 for float32 output, 4 for 16-bit),
     fewer when the segments need fewer CTAs of _THREADS * _GROUP_DQ_SEGS; the Python constants
     are the CUDA source's."""
+    from fp4kit._loader import cuda_src_dir
     from fp4kit import _cuda_grouped as cg
-    src = (Path(_cuda.__file__).resolve().parent.parent / "cuda_src" / "common" / "dequantize_op.cuh").read_text()
+    src = (cuda_src_dir() / "common" / "dequantize_op.cuh").read_text()
     assert "min_ctas = OT == DTYPE_FLOAT32 ? 3 : 4;" in src
-    assert "struct DqGroupTune {\n    static constexpr int segs = 2;" in src
-    grouped_src = (Path(_cuda.__file__).resolve().parent.parent / "cuda_src" / "grouped.cu").read_text()
+    assert ("struct DqGroupTune {\n    static constexpr int segs = 2;\n"
+            "    static constexpr int min_ctas = DqTune<OT>::min_ctas;") in src
+    grouped_src = (cuda_src_dir() / "grouped.cu").read_text()
     assert "__launch_bounds__(DQ_THREADS, DqGroupTune<O>::min_ctas)" in grouped_src
+    assert "constexpr int SEGS = DqGroupTune<OT>::segs;" in grouped_src
     assert _cuda._DQ_MIN_CTAS == {"float32": 3, "bfloat16": 4, "float16": 4}
     assert cg._GROUP_DQ_SEGS == {"float32": 2, "bfloat16": 2, "float16": 2}
     for dtype, per_sm in _cuda._DQ_MIN_CTAS.items():
         assert cg.dequantize_kernel("mxfp8_e4m3", dtype, 65536 * 7168, 132) == (
             f"group_dequantize_f0_o{_cuda._DTYPE_IDS[dtype]}", 132 * per_sm)
-        assert cg.dequantize_kernel("nvfp4", dtype, 16 * 512, 132)[1] == 2      # 512 segments: one CTA + 1
-        assert cg.dequantize_kernel("nvfp4", dtype, 1, 132)[1] == 1
+        # with device dims the segments are bounded by the elements alone (members of K = 1 have a
+        # segment per element): 512 elements -> 1 CTA, 513 -> 2, 16 x 512 (512 segments when
+        # K % 16 == 0, up to 8192 when not) -> 16
+        assert [cg.dequantize_kernel("nvfp4", dtype, n, 132)[1] for n in (0, 1, 512, 513, 16 * 512)] == \
+            [1, 1, 1, 2, 16]
+        assert cg.dequantize_kernel("nvfp4", dtype, 1 << 40, 132)[1] == 132 * per_sm
 
 
 def test_cols_kernel_for_the_columnwise_operand_alone():

@@ -310,7 +310,7 @@ __device__ __forceinline__ void dq_store_direct(const DqSeg& s, float mult, bool
 // 32 or 64 bytes would be 2 or 4 stores spread over 1 or 2 KiB). Chunk c of the warp's run sits at
 // slot c ^ ((c >> 3) & (NC - 1)): conflict-free for the writes (chunk NC * lane + q) and the reads
 // (chunk 32 q + lane). Streaming stores (st.global.cs) for the output: with a grid of one CTA per
-// DQ_THREADS * 4 segments (fp4kit/_cuda.py) they took the kernel from 83-90 % to 93-97 % of a
+// DQ_THREADS * segs segments (then 4 per thread; fp4kit/_cuda.py) they took the kernel from 83-90 % to 93-97 % of a
 // device copy of the same bytes (H100, 8192^2 and 16384^2: MXFP8 -> float32 137.1 -> 123.0 us,
 // -> bfloat16 77.7 -> 72.7, NVFP4 -> float32 118.5 -> 109.7, MXFP4 -> bfloat16 66.4 -> 61.7;
 // streaming stores alone 129.8 / 76.6 / 116.0 / 65.9, the full grid alone 130.1 / 72.9 / 110.2 /
@@ -355,10 +355,11 @@ __device__ __forceinline__ void dq_store_ustep(const DqSeg& s, i64 t0, i64 total
 
 // dq_store_ustep for segments whose outputs need not follow each other (grouped operands: a warp's
 // 32 segments may span members, or rows of a member whose cols % 16 != 0): lane i's segment goes to
-// `mout` (its member's output) at element s.o. The run is staged when every lane is valid and fast
-// and the 32 destinations are one contiguous, 16-byte aligned run; otherwise each lane stores its own.
+// element s.o of `out` (s.o: the index in the whole output buffer, not in the segment's member).
+// The run is staged when every lane is valid and fast and the 32 destinations are one contiguous,
+// 16-byte aligned run; otherwise each lane stores its own.
 template <int FMT, int OT>
-__device__ __forceinline__ void dq_store_warp(const DqSeg& s, bool valid, char* mout, uint4* st) {
+__device__ __forceinline__ void dq_store_warp(const DqSeg& s, bool valid, char* out, uint4* st) {
     constexpr int osize = OT == DTYPE_FLOAT32 ? 4 : 2;
     const int lane = threadIdx.x & 31;
     float mult = 0.0f;
@@ -368,14 +369,14 @@ __device__ __forceinline__ void dq_store_warp(const DqSeg& s, bool valid, char* 
     if (valid) {
         mult = dq_mult<FMT>(s);
         fast = dq_fast_words<FMT, OT>(s, mult, p);
-        dst = reinterpret_cast<u64>(mout) + (u64)s.o * osize;
+        dst = reinterpret_cast<u64>(out) + (u64)s.o * osize;
     }
     const u64 dst0 = __shfl_sync(0xFFFFFFFFu, dst, 0);
     const bool run = fast && (dst0 & 15u) == 0 && dst == dst0 + (u64)lane * (16 * osize);
     if (__all_sync(0xFFFFFFFFu, run)) {
         dq_store_run<OT>(p, reinterpret_cast<uint4*>(dst0), st);
     } else if (valid) {
-        dq_store_direct<FMT, OT>(s, mult, fast, p, mout);
+        dq_store_direct<FMT, OT>(s, mult, fast, p, out);
     }
 }
 
