@@ -8,7 +8,7 @@ using namespace fp4kit;
 // Kernel names: dequantize_f<format_id>_o<output dtype id>; grid-stride, 256 threads, the resident
 // CTAs per SM asked of ptxas per output dtype (DqTune).
 #define FP4KIT_DEQUANTIZE_KERNEL(F, O)                                                               \
-    extern "C" __global__ void __launch_bounds__(DQ_THREADS, DqTune<O>::min_ctas)                                      \
+    extern "C" __global__ void __launch_bounds__(DQ_THREADS, DqTune<O>::min_ctas)                   \
     dequantize_f##F##_o##O(const u8* data, const u8* scales, const float* amax, i64 rows, i64 cols, \
                            int swizzled, int row_scaled, void* out) {                               \
         dequantize_op<F, O>(data, scales, amax, rows, cols, swizzled, row_scaled, out);             \

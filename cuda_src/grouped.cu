@@ -1205,7 +1205,7 @@ __device__ __forceinline__ void group_dequantize(const u8* data, const u8* scale
     FP4KIT_GROUP_QUANTIZE(F, 0, true, ) FP4KIT_GROUP_QUANTIZE(F, 1, true, ) FP4KIT_GROUP_QUANTIZE(F, 2, true, )
 
 #define FP4KIT_GROUP_DEQUANTIZE(F, O)                                                                   \
-    extern "C" __global__ void __launch_bounds__(DQ_THREADS, DqGroupTune<O>::min_ctas)                      \
+    extern "C" __global__ void __launch_bounds__(DQ_THREADS, DqGroupTune<O>::min_ctas)                  \
     group_dequantize_f##F##_o##O(const u8* data, const u8* scales, const float* amax, i64 G,            \
                                  const i64* meta, const i64* first, const i64* last, int columnwise,   \
                                  int swizzled, int row_scaled, void* out) {                            \

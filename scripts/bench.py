@@ -789,16 +789,23 @@ def _skewed_dims(G, total, seed=0, multiple=2):
     return [int(v) for v in d]
 
 
+def _moe_dims(G, total, multiple):
+    """The grouped rows' member sizes: (dims, the same as a device int64 tensor, each member's first
+    row, the row's variant text)."""
+    torch = _torch()
+    dims = _skewed_dims(G, total, seed=G, multiple=multiple)
+    dims_dev = torch.tensor(dims, dtype=torch.int64, device=DEVICE)
+    starts = np.cumsum([0] + dims[:-1])
+    return dims, dims_dev, starts, f"device dims, skewed, {sum(1 for d in dims if d == 0)} empty, M_i % {multiple} == 0"
+
+
 def bench_grouped(rows, reps, K=7168, total=65536, groups=(8, 64)):
     """MoE grouped quantize: one launch (device dims) vs one single-tensor launch per member."""
     import fp4kit
     torch = _torch()
     x = (torch.randn(total, K, device=DEVICE)).to(torch.bfloat16)
     for G, multiple in ((g, m) for g in groups for m in (128, 2)):
-        dims = _skewed_dims(G, total, seed=G, multiple=multiple)
-        dims_dev = torch.tensor(dims, dtype=torch.int64, device=DEVICE)
-        starts = np.cumsum([0] + dims[:-1])
-        vname = f"device dims, skewed, {sum(1 for d in dims if d == 0)} empty, M_i % {multiple} == 0"
+        dims, dims_dev, starts, vname = _moe_dims(G, total, multiple)
         # NVFP4 "both" also with one supplied amax per member (no statistics pass)
         amax = torch.full((G,), 4.0, device=DEVICE)
         # and "both" of MXFP8 (staged squares), MXFP4 and MXFP6 (one-tile kernel), with compact scales
@@ -836,15 +843,12 @@ def bench_group_dequantize(rows, reps, K=7168, total=65536, sets=((8, 128), (64,
                            formats=("mxfp8_e4m3", "mxfp6_e2m3", "mxfp4_e2m1", "nvfp4")):
     """MoE grouped dequantize (rowwise, swizzled scales, device dims): one launch vs one single-tensor
     dequantize per member of the same bytes. One input per row: the quantized group and the output
-    (0.4-1.4 GB at 65536 x 7168) are far beyond L2, so no rotation is needed."""
+    (0.4-0.5 GB and 0.9-1.9 GB at 65536 x 7168) are far beyond L2, so no rotation is needed."""
     import fp4kit
     torch = _torch()
     x = (torch.randn(total, K, device=DEVICE)).to(torch.bfloat16)
     for G, multiple in sets:
-        dims = _skewed_dims(G, total, seed=G, multiple=multiple)
-        dims_dev = torch.tensor(dims, dtype=torch.int64, device=DEVICE)
-        starts = np.cumsum([0] + dims[:-1])
-        vname = f"device dims, skewed, {sum(1 for d in dims if d == 0)} empty, M_i % {multiple} == 0"
+        dims, dims_dev, starts, vname = _moe_dims(G, total, multiple)
         for fmt in formats:
             g = fp4kit.group_quantize(x, fmt, first_dims=dims_dev, axis="rowwise", scale_layout="swizzled")
             per = [fp4kit.quantize(x[s:s + m], fmt, axis="rowwise", scale_layout="swizzled")

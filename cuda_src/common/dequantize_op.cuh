@@ -304,18 +304,17 @@ __device__ __forceinline__ void dq_store_direct(const DqSeg& s, float mult, bool
     }
 }
 
-// One step's stores of a warp's 32 segments. When cols % 16 == 0 the 32 segments are
-// one contiguous run of the output; if all 32 take the fast path they go through shared memory so
-// that each 16-byte store instruction of the warp writes 512 consecutive bytes (a thread's own
-// 32 or 64 bytes would be 2 or 4 stores spread over 1 or 2 KiB). Chunk c of the warp's run sits at
-// slot c ^ ((c >> 3) & (NC - 1)): conflict-free for the writes (chunk NC * lane + q) and the reads
-// (chunk 32 q + lane). Streaming stores (st.global.cs) for the output: with a grid of one CTA per
-// DQ_THREADS * segs segments (then 4 per thread; fp4kit/_cuda.py) they took the kernel from 83-90 % to 93-97 % of a
-// device copy of the same bytes (H100, 8192^2 and 16384^2: MXFP8 -> float32 137.1 -> 123.0 us,
-// -> bfloat16 77.7 -> 72.7, NVFP4 -> float32 118.5 -> 109.7, MXFP4 -> bfloat16 66.4 -> 61.7;
-// streaming stores alone 129.8 / 76.6 / 116.0 / 65.9, the full grid alone 130.1 / 72.9 / 110.2 /
-// 62.4; 2 segments per thread at 6 CTAs per SM instead was slower, 140.3 / 83.5 / 129.0 / 69.8).
-// The staged store of a warp run (every lane fast, lane i's words at dst + NC * i chunks).
+// The staged store of a warp run: every lane fast, lane i's words to dst + NC * i chunks (the 32
+// segments one contiguous run of the output). Through shared memory, each 16-byte store
+// instruction of the warp writes 512 consecutive bytes (a thread's own 32 or 64 bytes would be 2 or
+// 4 stores spread over 1 or 2 KiB). Chunk c of the run sits at slot c ^ ((c >> 3) & (NC - 1)):
+// conflict-free for the writes (chunk NC * lane + q) and the reads (chunk 32 q + lane). Streaming
+// stores (st.global.cs) for the output: with a grid of one CTA per DQ_THREADS * segs segments (then
+// 4 per thread; fp4kit/_cuda.py) they took the kernel from 83-90 % to 93-97 % of a device copy of
+// the same bytes (H100, 8192^2 and 16384^2: MXFP8 -> float32 137.1 -> 123.0 us, -> bfloat16
+// 77.7 -> 72.7, NVFP4 -> float32 118.5 -> 109.7, MXFP4 -> bfloat16 66.4 -> 61.7; streaming stores
+// alone 129.8 / 76.6 / 116.0 / 65.9, the full grid alone 130.1 / 72.9 / 110.2 / 62.4; 2 segments
+// per thread at 6 CTAs per SM instead was slower, 140.3 / 83.5 / 129.0 / 69.8).
 template <int OT>
 __device__ __forceinline__ void dq_store_run(const u32* p, uint4* dst, uint4* st) {
     constexpr int NC = DqOut<OT>::words / 4;   // 16-byte chunks per segment
@@ -334,6 +333,9 @@ __device__ __forceinline__ void dq_store_run(const u32* p, uint4* dst, uint4* st
     __syncwarp();
 }
 
+// One step's stores of a warp's 32 segments t0 .. t0 + 31 of one operand: staged (dq_store_run)
+// when `runs` (cols % 16 == 0: the 32 outputs follow each other) and all 32 take the fast path,
+// else each valid lane stores its own.
 template <int FMT, int OT>
 __device__ __forceinline__ void dq_store_ustep(const DqSeg& s, i64 t0, i64 total, bool runs, uint4* st, void* out) {
     constexpr int osize = OT == DTYPE_FLOAT32 ? 4 : 2;
@@ -381,12 +383,7 @@ __device__ __forceinline__ void dq_store_warp(const DqSeg& s, bool valid, char* 
 }
 
 // Whole operand. Each warp takes 32 consecutive segments per step k (k < DqTune<OT>::segs,
-// DQ_THREADS segments apart), loads all of them, then converts them. When cols % 16 == 0 the 32 segments are
-// one contiguous run of the output; if all 32 take the fast path they go through shared memory so
-// that each 16-byte store instruction of the warp writes 512 consecutive bytes (a thread's own
-// 32 or 64 bytes would be 2 or 4 stores spread over 1 or 2 KiB). Chunk c of the warp's run sits at
-// slot c ^ ((c >> 3) & (NC - 1)): conflict-free for the writes (chunk NC * lane + q) and the reads
-// (chunk 32 q + lane).
+// DQ_THREADS segments apart), loads all of them, then converts and stores them (dq_store_ustep).
 template <int FMT, int OT>
 __device__ __forceinline__ void dequantize_op(const u8* data, const u8* scales, const float* amax, i64 rows,
                                               i64 cols, int swizzled, int row_scaled, void* out) {
