@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+"""A/B timings of preprocessor variants of one cuda_src module, in one process on one GPU.
+
+Each variant is a list of `#define`s put in front of cuda_src/<module>.cu; every variant's compile
+parts are built first (NVRTC, in parallel threads, into fp4kit's cubin cache), then each case is
+timed under every variant in turn (median of CUDA-event-timed runs, scripts/bench.py time_fn), with
+the variants' outputs compared byte for byte with the first variant's. A probe for kernel work: the
+macros a variant sets must have defaults in the source that keep the shipped behaviour.
+
+Usage: PYTHONPATH=. python3 scripts/ab_variants.py --module grouped --cases group_dequantize \\
+           --variant "base=FP4KIT_X 0" --variant "new=FP4KIT_X 1;FP4KIT_Y 3" [--rounds 2]
+"""
+import argparse
+import hashlib
+import os
+import statistics
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import numpy as np  # noqa: E402
+
+from fp4kit import _loader, _plan, _torch_exec  # noqa: E402
+
+_ORIG_READ = _loader._read_sources
+
+
+def _variant_sources(module, defines):
+    src = _ORIG_READ()
+    src[f"{module}.cu"] = "".join(f"#define {d}\n" for d in defines) + src[f"{module}.cu"]
+    return src
+
+
+def _activate(module, defines):
+    """Make fp4kit load `module` from the variant's sources (every cached handle of it dropped)."""
+    _loader._read_sources = lambda root=None: _variant_sources(module, defines) if root is None else _ORIG_READ(root)
+    _drop_cached(module)
+
+
+def _restore(module):
+    """fp4kit's own sources again, and no handle compiled from a variant left cached."""
+    _loader._read_sources = _ORIG_READ
+    _drop_cached(module)
+
+
+def _drop_cached(module):
+    for cache in (_loader._modules, _loader._functions, _torch_exec._RAW_FUNCS):
+        for k in [k for k in cache if module in k]:
+            del cache[k]
+    for plans in (_plan._QUANTIZE_PLANS, _plan._AMAX_PLANS, _plan.FAST_CALLS, _plan.GROUP_PLANS,
+                  _plan.GROUP_FAST_CALLS):   # their executors hold kernel handles
+        plans.clear()
+
+
+def parse_variants(specs):
+    """["NAME=DEF;DEF", ...] -> {NAME: [DEF, ...]} in order (the first is the reference); a variant
+    may have no defines (the shipped source)."""
+    out = {}
+    for spec in specs:
+        name, eq, defs = spec.partition("=")
+        name = name.strip()
+        if not eq or not name:
+            raise ValueError(f"--variant {spec!r}: expected NAME=DEFINE;DEFINE...")
+        if name in out:
+            raise ValueError(f"--variant {name!r} given twice")
+        out[name] = [d.strip() for d in defs.split(";") if d.strip()]
+    return out
+
+
+def _prebuild(module, variants, arch, parts):
+    jobs = [(defs, p) for defs in variants.values() for p in parts]
+
+    def one(job):
+        defs, part = job
+        src = _variant_sources(module, defs)
+        opts = _loader._part_options(arch, part)
+        key, cubin = _loader._cache_entry(module, arch, part, src, opts)
+        if not cubin.exists():
+            data = _loader._compile(module, arch, src, opts)
+            _loader._atomic_write(cubin, data)
+            _loader._atomic_write(cubin.with_suffix(".sha256"), hashlib.sha256(data).hexdigest().encode())
+    with ThreadPoolExecutor(max_workers=min(16, len(jobs))) as ex:
+        list(ex.map(one, jobs))
+
+
+def cases_group_dequantize(torch, fp4kit, quick):
+    """(name, fn returning the output, bytes moved, part) for group_dequantize at 65536 x 7168 (G = 8,
+    sizes % 128; G = 64, sizes % 2), and each one's per-member loop (name ending in 'loop')."""
+    from bench import _bytes_out, _moe_dims
+    total, K = 65536, 7168
+    x = torch.randn(total, K, device="cuda").to(torch.bfloat16)
+    fmts = ("mxfp8_e4m3", "nvfp4") if quick else ("mxfp8_e4m3", "mxfp6_e2m3", "mxfp4_e2m1", "nvfp4")
+    for G, mult in ((8, 128), (64, 2)):
+        dims, dims_dev, starts, _ = _moe_dims(G, total, mult)
+        for fmt in fmts:
+            g = fp4kit.group_quantize(x, fmt, first_dims=dims_dev, axis="rowwise", scale_layout="swizzled")
+            per = [fp4kit.quantize(x[s:s + m], fmt, axis="rowwise", scale_layout="swizzled")
+                   for s, m in zip(starts, dims) if m]
+            part = _loader.part_of("grouped", f"group_dequantize_f{fp4kit.FORMATS[fmt].format_id}_o0")
+            for dt in ("bfloat16", "float32"):
+                nb = _bytes_out(fmt, total, K, "rowwise") + total * K * (2 if dt == "bfloat16" else 4)
+                yield (f"G={G} {fmt} -> {dt}", lambda g=g, dt=dt: fp4kit.group_dequantize(g, dtype=dt), nb, part)
+                yield (f"G={G} {fmt} -> {dt} loop", lambda per=per, dt=dt: [fp4kit.dequantize(q, dtype=dt) for q in per],
+                       nb, None)
+
+
+CASES = {"group_dequantize": cases_group_dequantize}
+
+
+def _bytes_of(out):
+    import torch
+    t = out.data if hasattr(out, "data") and not isinstance(out, torch.Tensor) else out
+    t = torch.as_tensor(t) if not isinstance(t, torch.Tensor) else t
+    return t.contiguous().view(torch.uint8).cpu().numpy()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--module", required=True)
+    ap.add_argument("--cases", required=True, choices=sorted(CASES))
+    ap.add_argument("--variant", action="append", required=True, metavar="NAME=DEF;DEF")
+    ap.add_argument("--reps", type=int, default=40)
+    ap.add_argument("--rounds", type=int, default=2, help="passes over the variants (medians of the rounds)")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--once", default="", metavar="CASE",
+                    help="run CASE (its loop too: 'CASE loop') once under the first variant between "
+                         "cudaProfilerStart / Stop, after a warm-up call (for ncu --profile-from-start off)")
+    args = ap.parse_args()
+    import torch
+
+    import fp4kit
+    from bench import copy_us, time_fn
+    try:
+        variants = parse_variants(args.variant)
+    except ValueError as e:
+        ap.error(str(e))
+    arch = _loader.device_arch(0)
+    cases = list(CASES[args.cases](torch, fp4kit, args.quick))
+    parts = sorted({c[3] for c in cases if c[3] is not None})
+    _prebuild(args.module, variants, arch, parts)
+    if args.once:
+        if args.once not in [c[0] for c in cases]:
+            ap.error(f"--once {args.once!r}: not a case of {args.cases} ({', '.join(c[0] for c in cases)})")
+        _activate(args.module, next(iter(variants.values())))
+        for name, fn, nb, part in cases:
+            if name == args.once:
+                fn()
+                torch.cuda.synchronize()
+                torch.cuda.profiler.start()
+                fn()
+                torch.cuda.synchronize()
+                torch.cuda.profiler.stop()
+        _restore(args.module)
+        return
+    res = {}
+    ref = {}
+    mismatches = []
+    for rnd in range(args.rounds):
+        for vname, defs in variants.items():
+            _activate(args.module, defs)
+            for name, fn, nb, part in cases:
+                if part is None and vname != next(iter(variants)):
+                    continue   # a loop of single-tensor launches: the same under every variant
+                out = fn()
+                torch.cuda.synchronize()
+                if part is not None and rnd == 0:
+                    b = _bytes_of(out)
+                    if vname == next(iter(variants)):
+                        ref[name] = b
+                    elif not np.array_equal(b, ref[name]):
+                        print(f"MISMATCH {vname} {name}", flush=True)
+                        mismatches.append((vname, name))
+                res.setdefault((name, vname), []).append(float(time_fn(fn, reps=args.reps)))
+    copies = {}
+    print(f"\n{torch.cuda.get_device_name(0)}; us (median of {args.rounds} rounds), % of a device copy of the same bytes; "
+          "loop: the case's launches per member")
+    names = list(variants)
+    print(f"{'case':<34}" + "".join(f"{n:>16}" for n in names) + f"{'loop':>16}")
+    for name, fn, nb, part in cases:
+        if part is None:
+            continue
+        if nb not in copies:
+            copies[nb] = float(copy_us(nb, args.reps))
+        cells = []
+        for n in names:
+            us = statistics.median(res[(name, n)])
+            cells.append(f"{us:8.1f} {100 * copies[nb] / us:5.1f}%")
+        lu = statistics.median(res[(name + ' loop', names[0])])
+        cells.append(f"{lu:8.1f} {100 * copies[nb] / lu:5.1f}%")
+        print(f"{name:<34}" + "".join(f"{c:>16}" for c in cells), flush=True)
+    _restore(args.module)
+    if mismatches:
+        sys.exit(f"{len(mismatches)} outputs differ from variant {names[0]!r}'s")
+
+
+if __name__ == "__main__":
+    main()

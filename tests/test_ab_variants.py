@@ -1,0 +1,58 @@
+"""scripts/ab_variants.py's host-side parts (no GPU): variant parsing, the variant sources it
+compiles, and that switching variants drops the module's cached handles and restoring brings back
+fp4kit's own sources."""
+from __future__ import annotations
+
+import pytest
+
+from fp4kit import _loader, _plan, _torch_exec
+
+
+@pytest.fixture(scope="module")
+def ab(script):
+    return script("ab_variants")
+
+
+def test_parse_variants(ab):
+    v = ab.parse_variants(["base=", "new=FP4KIT_X 1; FP4KIT_Y 3 ;"])
+    assert list(v) == ["base", "new"]                       # order kept: the first is the reference
+    assert v == {"base": [], "new": ["FP4KIT_X 1", "FP4KIT_Y 3"]}
+
+
+@pytest.mark.parametrize("bad", [["base"], ["=FP4KIT_X 1"], ["a=X 1", "a=X 2"]])
+def test_parse_variants_rejects(ab, bad):
+    with pytest.raises(ValueError, match="--variant"):
+        ab.parse_variants(bad)
+
+
+def test_variant_sources_prefix_one_module(ab):
+    orig = _loader._read_sources()
+    src = ab._variant_sources("grouped", ["FP4KIT_X 1", "FP4KIT_Y 3"])
+    assert src["grouped.cu"] == "#define FP4KIT_X 1\n#define FP4KIT_Y 3\n" + orig["grouped.cu"]
+    assert {k: v for k, v in src.items() if k != "grouped.cu"} == {k: v for k, v in orig.items() if k != "grouped.cu"}
+    # a different cache key from the shipped source's, so variants never share a cubin
+    opts = _loader._part_options("sm_90", 0)
+    assert _loader._cache_key("grouped", "sm_90", src, opts) != _loader._cache_key("grouped", "sm_90", orig, opts)
+
+
+def test_activate_and_restore(ab, monkeypatch):
+    orig = _loader._read_sources()
+    for cache, keys in ((_loader._modules, [(0, "grouped", 0, "sm_90"), (0, "quantize", None, "sm_90")]),
+                        (_loader._functions, [(0, "grouped", "k"), (0, "quantize", "k")]),
+                        (_torch_exec._RAW_FUNCS, [(0, "grouped", "k"), (0, "quantize", "k")])):
+        for k in keys:
+            monkeypatch.setitem(cache, k, object())
+    monkeypatch.setitem(_plan.GROUP_PLANS, ("some", "plan"), object())
+    try:
+        ab._activate("grouped", ["FP4KIT_X 1"])
+        assert _loader._read_sources()["grouped.cu"].startswith("#define FP4KIT_X 1\n")
+        assert _loader._read_sources(_loader.cuda_src_dir()) == orig   # an explicit root: unchanged
+        assert (0, "grouped", 0, "sm_90") not in _loader._modules
+        assert (0, "quantize", None, "sm_90") in _loader._modules      # other modules' handles stay
+        assert (0, "grouped", "k") not in _loader._functions and (0, "grouped", "k") not in _torch_exec._RAW_FUNCS
+        assert (0, "quantize", "k") in _torch_exec._RAW_FUNCS
+        assert not _plan.GROUP_PLANS                                    # executors hold handles
+    finally:
+        ab._restore("grouped")
+    assert _loader._read_sources is ab._ORIG_READ
+    assert _loader._read_sources() == orig
