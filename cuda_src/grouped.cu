@@ -1056,6 +1056,91 @@ __device__ __forceinline__ void group_dequantize(const u8* data, const u8* scale
     }
 }
 
+// The columns C >= 1 shared by every member that has segments, or -1 if they differ or there are
+// none (every thread of the CTA calls it; the result is CTA-uniform). G loads per CTA.
+__device__ __forceinline__ i64 group_shared_cols(const i64* seg, const i64* cols, i64 G) {
+    __shared__ unsigned long long lo, hi;
+    if (threadIdx.x == 0) {
+        lo = ~0ull;
+        hi = 0ull;
+    }
+    __syncthreads();
+    for (i64 g = threadIdx.x; g < G; g += blockDim.x) {
+        if (seg[g + 1] > seg[g]) {
+            atomicMin(&lo, (unsigned long long)cols[g]);
+            atomicMax(&hi, (unsigned long long)cols[g]);
+        }
+    }
+    __syncthreads();
+    const i64 c = lo == hi ? (i64)lo : -1;
+    __syncthreads();   // read by every thread before a later call could reset them
+    return c;
+}
+
+// group_dequantize when every member with segments has the same columns (the host launches it for
+// the rowwise operand of kinds "same" / "varying_first" and the columnwise operand of "same" /
+// "varying_last"; the CTAs check it, group_shared_cols, and write NaN if not: the general kernel
+// as a fallback here, inlined or called, made ptxas spill in this loop). The members'
+// rows then follow each other with the same C columns, so segment t is global row R = t / ceil(C /
+// 16) of the codes and of the output, as in the single-tensor dequantize_op, and only the scales
+// and the amax depend on the member: a thread keeps the end of its member's segments, the member's
+// first row and its scale and amax pointers (8 registers where group_dequantize keeps 16; with
+// C % 16 == 0 the 32 outputs of a step also follow each other: no destinations compared).
+template <int FMT, int OT>
+__device__ __forceinline__ void group_dequantize_cols(const u8* data, const u8* scales, const float* amax, i64 G,
+                                                      const i64* meta, const i64* first, const i64* last,
+                                                      int columnwise, int swizzled, int row_scaled, void* out) {
+    constexpr int NC = DqOut<OT>::words / 4;
+    constexpr int SEGS = DqGroupTune<OT>::segs;   // 3 spilled (48-68 bytes) and was slower
+    __shared__ uint4 stage[DQ_THREADS / 32][32 * NC];
+    const i64* sc = meta + (i64)(columnwise ? META_SCOL : META_SROW) * (G + 1);
+    const i64* am = meta + (i64)(columnwise ? META_ACOL : META_AROW) * (G + 1);
+    const i64* seg = meta + (i64)(columnwise ? META_SEGC : META_SEGR) * (G + 1);
+    const i64 C = group_shared_cols(seg, columnwise ? first : last, G);
+    if (C < 0) {   // columns differ: a group whose kind was changed by hand; NaN, never wrong numbers
+        const i64 n = meta[(i64)META_OFF * (G + 1) + G];
+        for (i64 e = (i64)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (i64)gridDim.x * blockDim.x) {
+            if constexpr (OT == DTYPE_FLOAT32) reinterpret_cast<u32*>(out)[e] = 0x7FC00000u;
+            else reinterpret_cast<unsigned short*>(out)[e] = OT == DTYPE_BFLOAT16 ? 0x7FC0 : 0x7E00;
+        }
+        return;
+    }
+    const i64 total = seg[G];
+    const i64 nseg = (C + 15) / 16;
+    const int lane = threadIdx.x & 31;
+    uint4* st = stage[threadIdx.x >> 5];
+    const bool runs = (C & 15) == 0 && (reinterpret_cast<u64>(out) & 15u) == 0;
+    const i64 per_cta = (i64)DQ_THREADS * SEGS;
+    const i64 step = (i64)gridDim.x * per_cta;
+    i64 m_hi = 0, m_row0 = 0;   // the member's segment end and first row (of all members' rows)
+    const u8* m_scales = scales;
+    const float* m_amax = amax;
+    for (i64 wbase = (i64)blockIdx.x * per_cta + (threadIdx.x - lane); wbase < total; wbase += step) {
+        DqSeg s[SEGS];
+#pragma unroll
+        for (int k = 0; k < SEGS; ++k) {
+            const i64 t = wbase + lane + (i64)k * DQ_THREADS;
+            if (t < total) {
+                if (t >= m_hi) {
+                    const i64 g = find_member(seg, G, t);
+                    m_hi = seg[g + 1];
+                    m_row0 = div_fast(seg[g], nseg);
+                    m_scales = scales + sc[g];
+                    m_amax = amax ? amax + am[g] : amax;
+                }
+                const i64 R = div_fast(t, nseg);
+                dq_load_rc<FMT>(data, m_scales, m_amax, C, swizzled, row_scaled, R, R - m_row0, (t - R * nseg) * 16, s[k]);
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < SEGS; ++k) {
+            const i64 t0 = wbase + (i64)k * DQ_THREADS;   // the warp's first segment of this step
+            if (t0 >= total) break;                       // warp-uniform
+            dq_store_ustep<FMT, OT>(s[k], t0, total, runs, st, out);
+        }
+    }
+}
+
 }  // namespace fp4kit
 
 #define FP4KIT_GROUP_STATS(D)                                                                          \
@@ -1212,7 +1297,18 @@ __device__ __forceinline__ void group_dequantize(const u8* data, const u8* scale
         group_dequantize<F, O>(data, scales, amax, G, meta, first, last, columnwise, swizzled,        \
                                row_scaled, out);                                                       \
     }
-#define FP4KIT_GROUP_DEQUANTIZE_ALL(F) FP4KIT_GROUP_DEQUANTIZE(F, 0) FP4KIT_GROUP_DEQUANTIZE(F, 1) FP4KIT_GROUP_DEQUANTIZE(F, 2)
+// group_dequantize_cols_f<F>_o<O>: members that share their columns, 16-bit output only (float32 out
+// measured no faster than group_dequantize_f<F>_o0: fp4kit/_cuda_grouped.py dequantize_kernel)
+#define FP4KIT_GROUP_DEQUANTIZE_COLS(F, O)                                                              \
+    extern "C" __global__ void __launch_bounds__(DQ_THREADS, DqGroupTune<O>::min_ctas)                  \
+    group_dequantize_cols_f##F##_o##O(const u8* data, const u8* scales, const float* amax, i64 G,       \
+                                      const i64* meta, const i64* first, const i64* last, int columnwise, \
+                                      int swizzled, int row_scaled, void* out) {                       \
+        group_dequantize_cols<F, O>(data, scales, amax, G, meta, first, last, columnwise, swizzled,   \
+                                    row_scaled, out);                                                  \
+    }
+#define FP4KIT_GROUP_DEQUANTIZE_ALL(F) FP4KIT_GROUP_DEQUANTIZE(F, 0) FP4KIT_GROUP_DEQUANTIZE(F, 1)            \
+    FP4KIT_GROUP_DEQUANTIZE(F, 2) FP4KIT_GROUP_DEQUANTIZE_COLS(F, 1) FP4KIT_GROUP_DEQUANTIZE_COLS(F, 2)
 
 // The instantiations, one block per compile part (common/parts.cuh; fp4kit._loader.part_of).
 #if FP4KIT_IN_PART(FP4KIT_PART_COMMON)

@@ -498,23 +498,36 @@ def group_quantize(x, input_dtype, opts, fd, ld, G, n_el, caps, amax, dbias=Fals
 _GROUP_DQ_SEGS = {"float32": 2, "bfloat16": 2, "float16": 2}
 
 
-def dequantize_kernel(fmt_name: str, out_dtype: str, n_el: int, sm: int) -> tuple[str, int]:
+def shared_cols(kind: str, operand: str) -> bool:
+    """Whether every member of a group of `kind` has the same columns in `operand` (the rowwise
+    operand of one K, the columnwise operand of one M): group_dequantize to a 16-bit dtype then
+    launches group_dequantize_cols_*, which takes segments by global row as the single-tensor kernel
+    does (dequantize_kernel)."""
+    return kind in ("same", "varying_first") if operand == "rowwise" else kind in ("same", "varying_last")
+
+
+def dequantize_kernel(fmt_name: str, out_dtype: str, n_el: int, sm: int, cols: bool = False) -> tuple[str, int]:
     """(grouped.cu kernel name, CTAs of _THREADS) of a grouped dequantize of n_el elements
-    (group_dequantize; both paths of the API use it): each CTA takes _THREADS * _GROUP_DQ_SEGS
+    (group_dequantize; both paths of the API use it): group_dequantize_cols_* when `cols` (the
+    members share their columns: shared_cols) and the output is 16-bit, else group_dequantize_*
+    (H200, 65536 x 7168, forty-eighth session: the _cols kernels 3-7 % faster to bfloat16, to
+    float32 within -2.6 / +0.7 %, so float32 keeps the general kernel). Each CTA takes _THREADS * _GROUP_DQ_SEGS
     segments (16 elements of a row, fewer at a row's end) per step of its grid-stride loop. A
     persistent grid, as many CTAs per SM as the kernel is compiled to keep resident (_DQ_MIN_CTAS),
     fewer only when even n_el segments (one element each: the bound for any shapes, the dims being
     on the device) would need fewer; CTAs past the real segments exit at once."""
     per_cta = _THREADS * _GROUP_DQ_SEGS[out_dtype]
     grid = _persistent_grid(-(-n_el // per_cta), lambda cap: _DQ_MIN_CTAS[out_dtype], sm)
-    return f"group_dequantize_f{FORMATS[fmt_name].format_id}_o{_DTYPE_IDS[out_dtype]}", grid
+    pre = "group_dequantize_cols" if cols and out_dtype != "float32" else "group_dequantize"
+    return f"{pre}_f{FORMATS[fmt_name].format_id}_o{_DTYPE_IDS[out_dtype]}", grid
 
 
-def group_dequantize(data, scales, amax, meta, fd, ld, G, fmt_name, opts, operand, out_dtype, n_el):
+def group_dequantize(data, scales, amax, meta, fd, ld, G, fmt_name, opts, operand, out_dtype, n_el, kind):
     """Every member's operand -> one flat CuPy buffer (member i at element offset offsets[i])."""
     np_dt = {"float32": np.float32, "float16": np.float16, "bfloat16": np.uint16}[out_dtype]
     out = _empty((n_el,), np_dt)
-    kernel, grid = dequantize_kernel(fmt_name, out_dtype, n_el, _sm_count_of(_cp().cuda.runtime.getDevice()))
+    kernel, grid = dequantize_kernel(fmt_name, out_dtype, n_el, _sm_count_of(_cp().cuda.runtime.getDevice()),
+                                     shared_cols(kind, operand))
     _fn("grouped", kernel)((grid,), (_THREADS,), (
         data, scales, amax if amax is not None else _NULL, np.int64(G), meta, fd, ld,
         np.int32(operand == "columnwise"), np.int32(opts.scale_layout == "swizzled"), np.int32(opts.row_scaled), out))

@@ -560,7 +560,7 @@ def group_dequantize(g: GroupedQuantizedTensor, dtype="float32", operand="rowwis
     with _device_ctx(d.device, d.library), _interop.current_stream(data):
         n_el = int(d.array.size) * (2 if FORMATS[g.format].packed else 1)
         out = _cuda.group_dequantize(d.array, s, a, meta, fd, ld, g.extra["G"], g.format,
-                                     g.options, operand, dtype, n_el)
+                                     g.options, operand, dtype, n_el, g.kind)
         lib = g.extra.get("library", d.library)
         return _grouped_array(data=_interop.to_library(out, lib, dtype=dtype), kind=g.kind, first_dims=g.first_dims,
                               last_dims=g.last_dims, offsets=g.offsets, operand=operand,
@@ -575,7 +575,7 @@ def _group_dequantize_fast(g, dtype: str, operand: str, data, scales, amax, meta
     (fp4kit._cuda_grouped.dequantize_kernel) is launched directly on its current stream: the
     general path's bytes, without DLPack or CuPy wrappers. Anything else returns None."""
     from . import _device_api as api
-    from ._cuda_grouped import dequantize_kernel
+    from ._cuda_grouped import dequantize_kernel, shared_cols
     fd, ld = g.extra.get("fd"), g.extra.get("ld")
     arrays = (data, scales, meta, fd, ld) if amax is None else (data, scales, meta, fd, ld, amax)
     fast = api._fast_arrays(arrays, ("uint8", "uint8", "int64", "int64", "int64", "float32"))
@@ -588,7 +588,7 @@ def _group_dequantize_fast(g, dtype: str, operand: str, data, scales, amax, meta
     n_el = int(n) * (2 if f.packed else 1)
     out, out_ptr, stream = api._fast_output(lib, dev, (n_el,), dtype, data)
     if n_el:
-        kernel, grid = dequantize_kernel(g.format, dtype, n_el, api._sm_count_of(dev))
+        kernel, grid = dequantize_kernel(g.format, dtype, n_el, api._sm_count_of(dev), shared_cols(g.kind, operand))
         opts = g.options
         _torch_exec.raw_launch(dev, "grouped", kernel, grid, (
             ptr(data), ptr(scales), 0 if amax is None else ptr(amax), int(g.extra["G"]), ptr(meta), ptr(fd), ptr(ld),

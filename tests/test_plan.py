@@ -991,11 +991,12 @@ def test_grouped_planned_launches_name_defined_kernels():
                                      ("param", g_big), SM, lambda module, kernel, cap: cap)
     assert [s.kernel for s in p.launches()].count("group_dims_store") == 2
     seen.update(s.kernel for s in p.launches())
-    for fmt in FORMATS:   # group_dequantize: one kernel per format and output dtype
+    for fmt in FORMATS:   # group_dequantize: two kernels per format and output dtype
         for out_dtype in ("float32", "bfloat16", "float16"):
-            name = cg.dequantize_kernel(fmt, out_dtype, 4096, SM)[0]
-            assert name in defined["grouped"], name
-            seen.add(name)
+            for cols in (False, True):   # with cols: group_dequantize_cols_* for 16-bit out
+                name = cg.dequantize_kernel(fmt, out_dtype, 4096, SM, cols)[0]
+                assert name in defined["grouped"], name
+                seen.add(name)
     unplanned = sorted(set(_defined_kernels("grouped")) - seen)
     assert not unplanned, unplanned
 
@@ -1618,6 +1619,25 @@ def test_group_dequantize_grid_is_the_resident_ctas():
         assert [cg.dequantize_kernel("nvfp4", dtype, n, 132)[1] for n in (0, 1, 512, 513, 16 * 512)] == \
             [1, 1, 1, 2, 16]
         assert cg.dequantize_kernel("nvfp4", dtype, 1 << 40, 132)[1] == 132 * per_sm
+
+
+def test_group_dequantize_shared_columns_choice():
+    """group_dequantize_cols_* exactly for the operands whose members share their columns: rowwise
+    of kinds "same" / "varying_first" (one K), columnwise of "same" / "varying_last" (one M)."""
+    from fp4kit import _cuda_grouped as cg
+    from fp4kit._loader import cuda_src_dir
+    want = {("same", "rowwise"): True, ("varying_first", "rowwise"): True, ("varying_last", "rowwise"): False,
+            ("varying_both", "rowwise"): False, ("same", "columnwise"): True, ("varying_first", "columnwise"): False,
+            ("varying_last", "columnwise"): True, ("varying_both", "columnwise"): False}
+    for (kind, operand), cols in want.items():
+        assert cg.shared_cols(kind, operand) is cols, (kind, operand)
+    for cols, prefix in ((False, "group_dequantize_f5_o1"), (True, "group_dequantize_cols_f5_o1")):
+        assert cg.dequantize_kernel("nvfp4", "bfloat16", 65536 * 7168, 132, cols) == (prefix, 132 * 4)
+    assert cg.dequantize_kernel("nvfp4", "float16", 512, 132, True)[0] == "group_dequantize_cols_f5_o2"
+    # float32 out: the general kernel either way (the _cols kernels measured no faster)
+    assert cg.dequantize_kernel("nvfp4", "float32", 512, 132, True)[0] == "group_dequantize_f5_o0"
+    src = (cuda_src_dir() / "grouped.cu").read_text()
+    assert "FP4KIT_GROUP_DEQUANTIZE_COLS(F, 1) FP4KIT_GROUP_DEQUANTIZE_COLS(F, 2)" in src
 
 
 def test_cols_kernel_for_the_columnwise_operand_alone():
@@ -2390,6 +2410,7 @@ def test_grouped_fast_path_hit_end_to_end_with_fake_torch(monkeypatch):
         assert back.data.dtype is torch.float32 and back.data.arr.shape == (rows * K,) and back.offsets is None
         assert back.group is g and back.first_dims is g.first_dims and back.operand == operand
         (dev, module, kernel, grid, values, stream), = launched
+        # float32 out: the general kernel for both operands (group_dequantize_cols_* is 16-bit only)
         assert (dev, module, kernel, stream) == (0, "grouped", "group_dequantize_f0_o0", 0xABC0)
         assert grid == cg.dequantize_kernel("mxfp8_e4m3", "float32", rows * K, SM)[1]
         pre = operand + "_"

@@ -132,17 +132,17 @@ __device__ __noinline__ uint4 dq_load_bytes(const u8* src, int nbytes) {
     return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
+// The segment at column c0 (a multiple of 16) of row rd of `data` (an operand of `cols` columns;
+// s.o: rd * cols + c0), its scale and amax those of row rs of `scales` and `amax` (grouped.cu's
+// group_dequantize_cols: rd counts the rows of every member, rs those of the segment's member).
 template <int FMT>
-__device__ __forceinline__ void dq_load(const u8* data, const u8* scales, const float* amax, i64 rows, i64 cols,
-                                        int swizzled, int row_scaled, i64 t, DqSeg& s) {
+__device__ __forceinline__ void dq_load_rc(const u8* data, const u8* scales, const float* amax, i64 cols,
+                                           int swizzled, int row_scaled, i64 rd, i64 rs, i64 c0, DqSeg& s) {
     typedef Fmt<FMT> F;
-    const i64 nseg = (cols + 15) / 16;
     const i64 nb = (cols + F::block - 1) / F::block;
-    const i64 r = div_fast(t, nseg);
-    const i64 c0 = (t - r * nseg) * 16;
     const int n = (int)((cols - c0) < 16 ? (cols - c0) : 16);
     s.w[0] = s.w[1] = s.w[2] = s.w[3] = 0u;
-    const u8* src = F::packed ? data + r * (cols / 2) + c0 / 2 : data + r * cols + c0;
+    const u8* src = F::packed ? data + rd * (cols / 2) + c0 / 2 : data + rd * cols + c0;
     const int nbytes = F::packed ? n / 2 : n;
     if (F::packed && nbytes == 8 && aligned8(src)) {
         const uint2 q = __ldcs(reinterpret_cast<const uint2*>(src));
@@ -154,10 +154,19 @@ __device__ __forceinline__ void dq_load(const u8* data, const u8* scales, const 
         const uint4 q = dq_load_bytes(src, nbytes);
         s.w[0] = q.x; s.w[1] = q.y; s.w[2] = q.z; s.w[3] = q.w;
     }
-    s.sc = scales[scale_offset(r, c0 / F::block, nb, swizzled != 0)];
-    s.A = F::mx ? 0.0f : u2f(f2u(amax[row_scaled ? r : 0]) & 0x7FFFFFFFu);   // sign bit ignored, as quantize does
-    s.o = r * cols + c0;
+    s.sc = scales[scale_offset(rs, c0 / F::block, nb, swizzled != 0)];
+    s.A = F::mx ? 0.0f : u2f(f2u(amax[row_scaled ? rs : 0]) & 0x7FFFFFFFu);   // sign bit ignored, as quantize does
+    s.o = rd * cols + c0;
     s.n = n;
+}
+
+// Segment t (row-major order, (cols + 15) / 16 per row) of a rows x cols operand.
+template <int FMT>
+__device__ __forceinline__ void dq_load(const u8* data, const u8* scales, const float* amax, i64 rows, i64 cols,
+                                        int swizzled, int row_scaled, i64 t, DqSeg& s) {
+    const i64 nseg = (cols + 15) / 16;
+    const i64 r = div_fast(t, nseg);
+    dq_load_rc<FMT>(data, scales, amax, cols, swizzled, row_scaled, r, r, (t - r * nseg) * 16, s);
 }
 
 // Element-by-element path (any input, NaN outputs canonical).

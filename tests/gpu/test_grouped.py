@@ -990,3 +990,74 @@ def test_group_dequantize_every_output_dtype(cp, fmt):
             ref = fp4kit.reference.group_dequantize(exp, operand=operand, dtype=out_dtype)
             dq = fp4kit.group_dequantize(got, operand=operand, dtype=out_dtype)
             np.testing.assert_array_equal(_bits(cp.asnumpy(dq.data)), _bits(ref.data), err_msg=f"{operand} {out_dtype}")
+
+
+@pytest.fixture
+def dq_kernels(monkeypatch):
+    """Names of the group_dequantize kernels chosen (both paths of the API ask dequantize_kernel)."""
+    from fp4kit import _cuda_grouped
+    names, real = [], _cuda_grouped.dequantize_kernel
+
+    def spy(*a, **k):
+        r = real(*a, **k)
+        names.append(r[0])
+        return r
+    monkeypatch.setattr(_cuda_grouped, "dequantize_kernel", spy)
+    return names
+
+
+@pytest.mark.parametrize("K", [64, 40])
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_group_dequantize_shared_columns_kernel(cp, fmt, K, dq_kernels):
+    """The operand whose members share their columns (rowwise of one K, columnwise of one M) takes
+    group_dequantize_cols_* for 16-bit output (segments by global row), K % 16 == 0 or not, host
+    and device dims, both scale layouts; the other operand and float32 output the general kernel.
+    Bits against the reference (output poisoned first)."""
+    f = fp4kit.FORMATS[fmt]
+    fid = f.format_id
+    first = _dims(6, 101 + K, even=True)
+    x = _x((sum(first), K), seed=K)
+    for layout in ("swizzled", "compact"):
+        exp = fp4kit.reference.group_quantize(x, fmt, first_dims=first, axis="both", scale_layout=layout)
+        for dims in (first, cp.asarray(np.array(first, np.int64))):
+            got = fp4kit.group_quantize(cp.asarray(x), fmt, first_dims=dims, axis="both", scale_layout=layout)
+            for operand, kernel in (("rowwise", "group_dequantize_cols"), ("columnwise", "group_dequantize")):
+                for out_dtype in ("float32", "bfloat16", "float16"):
+                    dq_kernels.clear()
+                    ref = fp4kit.reference.group_dequantize(exp, operand=operand, dtype=out_dtype)
+                    dq = fp4kit.group_dequantize(got, operand=operand, dtype=out_dtype)
+                    np.testing.assert_array_equal(_bits(cp.asnumpy(dq.data)), _bits(ref.data),
+                                                  err_msg=f"{layout} {operand} {out_dtype}")
+                    k = "group_dequantize" if out_dtype == "float32" else kernel   # _cols: 16-bit out
+                    assert dq_kernels == [f"{k}_f{fid}_o{DTYPE_IDS[out_dtype]}"], dq_kernels
+    # one M, varying K (a 1-D buffer): the columnwise operand's members share M columns
+    M, last = 48, _dims(5, 102 + K, even=True)
+    xl = _x(M * sum(last), seed=K + 1)
+    exp = fp4kit.reference.group_quantize(xl, fmt, first_dims=M, last_dims=last, axis="both")
+    got = fp4kit.group_quantize(cp.asarray(xl), fmt, first_dims=M, last_dims=cp.asarray(np.array(last, np.int64)),
+                                axis="both")
+    for operand, kernel in (("columnwise", "group_dequantize_cols"), ("rowwise", "group_dequantize")):
+        dq_kernels.clear()
+        ref = fp4kit.reference.group_dequantize(exp, operand=operand, dtype="bfloat16")
+        dq = fp4kit.group_dequantize(got, operand=operand, dtype="bfloat16")
+        np.testing.assert_array_equal(_bits(cp.asnumpy(dq.data)), _bits(ref.data), err_msg=operand)
+        assert dq_kernels == [f"{kernel}_f{fid}_o{DTYPE_IDS['bfloat16']}"], dq_kernels
+
+
+@pytest.mark.parametrize("out_dtype", ["float16", "bfloat16"])
+def test_group_dequantize_shared_columns_kind_changed_by_hand(cp, out_dtype, dq_kernels):
+    """A device-dims group whose kind was changed by hand to one of shared columns, although its
+    members' columns differ: the shared-columns kernel sees it (every CTA compares the columns) and
+    writes NaN everywhere, never numbers from the wrong places and nothing out of bounds."""
+    import dataclasses
+    first, last = [16, 32, 0, 48], [64, 32, 16, 96]
+    xl = _x(sum(m * k for m, k in zip(first, last)), seed=5)
+    g = fp4kit.group_quantize(cp.asarray(xl), "mxfp8_e4m3", first_dims=cp.asarray(np.array(first, np.int64)),
+                              last_dims=cp.asarray(np.array(last, np.int64)), axis="rowwise")
+    assert g.kind == "varying_both"
+    bad = dataclasses.replace(g, kind="varying_first")
+    dq = fp4kit.group_dequantize(bad, dtype=out_dtype)
+    assert dq_kernels[-1].startswith("group_dequantize_cols_"), dq_kernels
+    bits = _bits(cp.asnumpy(dq.data))
+    assert bits.size == sum(m * k for m, k in zip(first, last))
+    assert (bits == (0x7E00 if out_dtype == "float16" else 0x7FC0)).all()
