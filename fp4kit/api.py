@@ -218,7 +218,10 @@ def group_dequantize(g: GroupedQuantizedTensor, dtype: OutDType = "float32",
     Returns a GroupedArray in the library of `g`'s arrays: ``y[i]`` is member i, (M_i, K_i) for the
     rowwise operand and (K_i, M_i) for the columnwise one; ``y.data`` is the flat buffer. With
     device dims nothing is checked on the host: if `g`'s dims were flagged (``g.check()`` raises),
-    no kernel writes ``y.data``, and ``y[i]`` raises as ``g.check()`` does.
+    no kernel writes ``y.data``, and ``y[i]`` raises as ``g.check()`` does. A GPU group whose
+    ``kind`` was changed by hand (``dataclasses.replace``) to one whose members share their columns
+    in `operand`, although its device dims differ, gives NaN everywhere for bfloat16 / float16
+    output (the kernel for shared columns compares them first), never values from the wrong place.
 
     Example:
         >>> import numpy as np, fp4kit
