@@ -573,49 +573,64 @@ def _unknown_parts(module: str, source: str) -> list[str]:
     return sorted(set(used) - known)
 
 
+def _check_unit(m: str, part: int | None, arch: str, sources: dict[str, str]) -> dict:
+    """compile_check's result for one compile unit (never raises: a failure is in its "error")."""
+    t0 = time.perf_counter()
+    res: dict[str, Any] = {"file": f"{m}.cu", "part": part, "arch": arch, "ok": False, "bytes": 0, "error": "",
+                           "kernels": [], "resources": {}}
+    try:
+        cubin, log_text = _compile_logged(m, arch, sources, _part_options(arch, part) + ["--ptxas-options=-v"])
+        res.update(ok=True, bytes=len(cubin), kernels=entry_points(cubin), resources=ptxas_resources(log_text))
+        stray = [k for k in res["kernels"] if part_of(m, k) != part]
+        if part is not None and (stray or not res["kernels"]):
+            res.update(ok=False, error=f"part {part} of {m}.cu: " + (
+                f"kernels that part_of places elsewhere: {stray}" if stray else "no kernel"))
+    except Exception as e:   # noqa: BLE001 - one failed part must not hide the others
+        res["error"] = f"{type(e).__name__}: {e}"
+    res["seconds"] = time.perf_counter() - t0
+    return res
+
+
 def compile_check(arch: str, modules: list[str] | None = None, verbose: bool = True,
-                  sources: dict[str, str] | None = None) -> list[dict]:
+                  sources: dict[str, str] | None = None, workers: int | None = None) -> list[dict]:
     """Compile every cuda_src/*.cu for `arch` (e.g. "sm_90", "sm_100a") with NVRTC alone, each compile
     part of a module that has them (parts_of): no GPU and no CuPy needed, no cache. A part must hold
     kernels, and only kernels that part_of places in it (else get_function could not find them).
     Returns one dict per (file, part) with its kernels and their ptxas resources (ptxas_resources:
-    compiled with --ptxas-options=-v, which changes only the cubin's tool note, not its code);
-    raises RuntimeError if any failed.
-    sources: the sources to compile from instead of cuda_src's (a probe's extra modules)."""
-    results: list[dict] = []
+    compiled with --ptxas-options=-v, which changes only the cubin's tool note, not its code), in
+    module and part order; raises RuntimeError if any failed.
+    sources: the sources to compile from instead of cuda_src's (a probe's extra modules).
+    workers: compile units at once, in threads (NVRTC releases the GIL); default the CPUs this
+    process may use. Each unit's "seconds" is its own wall time, overlapping the others'."""
+    from concurrent.futures import ThreadPoolExecutor
     sources = _read_sources() if sources is None else sources
+    jobs: list[Any] = []   # per unit: its result dict (a module with unknown parts) or (module, part)
     for m in modules or module_names():
         unknown = _unknown_parts(m, sources.get(f"{m}.cu", ""))
         if unknown:   # kernels under such a part are in no cubin (part_of cannot name it)
-            res: dict[str, Any] = {"file": f"{m}.cu", "part": None, "arch": arch, "ok": False, "bytes": 0,
-                                   "kernels": [], "resources": {}, "seconds": 0.0,
-                                   "error": f"{m}.cu names compile parts {unknown} that PARTS[{m!r}] lacks"}
+            jobs.append({"file": f"{m}.cu", "part": None, "arch": arch, "ok": False, "bytes": 0, "kernels": [],
+                         "resources": {}, "seconds": 0.0,
+                         "error": f"{m}.cu names compile parts {unknown} that PARTS[{m!r}] lacks"})
+        else:
+            jobs.extend((m, part) for part in parts_of(m))
+    if workers is None:
+        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    results: list[dict] = []
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(jobs) or 1))) as pool:
+        futures = [j if isinstance(j, dict) else pool.submit(_check_unit, j[0], j[1], arch, sources) for j in jobs]
+        for f in futures:   # in unit order, each as soon as it and the ones before it are done
+            res = f if isinstance(f, dict) else f.result()
             results.append(res)
-            if verbose:
+            if not verbose:
+                continue
+            if isinstance(f, dict):   # unknown parts: not compiled
                 print(res["error"], flush=True)
-            continue
-        for part in parts_of(m):
-            t0 = time.perf_counter()
-            res = {"file": f"{m}.cu", "part": part, "arch": arch, "ok": False, "bytes": 0, "error": "", "kernels": [],
-                   "resources": {}}
-            try:
-                cubin, log_text = _compile_logged(m, arch, sources, _part_options(arch, part) + ["--ptxas-options=-v"])
-                res.update(ok=True, bytes=len(cubin), kernels=entry_points(cubin),
-                           resources=ptxas_resources(log_text))
-                stray = [k for k in res["kernels"] if part_of(m, k) != part]
-                if part is not None and (stray or not res["kernels"]):
-                    res.update(ok=False, error=f"part {part} of {m}.cu: " + (
-                        f"kernels that part_of places elsewhere: {stray}" if stray else "no kernel"))
-            except Exception as e:   # noqa: BLE001 - one failed part must not hide the others
-                res["error"] = f"{type(e).__name__}: {e}"
-            res["seconds"] = time.perf_counter() - t0
-            results.append(res)
-            if verbose:
-                status = f"ok  {res['bytes']:>9} bytes, {len(res['kernels']):>3} kernels" if res["ok"] else "FAILED"
-                name = res["file"] + ("" if part is None else f" [{part}]")
-                print(f"{name:<18} {arch:<8} {status}  {res['seconds']:.1f}s", flush=True)
-                if not res["ok"]:
-                    print(res["error"], flush=True)
+                continue
+            status = f"ok  {res['bytes']:>9} bytes, {len(res['kernels']):>3} kernels" if res["ok"] else "FAILED"
+            name = res["file"] + ("" if res["part"] is None else f" [{res['part']}]")
+            print(f"{name:<18} {arch:<8} {status}  {res['seconds']:.1f}s", flush=True)
+            if not res["ok"]:
+                print(res["error"], flush=True)
     failed = [r for r in results if not r["ok"]]
     if failed:
         raise RuntimeError(f"compile_check({arch}): {len(failed)} of {len(results)} files failed: "

@@ -161,6 +161,23 @@ def test_compile_check_builds_every_part_and_refuses_a_misplaced_kernel():
         _loader.compile_check("sm_90", ["grouped"], verbose=False, sources=sources)
 
 
+def test_compile_check_in_threads_keeps_unit_order(capsys):
+    """Units compiled in parallel threads come back (and print) in module and part order, as one
+    thread gives them; a failed unit does not hide the others."""
+    _nvrtc_or_skip()
+    sources = {**_loader._read_sources(), "grouped.cu": _parted(False)}
+    one = _loader.compile_check("sm_90", ["grouped"], verbose=False, sources=sources, workers=1)
+    many = _loader.compile_check("sm_90", ["grouped"], verbose=True, sources=sources, workers=4)
+    assert [(r["file"], r["part"], r["kernels"]) for r in many] == [(r["file"], r["part"], r["kernels"]) for r in one]
+    printed = [ln.split()[1] for ln in capsys.readouterr().out.splitlines() if ln.startswith("grouped.cu")]
+    assert printed == [f"[{r['part']}]" for r in one]
+    sources["grouped.cu"] = _parted(True)   # the common part 9 fails; the parts after it are still compiled
+    with pytest.raises(RuntimeError, match="1 of 9 files failed: grouped.cu"):
+        _loader.compile_check("sm_90", ["grouped"], verbose=True, sources=sources, workers=4)
+    out = capsys.readouterr().out
+    assert "grouped.cu [9]     sm_90    FAILED" in out and "grouped.cu [15]" in out
+
+
 def test_cubin_diff_reports_changed_added_and_removed_code(capsys):
     spec = importlib.util.spec_from_file_location("cubin_diff", ROOT / "scripts" / "cubin_diff.py")
     cd = importlib.util.module_from_spec(spec)
