@@ -2417,6 +2417,12 @@ def test_grouped_fast_path_hit_end_to_end_with_fake_torch(monkeypatch):
         assert values == (getattr(g, pre + "data").data_ptr(), getattr(g, pre + "scales").data_ptr(), 0, G,
                           g.extra["meta"].data_ptr(), g.first_dims.data_ptr(), g.last_dims.data_ptr(), col, 1, 0,
                           back.data.data_ptr()), operand
+        # 16-bit out: one K, so the rowwise members share their columns (group_dequantize_cols_*)
+        launched.clear()
+        fp4kit.group_dequantize(g, "bfloat16", operand=operand)
+        (_, _, kernel, grid, _, _), = launched
+        assert kernel == ("group_dequantize_cols_f0_o1" if operand == "rowwise" else "group_dequantize_f0_o1"), kernel
+        assert grid == cg.dequantize_kernel("mxfp8_e4m3", "bfloat16", rows * K, SM)[1]
     _plan.clear_plans()
 
 
