@@ -373,14 +373,23 @@ def precompile(archs: list[str], progress=None) -> list[tuple[str, str, int | No
             progress(done)
         return done
 
-    with ThreadPoolExecutor(max_workers=max(1, min(len(jobs), os.cpu_count() or 1))) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, min(len(jobs), compile_workers()))) as pool:
         return list(pool.map(one, jobs))
 
 
-def build_cubin(module: str, arch: str, use_cache: bool = True, part: int | None = None) -> Path | bytes:
+def compile_workers() -> int:
+    """Compile units run at once by precompile and compile_check (threads: NVRTC releases the
+    GIL): the CPUs this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def build_cubin(module: str, arch: str, use_cache: bool = True, part: int | None = None,
+                sources: dict[str, str] | None = None) -> Path | bytes:
     """Compile `module` (cuda_src/<module>.cu) for `arch`, only its compile part `part` when given
-    (parts_of); returns the cached cubin's path (or the bytes when use_cache is False)."""
-    sources = _read_sources()
+    (parts_of); returns the cached cubin's path (or the bytes when use_cache is False).
+    sources: the sources to compile instead of cuda_src's (scripts/ab_variants.py's variants; the
+    cache key covers them)."""
+    sources = _read_sources() if sources is None else sources
     options = _part_options(arch, part)
     if not use_cache:
         return _compile(module, arch, sources, options)
@@ -600,8 +609,7 @@ def compile_check(arch: str, modules: list[str] | None = None, verbose: bool = T
     compiled with --ptxas-options=-v, which changes only the cubin's tool note, not its code), in
     module and part order; raises RuntimeError if any failed.
     sources: the sources to compile from instead of cuda_src's (a probe's extra modules).
-    workers: compile units at once, in threads (NVRTC releases the GIL); default the CPUs this
-    process may use. Each unit's "seconds" is its own wall time, overlapping the others'."""
+    workers: compile units at once, in threads; default compile_workers(). Each unit's "seconds" is its own wall time, overlapping the others'."""
     from concurrent.futures import ThreadPoolExecutor
     sources = _read_sources() if sources is None else sources
     jobs: list[Any] = []   # per unit: its result dict (a module with unknown parts) or (module, part)
@@ -614,7 +622,7 @@ def compile_check(arch: str, modules: list[str] | None = None, verbose: bool = T
         else:
             jobs.extend((m, part) for part in parts_of(m))
     if workers is None:
-        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        workers = compile_workers()
     results: list[dict] = []
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(jobs) or 1))) as pool:
         futures = [j if isinstance(j, dict) else pool.submit(_check_unit, j[0], j[1], arch, sources) for j in jobs]

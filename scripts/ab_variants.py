@@ -11,7 +11,6 @@ Usage: PYTHONPATH=. python3 scripts/ab_variants.py --module grouped --cases grou
            --variant "base=FP4KIT_X 0" --variant "new=FP4KIT_X 1;FP4KIT_Y 3" [--rounds 2]
 """
 import argparse
-import hashlib
 import os
 import statistics
 import sys
@@ -70,19 +69,10 @@ def parse_variants(specs):
 
 
 def _prebuild(module, variants, arch, parts):
+    """Every variant's compile parts into fp4kit's cubin cache, in parallel threads."""
     jobs = [(defs, p) for defs in variants.values() for p in parts]
-
-    def one(job):
-        defs, part = job
-        src = _variant_sources(module, defs)
-        opts = _loader._part_options(arch, part)
-        key, cubin = _loader._cache_entry(module, arch, part, src, opts)
-        if not cubin.exists():
-            data = _loader._compile(module, arch, src, opts)
-            _loader._atomic_write(cubin, data)
-            _loader._atomic_write(cubin.with_suffix(".sha256"), hashlib.sha256(data).hexdigest().encode())
-    with ThreadPoolExecutor(max_workers=min(16, len(jobs))) as ex:
-        list(ex.map(one, jobs))
+    with ThreadPoolExecutor(max_workers=max(1, min(_loader.compile_workers(), len(jobs)))) as ex:
+        list(ex.map(lambda j: _loader.build_cubin(module, arch, part=j[1], sources=_variant_sources(module, j[0])), jobs))
 
 
 def cases_group_dequantize(torch, fp4kit, quick):

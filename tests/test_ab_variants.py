@@ -56,3 +56,22 @@ def test_activate_and_restore(ab, monkeypatch):
         ab._restore("grouped")
     assert _loader._read_sources is ab._ORIG_READ
     assert _loader._read_sources() == orig
+
+
+def test_prebuild_caches_each_variant(ab, monkeypatch, tmp_path):
+    """_prebuild puts every variant's compile parts into fp4kit's cubin cache (build_cubin with the
+    variant's sources), each under its own key, where get_module will find them."""
+    from fp4kit import _nvrtc
+    try:
+        _nvrtc.version()
+    except Exception as e:   # noqa: BLE001 - no NVRTC here: nothing to compile with
+        pytest.skip(f"NVRTC not available: {e}")
+    monkeypatch.setenv("FP4KIT_CACHE_DIR", str(tmp_path))
+    variants = {"a": ["FP4KIT_AB_TEST 1"], "b": ["FP4KIT_AB_TEST 2"]}
+    ab._prebuild("grouped", variants, "sm_90", [9])
+    paths = set()
+    for defs in variants.values():
+        src = ab._variant_sources("grouped", defs)
+        paths.add(_loader.build_cubin("grouped", "sm_90", part=9, sources=src))   # a cache hit: no compile
+    assert len(paths) == 2 and all(p.parent == tmp_path and p.exists() for p in paths)
+    assert len(list(tmp_path.glob("grouped.p9-sm_90-*.cubin"))) == 2
