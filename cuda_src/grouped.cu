@@ -1077,39 +1077,66 @@ __device__ __forceinline__ i64 group_shared_cols(const i64* seg, const i64* cols
     return c;
 }
 
-// group_dequantize when every member with segments has the same columns (the host launches it for
-// the rowwise operand of kinds "same" / "varying_first" and the columnwise operand of "same" /
-// "varying_last"; the CTAs check it, group_shared_cols, and write NaN if not: the general kernel
-// as a fallback here, inlined or called, made ptxas spill in this loop). The members'
-// rows then follow each other with the same C columns, so segment t is global row R = t / ceil(C /
-// 16) of the codes and of the output, as in the single-tensor dequantize_op, and only the scales
-// and the amax depend on the member: a thread keeps the end of its member's segments, the member's
-// first row and its scale and amax pointers (8 registers where group_dequantize keeps 16; with
-// C % 16 == 0 the 32 outputs of a step also follow each other: no destinations compared).
-template <int FMT, int OT>
-__device__ __forceinline__ void group_dequantize_cols(const u8* data, const u8* scales, const float* amax, i64 G,
-                                                      const i64* meta, const i64* first, const i64* last,
-                                                      int columnwise, int swizzled, int row_scaled, void* out) {
-    constexpr int NC = DqOut<OT>::words / 4;
-    constexpr int SEGS = DqGroupTune<OT>::segs;   // 3 spilled (48-68 bytes) and was slower
-    __shared__ uint4 stage[DQ_THREADS / 32][32 * NC];
-    const i64* sc = meta + (i64)(columnwise ? META_SCOL : META_SROW) * (G + 1);
-    const i64* am = meta + (i64)(columnwise ? META_ACOL : META_AROW) * (G + 1);
-    const i64* seg = meta + (i64)(columnwise ? META_SEGC : META_SEGR) * (G + 1);
-    const i64 C = group_shared_cols(seg, columnwise ? first : last, G);
-    if (C < 0) {   // columns differ: a group whose kind was changed by hand; NaN, never wrong numbers
-        const i64 n = meta[(i64)META_OFF * (G + 1) + G];
-        for (i64 e = (i64)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (i64)gridDim.x * blockDim.x) {
-            if constexpr (OT == DTYPE_FLOAT32) reinterpret_cast<u32*>(out)[e] = 0x7FC00000u;
-            else reinterpret_cast<unsigned short*>(out)[e] = OT == DTYPE_BFLOAT16 ? 0x7FC0 : 0x7E00;
+// Whether the MX scales of members that share their C columns (nseg segments per row) sit where
+// those of one operand of all the members' rows would: compact scales always (SPEC section 7: the
+// members' matrices back to back, no gaps), swizzled ones when every member with segments starts at
+// a multiple of 128 rows (each member's matrix padded to 128 rows). Row R of all the members' rows
+// then has its scales at row R of `scales`, as for one tensor (a member's sc[g] is checked against
+// that, so a group edited by hand takes the member lookup instead). CTA-uniform; G loads.
+template <int FMT>
+__device__ __forceinline__ bool group_scales_global(const i64* seg, const i64* sc, i64 G, i64 nseg, i64 C,
+                                                    int swizzled) {
+    static_assert(Fmt<FMT>::mx, "NVFP4's amax is per member");
+    const i64 nb = (C + Fmt<FMT>::block - 1) / Fmt<FMT>::block;
+    const i64 per_row = swizzled ? (nb + 3) / 4 * 4 : nb;
+    int ok = 1;
+    for (i64 g = threadIdx.x; g < G; g += blockDim.x) {
+        const i64 s0 = seg[g];
+        if (seg[g + 1] > s0) {
+            const i64 r0 = s0 / nseg;
+            if (sc[g] != r0 * per_row || (swizzled && (r0 & 127))) ok = 0;
         }
-        return;
     }
-    const i64 total = seg[G];
-    const i64 nseg = (C + 15) / 16;
+    return __syncthreads_and(ok) != 0;
+}
+
+// group_dequantize_cols's loop when group_scales_global holds: no member state at all, segment t
+// read and written as in dequantize_op (2 segments per thread: 3 spilled 72-96 bytes for MXFP8).
+template <int FMT, int OT>
+__device__ __forceinline__ void group_dq_global_loop(const u8* data, const u8* scales, i64 C, i64 nseg, i64 total,
+                                                     int swizzled, bool runs, uint4* st, void* out) {
+    constexpr int SEGS = DqGroupTune<OT>::segs;
     const int lane = threadIdx.x & 31;
-    uint4* st = stage[threadIdx.x >> 5];
-    const bool runs = (C & 15) == 0 && (reinterpret_cast<u64>(out) & 15u) == 0;
+    const i64 per_cta = (i64)DQ_THREADS * SEGS;
+    const i64 step = (i64)gridDim.x * per_cta;
+    for (i64 wbase = (i64)blockIdx.x * per_cta + (threadIdx.x - lane); wbase < total; wbase += step) {
+        DqSeg s[SEGS];
+#pragma unroll
+        for (int k = 0; k < SEGS; ++k) {
+            const i64 t = wbase + lane + (i64)k * DQ_THREADS;
+            if (t < total) {
+                const i64 R = div_fast(t, nseg);
+                dq_load_rc<FMT>(data, scales, nullptr, C, swizzled, 0, R, R, (t - R * nseg) * 16, s[k]);
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < SEGS; ++k) {
+            const i64 t0 = wbase + (i64)k * DQ_THREADS;
+            if (t0 >= total) break;
+            dq_store_ustep<FMT, OT>(s[k], t0, total, runs, st, out);
+        }
+    }
+}
+
+// group_dequantize_cols's loop otherwise: each thread keeps its member's segment end, first row
+// and scale and amax pointers, and looks the member up when it passes the end.
+template <int FMT, int OT>
+__device__ __forceinline__ void group_dq_cols_loop(const u8* data, const u8* scales, const float* amax, i64 G,
+                                                   const i64* seg, const i64* sc, const i64* am, i64 C, i64 nseg,
+                                                   i64 total, int swizzled, int row_scaled, bool runs, uint4* st,
+                                                   void* out) {
+    constexpr int SEGS = DqGroupTune<OT>::segs;   // 3 spilled (48-68 bytes) and was slower
+    const int lane = threadIdx.x & 31;
     const i64 per_cta = (i64)DQ_THREADS * SEGS;
     const i64 step = (i64)gridDim.x * per_cta;
     i64 m_hi = 0, m_row0 = 0;   // the member's segment end and first row (of all members' rows)
@@ -1139,6 +1166,47 @@ __device__ __forceinline__ void group_dequantize_cols(const u8* data, const u8* 
             dq_store_ustep<FMT, OT>(s[k], t0, total, runs, st, out);
         }
     }
+}
+
+// group_dequantize when every member with segments has the same columns (the host launches it for
+// the rowwise operand of kinds "same" / "varying_first" and the columnwise operand of "same" /
+// "varying_last"; the CTAs check it, group_shared_cols, and write NaN if not: the general kernel
+// as a fallback here, inlined or called, made ptxas spill in this loop). The members'
+// rows then follow each other with the same C columns, so segment t is global row R = t / ceil(C /
+// 16) of the codes and of the output, as in the single-tensor dequantize_op, and only the scales
+// and the amax depend on the member: a thread keeps the end of its member's segments, the member's
+// first row and its scale and amax pointers (8 registers where group_dequantize keeps 16; with
+// C % 16 == 0 the 32 outputs of a step also follow each other: no destinations compared).
+template <int FMT, int OT>
+__device__ __forceinline__ void group_dequantize_cols(const u8* data, const u8* scales, const float* amax, i64 G,
+                                                      const i64* meta, const i64* first, const i64* last,
+                                                      int columnwise, int swizzled, int row_scaled, void* out) {
+    constexpr int NC = DqOut<OT>::words / 4;
+    __shared__ uint4 stage[DQ_THREADS / 32][32 * NC];
+    const i64* sc = meta + (i64)(columnwise ? META_SCOL : META_SROW) * (G + 1);
+    const i64* am = meta + (i64)(columnwise ? META_ACOL : META_AROW) * (G + 1);
+    const i64* seg = meta + (i64)(columnwise ? META_SEGC : META_SEGR) * (G + 1);
+    const i64 C = group_shared_cols(seg, columnwise ? first : last, G);
+    if (C < 0) {   // columns differ: a group whose kind was changed by hand; NaN, never wrong numbers
+        const i64 n = meta[(i64)META_OFF * (G + 1) + G];
+        for (i64 e = (i64)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (i64)gridDim.x * blockDim.x) {
+            if constexpr (OT == DTYPE_FLOAT32) reinterpret_cast<u32*>(out)[e] = 0x7FC00000u;
+            else reinterpret_cast<unsigned short*>(out)[e] = OT == DTYPE_BFLOAT16 ? 0x7FC0 : 0x7E00;
+        }
+        return;
+    }
+    const i64 total = seg[G];
+    const i64 nseg = (C + 15) / 16;
+    const int lane = threadIdx.x & 31;
+    uint4* st = stage[threadIdx.x >> 5];
+    const bool runs = (C & 15) == 0 && (reinterpret_cast<u64>(out) & 15u) == 0;
+    if constexpr (Fmt<FMT>::mx) {   // NVFP4 needs its member's amax (a global loop was no faster)
+        if (group_scales_global<FMT>(seg, sc, G, nseg, C, swizzled)) {
+            group_dq_global_loop<FMT, OT>(data, scales, C, nseg, total, swizzled, runs, st, out);
+            return;
+        }
+    }
+    group_dq_cols_loop<FMT, OT>(data, scales, amax, G, seg, sc, am, C, nseg, total, swizzled, row_scaled, runs, st, out);
 }
 
 }  // namespace fp4kit

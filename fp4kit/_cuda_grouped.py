@@ -511,7 +511,9 @@ def dequantize_kernel(fmt_name: str, out_dtype: str, n_el: int, sm: int, cols: b
     (group_dequantize; both paths of the API use it): group_dequantize_cols_* when `cols` (the
     members share their columns: shared_cols) and the output is 16-bit, else group_dequantize_*
     (H200, 65536 x 7168, forty-eighth session: the _cols kernels 3-7 % faster to bfloat16, to
-    float32 within -2.6 / +0.7 %, so float32 keeps the general kernel). Each CTA takes _THREADS * _GROUP_DQ_SEGS
+    float32 within -2.6 / +0.7 %, so float32 keeps the general kernel; forty-ninth session: with MX
+    scales laid out as one operand's, compact or members at multiples of 128 rows, they run without
+    member state, which each CTA checks on the device). Each CTA takes _THREADS * _GROUP_DQ_SEGS
     segments (16 elements of a row, fewer at a row's end) per step of its grid-stride loop. A
     persistent grid, as many CTAs per SM as the kernel is compiled to keep resident (_DQ_MIN_CTAS),
     fewer only when even n_el segments (one element each: the bound for any shapes, the dims being

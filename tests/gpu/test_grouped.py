@@ -1044,6 +1044,41 @@ def test_group_dequantize_shared_columns_kernel(cp, fmt, K, dq_kernels):
         assert dq_kernels == [f"{kernel}_f{fid}_o{DTYPE_IDS['bfloat16']}"], dq_kernels
 
 
+@pytest.mark.parametrize("K", [64, 40])
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_group_dequantize_shared_columns_scale_rows(cp, fmt, K, dq_kernels):
+    """group_dequantize_cols_* of MX formats reads the scales by global row when every member with
+    rows starts at a multiple of 128 rows (swizzled; compact always), else by the member's own row:
+    members [128, 0, 256, 0, 384, 77] (global; the last member need not be a multiple) and
+    [128, 77, 256] (the third member starts at row 205: per member), one K and one M, host and
+    device dims, both layouts, bits against the reference (output poisoned first)."""
+    fid = fp4kit.FORMATS[fmt].format_id
+    for first in ([128, 0, 256, 0, 384, 77], [128, 77, 256]):
+        x = _x((sum(first), K), seed=len(first) + K)
+        for layout in ("swizzled", "compact"):
+            exp = fp4kit.reference.group_quantize(x, fmt, first_dims=first, axis="rowwise", scale_layout=layout)
+            ref = fp4kit.reference.group_dequantize(exp, dtype="bfloat16")
+            for dims in (first, cp.asarray(np.array(first, np.int64))):
+                dq_kernels.clear()
+                got = fp4kit.group_quantize(cp.asarray(x), fmt, first_dims=dims, axis="rowwise", scale_layout=layout)
+                dq = fp4kit.group_dequantize(got, dtype="bfloat16")
+                np.testing.assert_array_equal(_bits(cp.asnumpy(dq.data)), _bits(ref.data),
+                                              err_msg=f"{first} {layout} {type(dims)}")
+                assert dq_kernels == [f"group_dequantize_cols_f{fid}_o{DTYPE_IDS['bfloat16']}"], dq_kernels
+    # one M (the columnwise operand's columns; M % 16 == 0 or not), members of K_i rows there
+    M = K + 8
+    for last in ([128, 0, 256, 40], [64, 128]):
+        xl = _x(M * sum(last), seed=sum(last) + K)
+        for layout in ("swizzled", "compact"):
+            exp = fp4kit.reference.group_quantize(xl, fmt, first_dims=M, last_dims=last, axis="columnwise",
+                                                  scale_layout=layout)
+            ref = fp4kit.reference.group_dequantize(exp, operand="columnwise", dtype="float16")
+            got = fp4kit.group_quantize(cp.asarray(xl), fmt, first_dims=M, last_dims=cp.asarray(np.array(last, np.int64)),
+                                        axis="columnwise", scale_layout=layout)
+            dq = fp4kit.group_dequantize(got, operand="columnwise", dtype="float16")
+            np.testing.assert_array_equal(_bits(cp.asnumpy(dq.data)), _bits(ref.data), err_msg=f"{last} {layout}")
+
+
 @pytest.mark.parametrize("out_dtype", ["float16", "bfloat16"])
 def test_group_dequantize_shared_columns_kind_changed_by_hand(cp, out_dtype, dq_kernels):
     """A device-dims group whose kind was changed by hand to one of shared columns, although its
