@@ -1100,34 +1100,6 @@ __device__ __forceinline__ bool group_scales_global(const i64* seg, const i64* s
     return __syncthreads_and(ok) != 0;
 }
 
-// group_dequantize_cols's loop when group_scales_global holds: no member state at all, segment t
-// read and written as in dequantize_op (2 segments per thread: 3 spilled 72-96 bytes for MXFP8).
-template <int FMT, int OT>
-__device__ __forceinline__ void group_dq_global_loop(const u8* data, const u8* scales, i64 C, i64 nseg, i64 total,
-                                                     int swizzled, bool runs, uint4* st, void* out) {
-    constexpr int SEGS = DqGroupTune<OT>::segs;
-    const int lane = threadIdx.x & 31;
-    const i64 per_cta = (i64)DQ_THREADS * SEGS;
-    const i64 step = (i64)gridDim.x * per_cta;
-    for (i64 wbase = (i64)blockIdx.x * per_cta + (threadIdx.x - lane); wbase < total; wbase += step) {
-        DqSeg s[SEGS];
-#pragma unroll
-        for (int k = 0; k < SEGS; ++k) {
-            const i64 t = wbase + lane + (i64)k * DQ_THREADS;
-            if (t < total) {
-                const i64 R = div_fast(t, nseg);
-                dq_load_rc<FMT>(data, scales, nullptr, C, swizzled, 0, R, R, (t - R * nseg) * 16, s[k]);
-            }
-        }
-#pragma unroll
-        for (int k = 0; k < SEGS; ++k) {
-            const i64 t0 = wbase + (i64)k * DQ_THREADS;
-            if (t0 >= total) break;
-            dq_store_ustep<FMT, OT>(s[k], t0, total, runs, st, out);
-        }
-    }
-}
-
 // group_dequantize_cols's loop otherwise: each thread keeps its member's segment end, first row
 // and scale and amax pointers, and looks the member up when it passes the end.
 template <int FMT, int OT>
@@ -1202,7 +1174,9 @@ __device__ __forceinline__ void group_dequantize_cols(const u8* data, const u8* 
     const bool runs = (C & 15) == 0 && (reinterpret_cast<u64>(out) & 15u) == 0;
     if constexpr (Fmt<FMT>::mx) {   // NVFP4 needs its member's amax (a global loop was no faster)
         if (group_scales_global<FMT>(seg, sc, G, nseg, C, swizzled)) {
-            group_dq_global_loop<FMT, OT>(data, scales, C, nseg, total, swizzled, runs, st, out);
+            // the single-tensor loop: no member lookup, no member registers (2 segments per thread:
+            // 3 spilled 72-96 bytes for MXFP8); rows unused by it
+            dq_rows_loop<FMT, OT, DqGroupTune<OT>::segs>(data, scales, nullptr, 0, C, total, swizzled, 0, runs, st, out);
             return;
         }
     }

@@ -7,9 +7,16 @@ timed under every variant in turn (median of CUDA-event-timed runs, scripts/benc
 the variants' outputs compared byte for byte with the first variant's. A probe for kernel work: the
 macros a variant sets must have defaults in the source that keep the shipped behaviour.
 
+A variant's entry `py:MODULE.ATTR=EXPR` is a host-side change instead: while the variant runs,
+attribute ATTR of the imported module MODULE is EXPR, evaluated among that module's names with
+`orig` bound to the attribute's own value (a grid or a tuning table; fp4kit's cached plans are
+dropped at each switch, so the next call asks again).
+
 Usage: PYTHONPATH=. python3 scripts/ab_variants.py --module grouped --cases group_dequantize \\
            --variant "base=FP4KIT_X 0" --variant "new=FP4KIT_X 1;FP4KIT_Y 3" [--rounds 2]
+       --variant "grid=py:fp4kit._cuda_grouped._DQ_MIN_CTAS={**orig, 'bfloat16': 3}"
 """
+import importlib
 import argparse
 import os
 import statistics
@@ -26,20 +33,48 @@ from fp4kit import _loader, _plan, _torch_exec  # noqa: E402
 _ORIG_READ = _loader._read_sources
 
 
+_PATCHED = []   # (module object, attribute, original value) of the active variant's py: entries
+
+
 def _variant_sources(module, defines):
     src = _ORIG_READ()
-    src[f"{module}.cu"] = "".join(f"#define {d}\n" for d in defines) + src[f"{module}.cu"]
+    src[f"{module}.cu"] = "".join(f"#define {d}\n" for d in defines if not d.startswith("py:")) + src[f"{module}.cu"]
     return src
 
 
+def _patch(entry):
+    """Apply one `py:MODULE.ATTR=EXPR` entry (recorded in _PATCHED for _restore)."""
+    target, eq, expr = entry[len("py:"):].partition("=")
+    modname, _, attr = target.strip().rpartition(".")
+    if not eq or not modname or not attr:
+        raise ValueError(f"{entry!r}: expected py:MODULE.ATTR=EXPR")
+    mod = importlib.import_module(modname)
+    orig = getattr(mod, attr)
+    value = eval(expr, dict(vars(mod)), {"orig": orig})   # noqa: S307 - the user's own command line
+    _PATCHED.append((mod, attr, orig))
+    setattr(mod, attr, value)
+
+
 def _activate(module, defines):
-    """Make fp4kit load `module` from the variant's sources (every cached handle of it dropped)."""
+    """Make fp4kit load `module` from the variant's sources and apply its py: entries (every cached
+    handle of the module and every plan dropped)."""
+    _unpatch()
     _loader._read_sources = lambda root=None: _variant_sources(module, defines) if root is None else _ORIG_READ(root)
+    for d in defines:
+        if d.startswith("py:"):
+            _patch(d)
     _drop_cached(module)
 
 
+def _unpatch():
+    while _PATCHED:
+        mod, attr, orig = _PATCHED.pop()
+        setattr(mod, attr, orig)
+
+
 def _restore(module):
-    """fp4kit's own sources again, and no handle compiled from a variant left cached."""
+    """fp4kit's own sources and attributes again, and no handle compiled from a variant left cached."""
+    _unpatch()
     _loader._read_sources = _ORIG_READ
     _drop_cached(module)
 
@@ -55,7 +90,8 @@ def _drop_cached(module):
 
 def parse_variants(specs):
     """["NAME=DEF;DEF", ...] -> {NAME: [DEF, ...]} in order (the first is the reference); a variant
-    may have no defines (the shipped source)."""
+    may have no defines (the shipped source); a DEF `py:MODULE.ATTR=EXPR` is a host-side change
+    (no ';' inside EXPR)."""
     out = {}
     for spec in specs:
         name, eq, defs = spec.partition("=")
@@ -65,6 +101,10 @@ def parse_variants(specs):
         if name in out:
             raise ValueError(f"--variant {name!r} given twice")
         out[name] = [d.strip() for d in defs.split(";") if d.strip()]
+        for d in out[name]:
+            target, eq, _ = d[len("py:"):].partition("=")
+            if d.startswith("py:") and (not eq or "." not in target.strip(". ")):
+                raise ValueError(f"--variant {spec!r}: {d!r} is not py:MODULE.ATTR=EXPR")
     return out
 
 

@@ -19,7 +19,13 @@ def test_parse_variants(ab):
     assert v == {"base": [], "new": ["FP4KIT_X 1", "FP4KIT_Y 3"]}
 
 
-@pytest.mark.parametrize("bad", [["base"], ["=FP4KIT_X 1"], ["a=X 1", "a=X 2"]])
+def test_parse_variants_host_entries(ab):
+    v = ab.parse_variants(["base=", "grid=FP4KIT_X 1;py:fp4kit._cuda_grouped._DQ_MIN_CTAS={**orig, 'bfloat16': 3}"])
+    assert v["grid"] == ["FP4KIT_X 1", "py:fp4kit._cuda_grouped._DQ_MIN_CTAS={**orig, 'bfloat16': 3}"]
+
+
+@pytest.mark.parametrize("bad", [["base"], ["=FP4KIT_X 1"], ["a=X 1", "a=X 2"], ["a=py:nodots=1"],
+                                 ["a=py:fp4kit._cuda_grouped._DQ_MIN_CTAS"]])
 def test_parse_variants_rejects(ab, bad):
     with pytest.raises(ValueError, match="--variant"):
         ab.parse_variants(bad)
@@ -75,3 +81,27 @@ def test_prebuild_caches_each_variant(ab, monkeypatch, tmp_path):
         paths.add(_loader.build_cubin("grouped", "sm_90", part=9, sources=src))   # a cache hit: no compile
     assert len(paths) == 2 and all(p.parent == tmp_path and p.exists() for p in paths)
     assert len(list(tmp_path.glob("grouped.p9-sm_90-*.cubin"))) == 2
+
+
+def test_host_entries_patch_and_restore(ab, monkeypatch):
+    """A variant's py: entries hold while it is active (evaluated with `orig` and the module's own
+    names), are left out of its sources, undone when the next variant activates and by _restore;
+    the plans that could hold the old choice are dropped."""
+    from fp4kit import _cuda_grouped
+    orig = dict(_cuda_grouped._DQ_MIN_CTAS)
+    threads = _cuda_grouped._THREADS
+    monkeypatch.setitem(_plan.GROUP_FAST_CALLS, ("some", "call"), object())
+    defs = ["FP4KIT_X 1", "py:fp4kit._cuda_grouped._DQ_MIN_CTAS={**orig, 'bfloat16': _THREADS}"]
+    try:
+        ab._activate("grouped", defs)
+        assert _cuda_grouped._DQ_MIN_CTAS == {**orig, "bfloat16": threads}
+        assert not _plan.GROUP_FAST_CALLS
+        assert _loader._read_sources()["grouped.cu"].startswith("#define FP4KIT_X 1\n//")   # no py: define
+        ab._activate("grouped", ["FP4KIT_X 2"])   # the next variant: the attribute back first
+        assert _cuda_grouped._DQ_MIN_CTAS == orig
+        ab._activate("grouped", defs)
+    finally:
+        ab._restore("grouped")
+    assert _cuda_grouped._DQ_MIN_CTAS == orig and not ab._PATCHED
+    with pytest.raises(ValueError, match="py:MODULE.ATTR=EXPR"):
+        ab._patch("py:fp4kit._cuda_grouped._DQ_MIN_CTAS")

@@ -391,18 +391,16 @@ __device__ __forceinline__ void dq_store_warp(const DqSeg& s, bool valid, char* 
     }
 }
 
-// Whole operand. Each warp takes 32 consecutive segments per step k (k < DqTune<OT>::segs,
-// DQ_THREADS segments apart), loads all of them, then converts and stores them (dq_store_ustep).
-template <int FMT, int OT>
-__device__ __forceinline__ void dequantize_op(const u8* data, const u8* scales, const float* amax, i64 rows,
-                                              i64 cols, int swizzled, int row_scaled, void* out) {
-    constexpr int NC = DqOut<OT>::words / 4;
-    __shared__ uint4 stage[DQ_THREADS / 32][32 * NC];
+// Segments [0, total) of an operand of `cols` columns in row-major order (as one tensor's). Each
+// warp takes 32 consecutive segments per step k (k < SEGS, DQ_THREADS segments apart), loads all
+// of them, then converts and stores them (dq_store_ustep; `runs`: cols % 16 == 0 and `out` 16-byte
+// aligned). dequantize_op, and grouped.cu's group_dequantize_cols when the members' scales sit where
+// one operand's would.
+template <int FMT, int OT, int SEGS>
+__device__ __forceinline__ void dq_rows_loop(const u8* data, const u8* scales, const float* amax, i64 rows,
+                                             i64 cols, i64 total, int swizzled, int row_scaled, bool runs, uint4* st,
+                                             void* out) {
     const int lane = threadIdx.x & 31;
-    uint4* st = stage[threadIdx.x >> 5];
-    const i64 total = rows * ((cols + 15) / 16);
-    const bool runs = (cols & 15) == 0 && (reinterpret_cast<u64>(out) & 15u) == 0;
-    constexpr int SEGS = DqTune<OT>::segs;
     const i64 per_cta = (i64)DQ_THREADS * SEGS;
     const i64 step = (i64)gridDim.x * per_cta;
     for (i64 wbase = (i64)blockIdx.x * per_cta + (threadIdx.x - lane); wbase < total; wbase += step) {
@@ -419,6 +417,18 @@ __device__ __forceinline__ void dequantize_op(const u8* data, const u8* scales, 
             dq_store_ustep<FMT, OT>(s[k], t0, total, runs, st, out);
         }
     }
+}
+
+// Whole operand: dq_rows_loop with DqTune<OT>::segs segments per thread and step.
+template <int FMT, int OT>
+__device__ __forceinline__ void dequantize_op(const u8* data, const u8* scales, const float* amax, i64 rows,
+                                              i64 cols, int swizzled, int row_scaled, void* out) {
+    constexpr int NC = DqOut<OT>::words / 4;
+    __shared__ uint4 stage[DQ_THREADS / 32][32 * NC];
+    const i64 total = rows * ((cols + 15) / 16);
+    const bool runs = (cols & 15) == 0 && (reinterpret_cast<u64>(out) & 15u) == 0;
+    dq_rows_loop<FMT, OT, DqTune<OT>::segs>(data, scales, amax, rows, cols, total, swizzled, row_scaled, runs,
+                                            stage[threadIdx.x >> 5], out);
 }
 
 }  // namespace fp4kit
