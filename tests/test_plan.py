@@ -1578,7 +1578,7 @@ def test_dequantize_grid_one_cta_per_cta_segments(monkeypatch):
     assert _cuda._DQ_SEGS == {"float32": 2, "bfloat16": 3, "float16": 3}
     src = (cuda_src_dir() / "common" / "dequantize_op.cuh").read_text()
     assert "segs = OT == DTYPE_FLOAT32 ? 2 : 3;" in src
-    assert "constexpr int SEGS = DqTune<OT>::segs;" in src and "per_cta = (i64)DQ_THREADS * SEGS;" in src
+    assert "dq_rows_loop<FMT, OT, DqTune<OT>::segs>(" in src and "per_cta = (i64)DQ_THREADS * SEGS;" in src
     kernels = (cuda_src_dir() / "dequantize.cu").read_text()
     assert "__launch_bounds__(DQ_THREADS, DqTune<O>::min_ctas)" in kernels
     for dtype, segs in _cuda._DQ_SEGS.items():
@@ -1607,7 +1607,8 @@ def test_group_dequantize_grid_is_the_resident_ctas():
             "    static constexpr int min_ctas = DqTune<OT>::min_ctas;") in src
     grouped_src = (cuda_src_dir() / "grouped.cu").read_text()
     assert "__launch_bounds__(DQ_THREADS, DqGroupTune<O>::min_ctas)" in grouped_src
-    assert "constexpr int SEGS = DqGroupTune<OT>::segs;" in grouped_src
+    assert "constexpr int SEGS = DqGroupTune<OT>::segs;" in grouped_src   # the member loops
+    assert "dq_rows_loop<FMT, OT, DqGroupTune<OT>::segs>(" in grouped_src   # _cols without member state
     assert _cuda._DQ_MIN_CTAS == {"float32": 3, "bfloat16": 4, "float16": 4}
     assert cg._GROUP_DQ_SEGS == {"float32": 2, "bfloat16": 2, "float16": 2}
     for dtype, per_sm in _cuda._DQ_MIN_CTAS.items():
