@@ -1094,50 +1094,11 @@ __device__ __forceinline__ bool group_scales_global(const i64* seg, const i64* s
         const i64 s0 = seg[g];
         if (seg[g + 1] > s0) {
             const i64 r0 = s0 / nseg;
+            // scale_bytes(r0, C, ...) when r0 % 128 == 0: the bytes of the rows before the member
             if (sc[g] != r0 * per_row || (swizzled && (r0 & 127))) ok = 0;
         }
     }
     return __syncthreads_and(ok) != 0;
-}
-
-// group_dequantize_cols's loop otherwise: each thread keeps its member's segment end, first row
-// and scale and amax pointers, and looks the member up when it passes the end.
-template <int FMT, int OT>
-__device__ __forceinline__ void group_dq_cols_loop(const u8* data, const u8* scales, const float* amax, i64 G,
-                                                   const i64* seg, const i64* sc, const i64* am, i64 C, i64 nseg,
-                                                   i64 total, int swizzled, int row_scaled, bool runs, uint4* st,
-                                                   void* out) {
-    constexpr int SEGS = DqGroupTune<OT>::segs;   // 3 spilled (48-68 bytes) and was slower
-    const int lane = threadIdx.x & 31;
-    const i64 per_cta = (i64)DQ_THREADS * SEGS;
-    const i64 step = (i64)gridDim.x * per_cta;
-    i64 m_hi = 0, m_row0 = 0;   // the member's segment end and first row (of all members' rows)
-    const u8* m_scales = scales;
-    const float* m_amax = amax;
-    for (i64 wbase = (i64)blockIdx.x * per_cta + (threadIdx.x - lane); wbase < total; wbase += step) {
-        DqSeg s[SEGS];
-#pragma unroll
-        for (int k = 0; k < SEGS; ++k) {
-            const i64 t = wbase + lane + (i64)k * DQ_THREADS;
-            if (t < total) {
-                if (t >= m_hi) {
-                    const i64 g = find_member(seg, G, t);
-                    m_hi = seg[g + 1];
-                    m_row0 = div_fast(seg[g], nseg);
-                    m_scales = scales + sc[g];
-                    m_amax = amax ? amax + am[g] : amax;
-                }
-                const i64 R = div_fast(t, nseg);
-                dq_load_rc<FMT>(data, m_scales, m_amax, C, swizzled, row_scaled, R, R - m_row0, (t - R * nseg) * 16, s[k]);
-            }
-        }
-#pragma unroll
-        for (int k = 0; k < SEGS; ++k) {
-            const i64 t0 = wbase + (i64)k * DQ_THREADS;   // the warp's first segment of this step
-            if (t0 >= total) break;                       // warp-uniform
-            dq_store_ustep<FMT, OT>(s[k], t0, total, runs, st, out);
-        }
-    }
 }
 
 // group_dequantize when every member with segments has the same columns (the host launches it for
@@ -1169,18 +1130,34 @@ __device__ __forceinline__ void group_dequantize_cols(const u8* data, const u8* 
     }
     const i64 total = seg[G];
     const i64 nseg = (C + 15) / 16;
-    const int lane = threadIdx.x & 31;
     uint4* st = stage[threadIdx.x >> 5];
     const bool runs = (C & 15) == 0 && (reinterpret_cast<u64>(out) & 15u) == 0;
+    // DqGroupTune<OT>::segs segments per thread: 3 spilled (48-108 bytes) and was slower in both loops
     if constexpr (Fmt<FMT>::mx) {   // NVFP4 needs its member's amax (a global loop was no faster)
         if (group_scales_global<FMT>(seg, sc, G, nseg, C, swizzled)) {
-            // the single-tensor loop: no member lookup, no member registers (2 segments per thread:
-            // 3 spilled 72-96 bytes for MXFP8); rows unused by it
-            dq_rows_loop<FMT, OT, DqGroupTune<OT>::segs>(data, scales, nullptr, 0, C, total, swizzled, 0, runs, st, out);
+            // as one tensor: no member lookup, no member registers
+            dq_rows_loop<FMT, OT, DqGroupTune<OT>::segs>(total, runs, st, out, [&](i64 t, DqSeg& s) {
+                dq_load<FMT>(data, scales, nullptr, 0, C, swizzled, 0, t, s);
+            });
             return;
         }
     }
-    group_dq_cols_loop<FMT, OT>(data, scales, amax, G, seg, sc, am, C, nseg, total, swizzled, row_scaled, runs, st, out);
+    // each thread keeps its member's segment end, first row and scale and amax pointers, and looks
+    // the member up when it passes the end
+    i64 m_hi = 0, m_row0 = 0;   // the member's segment end and first row (of all members' rows)
+    const u8* m_scales = scales;
+    const float* m_amax = amax;
+    dq_rows_loop<FMT, OT, DqGroupTune<OT>::segs>(total, runs, st, out, [&](i64 t, DqSeg& s) {
+        if (t >= m_hi) {
+            const i64 g = find_member(seg, G, t);
+            m_hi = seg[g + 1];
+            m_row0 = div_fast(seg[g], nseg);
+            m_scales = scales + sc[g];
+            m_amax = amax ? amax + am[g] : amax;
+        }
+        const i64 R = div_fast(t, nseg);
+        dq_load_rc<FMT>(data, m_scales, m_amax, C, swizzled, row_scaled, R, R - m_row0, (t - R * nseg) * 16, s);
+    });
 }
 
 }  // namespace fp4kit

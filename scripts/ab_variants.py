@@ -16,8 +16,8 @@ Usage: PYTHONPATH=. python3 scripts/ab_variants.py --module grouped --cases grou
            --variant "base=FP4KIT_X 0" --variant "new=FP4KIT_X 1;FP4KIT_Y 3" [--rounds 2]
        --variant "grid=py:fp4kit._cuda_grouped._DQ_MIN_CTAS={**orig, 'bfloat16': 3}"
 """
-import importlib
 import argparse
+import importlib
 import os
 import statistics
 import sys
@@ -42,12 +42,18 @@ def _variant_sources(module, defines):
     return src
 
 
-def _patch(entry):
-    """Apply one `py:MODULE.ATTR=EXPR` entry (recorded in _PATCHED for _restore)."""
+def _py_entry(entry):
+    """(MODULE, ATTR, EXPR) of a `py:MODULE.ATTR=EXPR` entry; ValueError if it is not one."""
     target, eq, expr = entry[len("py:"):].partition("=")
     modname, _, attr = target.strip().rpartition(".")
-    if not eq or not modname or not attr:
+    if not eq or not modname.strip(".") or not attr:
         raise ValueError(f"{entry!r}: expected py:MODULE.ATTR=EXPR")
+    return modname, attr, expr
+
+
+def _patch(entry):
+    """Apply one `py:MODULE.ATTR=EXPR` entry (recorded in _PATCHED for _restore)."""
+    modname, attr, expr = _py_entry(entry)
     mod = importlib.import_module(modname)
     orig = getattr(mod, attr)
     value = eval(expr, dict(vars(mod)), {"orig": orig})   # noqa: S307 - the user's own command line
@@ -102,9 +108,11 @@ def parse_variants(specs):
             raise ValueError(f"--variant {name!r} given twice")
         out[name] = [d.strip() for d in defs.split(";") if d.strip()]
         for d in out[name]:
-            target, eq, _ = d[len("py:"):].partition("=")
-            if d.startswith("py:") and (not eq or "." not in target.strip(". ")):
-                raise ValueError(f"--variant {spec!r}: {d!r} is not py:MODULE.ATTR=EXPR")
+            if d.startswith("py:"):
+                try:
+                    _py_entry(d)
+                except ValueError as e:
+                    raise ValueError(f"--variant {spec!r}: {e}") from None
     return out
 
 

@@ -391,15 +391,13 @@ __device__ __forceinline__ void dq_store_warp(const DqSeg& s, bool valid, char* 
     }
 }
 
-// Segments [0, total) of an operand of `cols` columns in row-major order (as one tensor's). Each
-// warp takes 32 consecutive segments per step k (k < SEGS, DQ_THREADS segments apart), loads all
-// of them, then converts and stores them (dq_store_ustep; `runs`: cols % 16 == 0 and `out` 16-byte
-// aligned). dequantize_op, and grouped.cu's group_dequantize_cols when the members' scales sit where
-// one operand's would.
-template <int FMT, int OT, int SEGS>
-__device__ __forceinline__ void dq_rows_loop(const u8* data, const u8* scales, const float* amax, i64 rows,
-                                             i64 cols, i64 total, int swizzled, int row_scaled, bool runs, uint4* st,
-                                             void* out) {
+// Segments [0, total) in order. Each warp takes 32 consecutive segments per step k (k < SEGS,
+// DQ_THREADS segments apart), loads all of them (load(t, s): segment t into s), then converts and
+// stores them (dq_store_ustep; `runs`: the outputs of consecutive segments follow each other, cols %
+// 16 == 0, and `out` is 16-byte aligned). dequantize_op, and grouped.cu's group_dequantize_cols
+// (global rows, a member's scales and amax per segment).
+template <int FMT, int OT, int SEGS, class Load>
+__device__ __forceinline__ void dq_rows_loop(i64 total, bool runs, uint4* st, void* out, Load&& load) {
     const int lane = threadIdx.x & 31;
     const i64 per_cta = (i64)DQ_THREADS * SEGS;
     const i64 step = (i64)gridDim.x * per_cta;
@@ -408,7 +406,7 @@ __device__ __forceinline__ void dq_rows_loop(const u8* data, const u8* scales, c
 #pragma unroll
         for (int k = 0; k < SEGS; ++k) {
             const i64 t = wbase + lane + (i64)k * DQ_THREADS;
-            if (t < total) dq_load<FMT>(data, scales, amax, rows, cols, swizzled, row_scaled, t, s[k]);
+            if (t < total) load(t, s[k]);
         }
 #pragma unroll
         for (int k = 0; k < SEGS; ++k) {
@@ -427,8 +425,9 @@ __device__ __forceinline__ void dequantize_op(const u8* data, const u8* scales, 
     __shared__ uint4 stage[DQ_THREADS / 32][32 * NC];
     const i64 total = rows * ((cols + 15) / 16);
     const bool runs = (cols & 15) == 0 && (reinterpret_cast<u64>(out) & 15u) == 0;
-    dq_rows_loop<FMT, OT, DqTune<OT>::segs>(data, scales, amax, rows, cols, total, swizzled, row_scaled, runs,
-                                            stage[threadIdx.x >> 5], out);
+    dq_rows_loop<FMT, OT, DqTune<OT>::segs>(total, runs, stage[threadIdx.x >> 5], out, [&](i64 t, DqSeg& s) {
+        dq_load<FMT>(data, scales, amax, rows, cols, swizzled, row_scaled, t, s);
+    });
 }
 
 }  // namespace fp4kit
