@@ -116,9 +116,13 @@ using namespace fp4kit;
 
 #define FP4KIT_AMAX_KERNELS(D)                                                                          \
     extern "C" __global__ void __launch_bounds__(AM_THREADS)                                           \
-    amax_global_d##D(const void* x, i64 n, int vec_ok, u32* out) { amax_global<D>(x, n, vec_ok, out); } \
+    amax_global_d##D(const void* x, i64 n, int vec_ok, u32* out) {                                   \
+        FP4KIT_GRID_DEP();                                                                              \
+        amax_global<D>(x, n, vec_ok, out);                                                              \
+    }                                                                                                   \
     extern "C" __global__ void __launch_bounds__(AM_THREADS)                                           \
     amax_rows_cols_d##D(const void* x, i64 M, i64 K, u32* out_rows, u32* out_cols) {                   \
+        FP4KIT_GRID_DEP();                                                                              \
         amax_rows_cols<D>(x, M, K, out_rows, out_cols);                                                 \
     }
 
@@ -128,10 +132,12 @@ FP4KIT_AMAX_KERNELS(2)
 
 extern "C" __global__ void __launch_bounds__(AM_THREADS)
 amax_rht_bf16(const u16* x, i64 M, i64 K, u32 sign_mask, u32* out) {
+    FP4KIT_GRID_DEP();
     amax_rht(x, M, K, sign_mask, out);
 }
 
 extern "C" __global__ void __launch_bounds__(AM_THREADS, 4)   // grid: 4 CTAs per SM, one wave
 amax_plain_rht_bf16(const u32* x, i64 M, i64 K, u32 sign_mask, u32* out_plain, u32* out_rht) {
+    FP4KIT_GRID_DEP();
     amax_plain_rht(x, M, K, sign_mask, out_plain, out_rht);
 }

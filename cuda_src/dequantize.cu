@@ -11,6 +11,7 @@ using namespace fp4kit;
     extern "C" __global__ void __launch_bounds__(DQ_THREADS, DqTune<O>::min_ctas)                   \
     dequantize_f##F##_o##O(const u8* data, const u8* scales, const float* amax, i64 rows, i64 cols, \
                            int swizzled, int row_scaled, void* out) {                               \
+        FP4KIT_GRID_DEP();                                                                          \
         dequantize_op<F, O>(data, scales, amax, rows, cols, swizzled, row_scaled, out);             \
     }
 

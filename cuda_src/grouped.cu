@@ -201,6 +201,7 @@ struct DimsArg {
 };
 #if FP4KIT_IN_PART(FP4KIT_PART_COMMON)
 extern "C" __global__ void __launch_bounds__(256) group_dims_store(i64* dst, i64 n, DimsArg d) {
+    FP4KIT_GRID_DEP();
     for (int i = threadIdx.x; i < n; i += blockDim.x) dst[i] = d.v[i];
 }
 #endif
@@ -428,6 +429,7 @@ group_meta(i64 G, const i64* first, const i64* last, int block, int bits, i64 ma
            i64 cap_srow, i64 cap_scol, i64 cap_arow, i64 cap_acol, i64* meta, int* err, i64 K1, i64* band,
            i64 n_band_rows, i64 n_band_tiles, i64 n_band_sq, const float* tab_amax, float* tabs,
            const i64* src_first, const i64* src_last) {
+    FP4KIT_GRID_DEP();
     group_meta_body<false>(G, first, last, block, bits, max_elements, rows_total, cap_srow, cap_scol, cap_arow,
                            cap_acol, meta, err, K1, band, n_band_rows, n_band_tiles, n_band_sq, tab_amax, tabs,
                            nullptr, src_first, src_last);
@@ -440,6 +442,7 @@ group_meta_dims(i64 G, i64* first, i64* last, int block, int bits, i64 max_eleme
                 i64 cap_srow, i64 cap_scol, i64 cap_arow, i64 cap_acol, i64* meta, int* err, i64 K1, i64* band,
                 i64 n_band_rows, i64 n_band_tiles, i64 n_band_sq, const float* tab_amax, float* tabs,
                 const __grid_constant__ DimsArg d) {
+    FP4KIT_GRID_DEP();
     group_meta_body<true>(G, first, last, block, bits, max_elements, rows_total, cap_srow, cap_scol, cap_arow,
                           cap_acol, meta, err, K1, band, n_band_rows, n_band_tiles, n_band_sq, tab_amax, tabs, &d);
 }
@@ -1167,6 +1170,7 @@ __device__ __forceinline__ void group_dequantize_cols(const u8* data, const u8* 
     group_stats_d##D(const void* x, i64 G, const i64* meta, const i64* first, const i64* last, int mode, \
                      u32 rht_mask, u32* amax_row, u32* amax_col, double* dbias, i64 dbias_K, float* tabs, \
                      unsigned long long* done) {                                                        \
+        FP4KIT_GRID_DEP();                                                                                       \
         group_stats<D>(x, G, meta, first, last, mode, rht_mask, amax_row, amax_col, dbias, dbias_K, tabs, done); \
     }
 
@@ -1178,6 +1182,7 @@ __device__ __forceinline__ void group_dequantize_cols(const u8* data, const u8* 
                                const i64* last, u8* row_data, u8* row_scales, u8* col_data,            \
                                u8* col_scales, const float* amax_row, const float* amax_col, int flags, \
                                u64 seed, u32 rht_mask, const i64* band_tiles, i64 K1) {                \
+        FP4KIT_GRID_DEP();                                                                             \
         group_quantize<F, D, EXT>(x, G, meta, first, last, row_data, row_scales, col_data, col_scales, \
                                   amax_row, amax_col, flags, seed, rht_mask, band_tiles, K1);          \
     }
@@ -1192,6 +1197,7 @@ __device__ __forceinline__ void group_dequantize_cols(const u8* data, const u8* 
                                     const i64* last, u8* row_data, u8* row_scales, u8* col_data,       \
                                     u8* col_scales, const float* amax_row, const float* amax_col,      \
                                     int flags, u64 seed, u32 rht_mask, const i64* band_tiles, i64 K1) { \
+        FP4KIT_GRID_DEP();                                                                             \
         group_quantize<F, D, true, QFLAG_STOCHASTIC>(x, G, meta, first, last, row_data, row_scales,    \
                                                      col_data, col_scales, amax_row, amax_col, flags,  \
                                                      seed, rht_mask, band_tiles, K1);                  \
@@ -1215,6 +1221,7 @@ __device__ __forceinline__ void group_dequantize_cols(const u8* data, const u8* 
                                u8* col_scales, const float* amax_row, const float* amax_col, int flags, \
                                u64 rows_total, u32 rht_mask, const i64* band, i64 K1, u32 tk_m,       \
                                u32 tk_p) {                                                             \
+        FP4KIT_GRID_DEP();                                                                              \
         group_quantize_one<F, D, BOTH, SWZ>(x, G, meta, first, last, row_data, row_scales, col_data,    \
                                        col_scales, amax_row, amax_col, flags, band, K1, rows_total, tk_m, tk_p); \
     }
@@ -1227,6 +1234,7 @@ __device__ __forceinline__ void group_dequantize_cols(const u8* data, const u8* 
                                const i64* last, u8* row_data, u8* row_scales, u8* col_data,            \
                                u8* col_scales, const float* amax_row, const float* amax_col, int flags, \
                                u64 seed, u32 rht_mask, const i64* band, i64 K1, u32 tk_m, u32 tk_p) {  \
+        FP4KIT_GRID_DEP();                                                                              \
         group_quantize_one<F, D, false, false, true>(x, G, meta, first, last, row_data, row_scales,     \
                                                       col_data, col_scales, amax_row, amax_col, flags,  \
                                                       band, K1, seed, tk_m, tk_p);                      \
@@ -1250,6 +1258,7 @@ __device__ __forceinline__ void group_dequantize_cols(const u8* data, const u8* 
     group_quantize4_f##F##_d##D(const void* x, i64 G, const i64* meta, u8* row_data,                    \
                                 u8* row_scales, u8* col_data, u8* col_scales, int flags, const i64* sq_desc, \
                                 i64 K) {                                                               \
+        FP4KIT_GRID_DEP();                                                                        \
         group_quantize_quad<F, D>(x, G, meta, row_data, row_scales, col_data, col_scales, flags,  \
                                   sq_desc, K);                                                         \
     }
@@ -1264,6 +1273,7 @@ __device__ __forceinline__ void group_dequantize_cols(const u8* data, const u8* 
     group_quantize_rows_f##F##_d##D##SUFFIX(const void* x, i64 G, const i64* meta, const i64* first,   \
                                const i64* last, u8* row_data, u8* row_scales, const float* amax_row,   \
                                int flags, u64 seed) {                                                  \
+        FP4KIT_GRID_DEP();                                                                            \
         group_quantize_rows<F, D, EXT, U>(x, G, meta, first, last, row_data, row_scales, amax_row,    \
                                           flags, seed);                                                \
     }
@@ -1278,6 +1288,7 @@ __device__ __forceinline__ void group_dequantize_cols(const u8* data, const u8* 
     group_quantize_rowsk_f##F##_d##D##SUFFIX(const void* x, i64 G, const i64* meta, const i64* band, i64 K, \
                                              u8* row_data, u8* row_scales, const float* amax_row, int flags, \
                                              u64 seed, int lw) {                                         \
+        FP4KIT_GRID_DEP();                                                                                         \
         group_quantize_rows_k<F, D, EXT, R>(x, G, meta, band, K, row_data, row_scales, amax_row, flags, seed, lw); \
     }
 
@@ -1313,6 +1324,7 @@ __device__ __forceinline__ void group_dequantize_cols(const u8* data, const u8* 
     group_dequantize_f##F##_o##O(const u8* data, const u8* scales, const float* amax, i64 G,            \
                                  const i64* meta, const i64* first, const i64* last, int columnwise,   \
                                  int swizzled, int row_scaled, void* out) {                            \
+        FP4KIT_GRID_DEP();                                                                            \
         group_dequantize<F, O>(data, scales, amax, G, meta, first, last, columnwise, swizzled,        \
                                row_scaled, out);                                                       \
     }
@@ -1323,6 +1335,7 @@ __device__ __forceinline__ void group_dequantize_cols(const u8* data, const u8* 
     group_dequantize_cols_f##F##_o##O(const u8* data, const u8* scales, const float* amax, i64 G,       \
                                       const i64* meta, const i64* first, const i64* last, int columnwise, \
                                       int swizzled, int row_scaled, void* out) {                       \
+        FP4KIT_GRID_DEP();                                                                            \
         group_dequantize_cols<F, O>(data, scales, amax, G, meta, first, last, columnwise, swizzled,   \
                                     row_scaled, out);                                                  \
     }

@@ -70,6 +70,7 @@ __device__ __forceinline__ void prefetch_tile_l2(const void* x, i64 M, i64 K, co
     quantize_f##F##_d##D##SUFFIX(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales,           \
                                  u8* col_data, u8* col_scales, const float* amax_row,                  \
                                  const float* amax_col, int flags, u64 seed, u32 rht_mask) {          \
+        FP4KIT_GRID_DEP();                                                                            \
         i64 tq, kt;                                                                                   \
         if (!grid_tile(M, tq, kt)) return;                                                            \
         quantize_tile_rc<F, D, EXT, QFLAG_EXT_ALL, FP4KIT_TILE_STASH(F, EXT)>(                         \
@@ -144,6 +145,7 @@ __device__ __forceinline__ void quantize_square(const void* x, i64 M, i64 K, u8*
     quantize_f##F##_d##D##SUFFIX(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales, u8* col_data, \
                                  u8* col_scales, const float* amax_row, const float* amax_col, int flags, \
                                  u64 seed, u32 rht_mask) {                                              \
+        FP4KIT_GRID_DEP();                                                                              \
         quantize_square<F, D, STASH>(x, M, K, row_data, row_scales, col_data, col_scales, flags);       \
     }
 
@@ -163,6 +165,7 @@ __device__ __forceinline__ void quantize_square(const void* x, i64 M, i64 K, u8*
     extern "C" __global__ void LB                                                                     \
     quantize_f##F##_d##D##SUFFIX(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales,           \
                                  const float* amax_row, int flags, u64 seed, int lw) {                \
+        FP4KIT_GRID_DEP();                                                                            \
         quantize_rows_direct<F, D, EXT, R>(x, M, K, row_data, row_scales, amax_row, flags, seed,      \
                                            (i64)blockIdx.x, lw);                                      \
     }
@@ -183,6 +186,7 @@ constexpr int RA_CTAS = 8;
     extern "C" __global__ void __cluster_dims__(RA_CTAS, 1, 1) __launch_bounds__(QT_THREADS, 1)       \
     quantize_f5_d##D##_rowsam(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales, u32* amax_out, \
                               int flags, u64 seed, int lw, i64 nblocks) {                             \
+        FP4KIT_GRID_DEP();                                                                            \
         __shared__ float s_amax;                                                                      \
         u32 rank;                                                                                     \
         asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));                                          \
@@ -226,6 +230,7 @@ constexpr int RA_CTAS = 8;
 extern "C" __global__ void __launch_bounds__(QT_THREADS)
 quantize_f5_d1_rht(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales, u8* col_data, u8* col_scales,
                    const float* amax_row, const float* amax_col, int flags, u64 seed, u32 rht_mask) {
+    FP4KIT_GRID_DEP();
     i64 tq, kt;
     if (!grid_tile(M, tq, kt)) return;
     quantize_tile_rc<5, 1, true, QFLAG_RHT>(x, M, K, row_data, row_scales, col_data, col_scales, amax_row, amax_col,
@@ -241,6 +246,7 @@ quantize_f5_d1_rht(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales, u8
     quantize_f##F##_d##D##_sr(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales, u8* col_data, \
                               u8* col_scales, const float* amax_row, const float* amax_col, int flags, \
                               u64 seed, u32 rht_mask) {                                               \
+        FP4KIT_GRID_DEP();                                                                            \
         i64 tq, kt;                                                                                   \
         if (!grid_tile(M, tq, kt)) return;                                                            \
         quantize_tile_rc<F, D, true, QFLAG_STOCHASTIC>(x, M, K, row_data, row_scales, col_data, col_scales, \
@@ -249,6 +255,7 @@ quantize_f5_d1_rht(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales, u8
     extern "C" __global__ void FP4KIT_LB_ANY                                                          \
     quantize_f##F##_d##D##_rowssr(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales,          \
                                   const float* amax_row, int flags, u64 seed, int lw) {               \
+        FP4KIT_GRID_DEP();                                                                             \
         quantize_rows_direct<F, D, true, 2, QFLAG_STOCHASTIC>(x, M, K, row_data, row_scales, amax_row, \
                                                               flags, seed, (i64)blockIdx.x, lw);       \
     }
@@ -267,6 +274,7 @@ quantize_f5_d1_rht(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales, u8
 extern "C" __global__ void __launch_bounds__(QT_THREADS)
 nvfp4_amax_out(const float* src, i64 n, u32 mask, float* dst_row, float* dst_col, const float* tab_row,
                const float* tab_col, float* tabs) {
+    FP4KIT_GRID_DEP();
     const u32* s = reinterpret_cast<const u32*>(src);
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
         const u32 v = s[i] & mask;

@@ -202,6 +202,7 @@ __device__ __forceinline__ void quantize_cols(const void* x, i64 M, i64 K, u8* c
     extern "C" __global__ void __launch_bounds__(T, MB)                                                 \
     quantize_cols_f##F##_d##D##SUFFIX(const void* x, i64 M, i64 K, u8* col_data, u8* col_scales,        \
                                       const float* amax_col, int flags) {                               \
+        FP4KIT_GRID_DEP();                                                                              \
         quantize_cols<F, D, WX, WY, IT, SWZ, NW>(x, M, K, col_data, col_scales, amax_col, flags);       \
     }
 #define FP4KIT_COLS_NVFP4(D)                                   \

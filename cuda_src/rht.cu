@@ -10,6 +10,7 @@ using namespace fp4kit;
 // reads of each row are coalesced; each thread writes its 16 outputs (32 bytes) contiguously.
 extern "C" __global__ void __launch_bounds__(256)
 rht_transform_bf16(const u16* x, i64 M, i64 K, u32 sign_mask, u16* out) {
+    FP4KIT_GRID_DEP();
     const i64 nseg = M / 16;
     const i64 total = nseg * K;
     const i64 stride = (i64)gridDim.x * blockDim.x;

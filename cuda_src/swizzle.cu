@@ -30,6 +30,7 @@ __device__ __forceinline__ void chunk_position(i64 q, i64 Cp, i64& i0, i64& j0) 
 #define SWZ_PITCH (SWZ_TC / 4 + 1) // words per shared row (+1: conflict-free column reads)
 extern "C" __global__ void __launch_bounds__(256) swizzle_scales(const u8* compact, i64 R, i64 C, u8* out, i64 Rp,
                                                                  i64 Cp) {
+    FP4KIT_GRID_DEP();
     __shared__ u32 tile[128 * SWZ_PITCH];
     const int tid = threadIdx.x;
     const i64 tiles_j = (Cp + SWZ_TC - 1) / SWZ_TC;
@@ -164,6 +165,7 @@ __device__ __forceinline__ void unswizzle_tile(u32* tile, const u8* swizzled, i6
 // tail instead of two): tiles 0 .. T0 - 1 are matrix 0's, the rest matrix 1's. R1 = 0 for one matrix.
 extern "C" __global__ void __launch_bounds__(256) unswizzle_scales(const u8* sw0, i64 R0, i64 C0, i64 Cp0, u8* out0,
                                                                    const u8* sw1, i64 R1, i64 C1, i64 Cp1, u8* out1) {
+    FP4KIT_GRID_DEP();
     __shared__ u32 tile[128 * SWZ_PITCH];
     const i64 t0 = ((R0 + 127) / 128) * ((Cp0 + SWZ_TC - 1) / SWZ_TC);
     const i64 ntiles = t0 + ((R1 + 127) / 128) * ((Cp1 + SWZ_TC - 1) / SWZ_TC);
@@ -195,6 +197,7 @@ extern "C" __global__ void __launch_bounds__(256, 8) group_unswizzle_scales(i64 
                                                                          const i64* srow, const i64* scol,
                                                                          const u8* st_row, const u8* st_col,
                                                                          u8* out_row, u8* out_col) {
+    FP4KIT_GRID_DEP();
     __shared__ u32 tile[128 * SWZ_PITCH];
     const i64 cr = K / 32, U = (cr + SWZ_TC - 1) / SWZ_TC, V = 2 * U;
     for (i64 t = blockIdx.x; t < n_sq * (U + V); t += gridDim.x) {
@@ -218,6 +221,7 @@ extern "C" __global__ void __launch_bounds__(256, 8) group_unswizzle_scales(i64 
 // Writes 0 to every padding byte of a swizzled (Rp, Cp) buffer of a compact (R, C) matrix and
 // nothing else (the quantize kernels write the real positions).
 extern "C" __global__ void swizzle_zero_padding(u8* out, i64 R, i64 C, i64 Rp, i64 Cp) {
+    FP4KIT_GRID_DEP();
     const i64 nq = Rp * Cp / 16;
     for (i64 q = (i64)blockIdx.x * blockDim.x + threadIdx.x; q < nq; q += (i64)gridDim.x * blockDim.x) {
         i64 i0, j0;

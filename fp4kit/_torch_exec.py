@@ -6,7 +6,9 @@ every byte of an EMPTY buffer when output poisoning is on, like ``fp4kit._cuda._
 buffers cleared with ``cudaMemsetAsync`` on the launch stream, as ``cupy.zeros`` does on the general
 path: 5.5 us of host time against 9.9 us for ``torch.zeros``'s fill kernel on the H200,
 scripts/host_overhead.py), and every kernel is launched with ``cuLaunchKernel`` (CuPy's thin
-binding ``cupy.cuda.driver.launchKernel``) on PyTorch's current stream with raw device pointers.
+binding ``cupy.cuda.driver.launchKernel``) on PyTorch's current stream with raw device pointers;
+a plan's second and later kernels with ``cuLaunchKernelEx`` and programmatic dependent launch
+(``PDL`` below).
 No CuPy array, DLPack exchange or CuPy stream wrapper is created; the kernels themselves are the
 ones ``fp4kit._loader`` compiled and loaded (CUfunction handles of its cupy.RawKernel objects).
 ``run_cupy`` does the same with ``cupy.empty`` buffers on CuPy's current stream: the launches
@@ -57,6 +59,74 @@ def _driver_launch():
     """cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shared_mem, stream, kernel_params, extra)."""
     from cupy.cuda import driver
     return driver.launchKernel
+
+
+# Programmatic dependent launch (Hopper and later). A plan's second and later kernels are launched
+# with cuLaunchKernelEx and CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION: the driver may
+# schedule such a kernel's CTAs as soon as every CTA of the kernel ahead of it has passed its
+# griddepcontrol.launch_dependents, instead of after that kernel's completion and memory flush.
+# Every fp4kit kernel starts with FP4KIT_GRID_DEP() (cuda_src/common/types.cuh): it waits there,
+# before any memory access, until the kernels it depends on have completed and their writes are
+# visible, so the kernel reads and writes exactly what it would after an ordinary launch. A plan's
+# first kernel is launched as before (the kernel ahead of it is the caller's).
+# PDL: the switch (read when a thread packs a plan's launches: fp4kit._plan.clear_plans() drops
+# the packed executors); False, or a driver without cuLaunchKernelEx, launches every kernel with
+# cuLaunchKernel.
+PDL = True
+_CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6
+
+
+class _LaunchAttribute(ctypes.Structure):
+    """CUlaunchAttribute: the id, padding to 8 bytes, a 64-byte value union (here its int member)."""
+    _fields_ = [("id", ctypes.c_int), ("_pad", ctypes.c_char * 4), ("value", ctypes.c_int),
+                ("_rest", ctypes.c_char * 60)]
+
+
+class _LaunchConfig(ctypes.Structure):
+    """CUlaunchConfig."""
+    _fields_ = [("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint), ("gridDimZ", ctypes.c_uint),
+                ("blockDimX", ctypes.c_uint), ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
+                ("sharedMemBytes", ctypes.c_uint), ("hStream", ctypes.c_void_p),
+                ("attrs", ctypes.POINTER(_LaunchAttribute)), ("numAttrs", ctypes.c_uint)]
+
+
+_launch_ex_fn = None     # cuLaunchKernelEx through ctypes; False when the driver has none
+
+
+def _launch_ex():
+    """ctypes' cuLaunchKernelEx(config, f, kernelParams, extra) -> CUresult, or None (no such entry
+    point: a driver before CUDA 12.0, or no libcuda.so.1)."""
+    global _launch_ex_fn
+    if _launch_ex_fn is None:
+        try:
+            fn = ctypes.CDLL("libcuda.so.1").cuLaunchKernelEx
+        except (OSError, AttributeError):
+            fn = False
+        else:
+            fn.restype = ctypes.c_int
+            fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+        _launch_ex_fn = fn
+    return _launch_ex_fn or None
+
+
+class _PdlLaunch:
+    """One launch's cuLaunchKernelEx configuration with programmatic stream serialization (per
+    thread, like the packed arguments: the stream is written per call)."""
+    __slots__ = ("config", "attr", "address", "fn")
+
+    def __init__(self, grid: tuple, block: int, fn):
+        self.attr = _LaunchAttribute(id=_CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, value=1)
+        self.config = _LaunchConfig(grid[0], grid[1], grid[2], block, 1, 1, 0, None,
+                                    ctypes.pointer(self.attr), 1)
+        self.address = ctypes.addressof(self.config)
+        self.fn = fn
+
+    def __call__(self, f: int, stream: int, params: int) -> None:
+        self.config.hStream = stream
+        status = self.fn(self.address, f, params, None)
+        if status:
+            from cupy.cuda import driver
+            raise driver.CUDADriverError(status)
 
 
 def _memset_async():
@@ -208,7 +278,10 @@ class _Prepared:
         packs = getattr(self.tls, "packs", None)
         if packs is None:
             _ensure_context()
-            packs = self.tls.packs = [_pack(statics, n_params) for _, _, _, statics, _, n_params in self.launches]
+            ex = _launch_ex() if PDL else None
+            packs = self.tls.packs = [
+                _pack(statics, n_params) + (_PdlLaunch(grid, block, ex) if ex is not None and n else None,)
+                for n, (_, grid, block, statics, _, n_params) in enumerate(self.launches)]
         return packs
 
 
@@ -278,7 +351,11 @@ def _launch(prep, values, fn, grid, block, dyn, vals, stream) -> None:
     v = values[0]
     for i, j, o in dyn:
         v[i] = vals[j] + o
-    prep.launch(fn, grid[0], grid[1], grid[2], block, 1, 1, 0, stream, values[2], 0)
+    pdl = values[3]
+    if pdl is None:
+        prep.launch(fn, grid[0], grid[1], grid[2], block, 1, 1, 0, stream, values[2], 0)
+    else:
+        pdl(fn, stream, values[2])
 
 
 def _launch_dims(prep, values, fn, grid, block, d, vals, stream, host_vals: tuple) -> None:

@@ -4,7 +4,9 @@
 Each variant is a list of `#define`s put in front of cuda_src/<module>.cu; every variant's compile
 parts are built first (NVRTC, in parallel threads, into fp4kit's cubin cache), then each case is
 timed under every variant in turn (median of CUDA-event-timed runs, scripts/bench.py time_fn), with
-the variants' outputs compared byte for byte with the first variant's. A probe for kernel work: the
+the variants' outputs compared byte for byte with the first variant's (those calls with output
+poisoning on, so that bytes an op leaves unwritten, such as a device-dims group's spare capacity,
+compare as 0xA5 instead of as whatever the allocator's block held). A probe for kernel work: the
 macros a variant sets must have defaults in the source that keep the shipped behaviour.
 
 A variant's entry `py:MODULE.ATTR=EXPR` is a host-side change instead: while the variant runs,
@@ -28,7 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
 
-from fp4kit import _loader, _plan, _torch_exec  # noqa: E402
+from fp4kit import _cuda, _loader, _plan, _torch_exec  # noqa: E402
 
 _ORIG_READ = _loader._read_sources
 
@@ -144,11 +146,50 @@ def cases_group_dequantize(torch, fp4kit, quick):
                        nb, None)
 
 
-CASES = {"group_dequantize": cases_group_dequantize}
+def _tensors(r):
+    """The arrays of a quantize / group_quantize result, for the byte comparison."""
+    if hasattr(r, "rowwise_data"):
+        names = ("rowwise_data", "rowwise_scales", "rowwise_amax", "columnwise_data", "columnwise_scales",
+                 "columnwise_amax")
+        return [getattr(r, n) for n in names if getattr(r, n) is not None]
+    return [t for op in (r.rowwise, r.columnwise) if op is not None
+            for t in (op.data, op.scales, op.amax) if t is not None]
+
+
+def cases_multi_launch(torch, fp4kit, quick):
+    """The ops whose plans launch two or more kernels (host-side variants such as
+    py:fp4kit._torch_exec.PDL): NVFP4 quantize with a computed or supplied amax, MXFP8 / MXFP6 "both"
+    with compact scales (4096^2 and 8192^2), and group_quantize at 65536 x 7168, G = 8 (device dims,
+    sizes % 128). No per-member loops (a name's 'loop' entry is absent); the part is '' (no prebuild)."""
+    from bench import _bytes_out, _moe_dims
+    shapes = ((4096, 4096),) if quick else ((4096, 4096), (8192, 8192))
+    for M, K in shapes:
+        x = torch.randn(M, K, device="cuda").to(torch.bfloat16)
+        amax = x.abs().amax().float().reshape(1)
+        for fmt, axis, layout, sup in (("nvfp4", "rowwise", "swizzled", False), ("nvfp4", "rowwise", "swizzled", True),
+                                       ("nvfp4", "both", "swizzled", False), ("nvfp4", "both", "compact", True),
+                                       ("mxfp8_e4m3", "both", "compact", False), ("mxfp6_e3m2", "both", "compact", False)):
+            nb = M * K * 2 + _bytes_out(fmt, M, K, axis)
+            kw = {"amax": amax} if sup else {}
+            yield (f"{M}x{K} {fmt} {axis} {layout}{' amax' if sup else ''}",
+                   lambda x=x, fmt=fmt, axis=axis, layout=layout, kw=kw: _tensors(
+                       fp4kit.quantize(x, fmt, axis=axis, scale_layout=layout, **kw)), nb, "")
+    total, K = 65536, 7168
+    x = torch.randn(total, K, device="cuda").to(torch.bfloat16)
+    dims, dims_dev, _, _ = _moe_dims(8, total, 128)
+    for fmt, axis in (("mxfp8_e4m3", "rowwise"), ("mxfp4_e2m1", "both"), ("nvfp4", "both")):
+        nb = total * K * 2 + _bytes_out(fmt, total, K, axis)
+        yield (f"G=8 {fmt} {axis}", lambda fmt=fmt, axis=axis: _tensors(
+            fp4kit.group_quantize(x, fmt, first_dims=dims_dev, axis=axis, scale_layout="swizzled")), nb, "")
+
+
+CASES = {"group_dequantize": cases_group_dequantize, "multi_launch": cases_multi_launch}
 
 
 def _bytes_of(out):
     import torch
+    if isinstance(out, (list, tuple)):
+        return np.concatenate([_bytes_of(t).reshape(-1) for t in out]) if out else np.zeros(0, np.uint8)
     t = out.data if hasattr(out, "data") and not isinstance(out, torch.Tensor) else out
     t = torch.as_tensor(t) if not isinstance(t, torch.Tensor) else t
     return t.contiguous().view(torch.uint8).cpu().numpy()
@@ -176,7 +217,7 @@ def main():
         ap.error(str(e))
     arch = _loader.device_arch(0)
     cases = list(CASES[args.cases](torch, fp4kit, args.quick))
-    parts = sorted({c[3] for c in cases if c[3] is not None})
+    parts = sorted({c[3] for c in cases if c[3]})
     _prebuild(args.module, variants, arch, parts)
     if args.once:
         if args.once not in [c[0] for c in cases]:
@@ -192,6 +233,7 @@ def main():
                 torch.cuda.profiler.stop()
         _restore(args.module)
         return
+    poison = _cuda.poison_enabled()
     res = {}
     ref = {}
     mismatches = []
@@ -199,11 +241,15 @@ def main():
         for vname, defs in variants.items():
             _activate(args.module, defs)
             for name, fn, nb, part in cases:
-                if part is None and vname != next(iter(variants)):
+                if name.endswith(" loop") and vname != next(iter(variants)):
                     continue   # a loop of single-tensor launches: the same under every variant
+                check = not name.endswith(" loop") and rnd == 0
+                if check:       # poisoned outputs: bytes a kernel leaves unwritten compare equal, not as garbage
+                    _cuda.set_poison(True)
                 out = fn()
                 torch.cuda.synchronize()
-                if part is not None and rnd == 0:
+                _cuda.set_poison(poison)
+                if check:
                     b = _bytes_of(out)
                     if vname == next(iter(variants)):
                         ref[name] = b
@@ -217,7 +263,7 @@ def main():
     names = list(variants)
     print(f"{'case':<34}" + "".join(f"{n:>16}" for n in names) + f"{'loop':>16}")
     for name, fn, nb, part in cases:
-        if part is None:
+        if name.endswith(" loop"):
             continue
         if nb not in copies:
             copies[nb] = float(copy_us(nb, args.reps))
@@ -225,8 +271,12 @@ def main():
         for n in names:
             us = statistics.median(res[(name, n)])
             cells.append(f"{us:8.1f} {100 * copies[nb] / us:5.1f}%")
-        lu = statistics.median(res[(name + ' loop', names[0])])
-        cells.append(f"{lu:8.1f} {100 * copies[nb] / lu:5.1f}%")
+        loop = res.get((name + " loop", names[0]))
+        if loop:
+            lu = statistics.median(loop)
+            cells.append(f"{lu:8.1f} {100 * copies[nb] / lu:5.1f}%")
+        else:
+            cells.append("-")
         print(f"{name:<34}" + "".join(f"{c:>16}" for c in cells), flush=True)
     _restore(args.module)
     if mismatches:

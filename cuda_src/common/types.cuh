@@ -9,6 +9,27 @@ typedef unsigned int u32;
 typedef unsigned long long u64;
 typedef long long i64;
 
+// Programmatic dependent launch (PTX griddepcontrol, sm_90 and later). The fast paths
+// (fp4kit/_torch_exec.py) may launch a plan's second and later kernels with the driver's
+// programmatic stream serialization, so that kernel's CTAs can be scheduled before the kernel ahead
+// of it has finished. Every kernel starts with FP4KIT_GRID_DEP(), before its first memory access:
+// griddepcontrol.wait returns once every kernel this one depends on has completed and its writes
+// are visible (at once when the kernel was launched without the attribute), and only after it does
+// griddepcontrol.launch_dependents let the kernel that follows be scheduled (so a CTA never waits on
+// a kernel two places ahead of it in the stream).
+#ifndef FP4KIT_PDL_TRIGGER
+#define FP4KIT_PDL_TRIGGER 1
+#endif
+#if FP4KIT_PDL_TRIGGER
+#define FP4KIT_GRID_DEP()                                                                               \
+    do {                                                                                                \
+        asm volatile("griddepcontrol.wait;" ::: "memory");                                              \
+        asm volatile("griddepcontrol.launch_dependents;" ::: "memory");                                 \
+    } while (0)
+#else
+#define FP4KIT_GRID_DEP() asm volatile("griddepcontrol.wait;" ::: "memory")
+#endif
+
 #define FP4KIT_FLT_MAX_BITS 0x7F7FFFFFu
 #define FP4KIT_INF_BITS 0x7F800000u
 

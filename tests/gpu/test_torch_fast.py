@@ -358,3 +358,114 @@ def test_dequantize_fast_path(torch, dq_spy, fmt):
     q2 = fp4kit.QuantizedTensor(format=fmt, shape=q.shape, rowwise=op, columnwise=None, options=q.options,
                                 input_dtype=q.input_dtype)
     _dq_check(torch, dq_spy, q2, ref, "float32", "rowwise", fast=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# programmatic dependent launch: a plan's second and later kernels (fp4kit._torch_exec.PDL)
+
+@pytest.fixture
+def pdl_calls(monkeypatch):
+    """Counts programmatic dependent launches (fp4kit._torch_exec._PdlLaunch calls); every cached
+    plan dropped before and after (a plan's executor packs its launches with PDL's value then)."""
+    from fp4kit import _plan, _torch_exec
+
+    calls = [0]
+    orig = _torch_exec._PdlLaunch.__call__
+
+    def counting(self, f, stream, params):
+        calls[0] += 1
+        return orig(self, f, stream, params)
+
+    monkeypatch.setattr(_torch_exec._PdlLaunch, "__call__", counting)
+    _plan.clear_plans()
+    yield calls
+    _plan.clear_plans()
+
+
+# (shape, format, options, kernels in the plan); the sizes where the plan has these launches
+PDL_CASES = [
+    ((2048, 4096), "nvfp4", {"axis": "rowwise"}, 2),                               # amax, rows
+    ((1024, 2048), "nvfp4", {"axis": "both", "scale_layout": "compact"}, 3),       # amax, copies, tile
+    ((1024, 2048), "nvfp4", {"axis": "columnwise", "scale_layout": "swizzled", "amax": True}, 2),
+    ((8192, 8192), "mxfp8_e4m3", {"axis": "both", "scale_layout": "compact"}, 2),  # quad tiles, unswizzle
+]
+
+
+@pytest.mark.parametrize("case", PDL_CASES, ids=lambda c: f"{c[1]}-{c[2]['axis']}-{c[0][0]}")
+def test_pdl_dependent_launches_give_the_same_bytes(torch, spy, pdl_calls, monkeypatch, case):
+    """With PDL each kernel after a plan's first is launched with programmatic stream serialization
+    (counted), and the results are byte-identical to PDL off (ordinary launches), over repeated calls
+    on fresh random inputs: a kernel that read its predecessor's output before waiting for it (the
+    computed amax, the staged scales) would differ. The small cases also against the reference."""
+    import fp4kit
+    from fp4kit import _plan, _torch_exec
+
+    shape, fmt, kw, n_launch = case
+    kw = dict(kw)
+    want_amax = kw.pop("amax", False)
+    for rep in range(4):
+        x = _input(torch, shape, "bfloat16", seed=rep, scale=1.0 + rep)
+        amax = x.abs().amax().float().reshape(1) if want_amax else None
+        before = pdl_calls[0]
+        q = fp4kit.quantize(x, fmt, amax=amax, **kw)
+        assert pdl_calls[0] - before == n_launch - 1, "dependent kernels not launched with PDL"
+        monkeypatch.setattr(_torch_exec, "PDL", False)
+        _plan.clear_plans()
+        q_off = fp4kit.quantize(x, fmt, amax=amax, **kw)
+        assert pdl_calls[0] - before == n_launch - 1
+        monkeypatch.setattr(_torch_exec, "PDL", True)
+        _plan.clear_plans()
+        torch.cuda.synchronize()
+        if shape[0] * shape[1] <= 1 << 21:
+            ref = fp4kit.reference.quantize(_np(x), fmt, amax=None if amax is None else _np(amax), **kw)
+            _compare(q, ref, f"PDL {fmt} {shape} {kw} rep {rep}", q_off)
+        else:
+            for name in ("rowwise", "columnwise"):
+                a, b = getattr(q, name), getattr(q_off, name)
+                assert (a is None) == (b is None)
+                if a is None:
+                    continue
+                for field in ("data", "scales"):
+                    assert_bytes_equal(_u8(getattr(a, field)), _u8(getattr(b, field)), f"{fmt} {name} {field} rep {rep}")
+
+
+def test_pdl_off_and_first_kernels_launch_plainly(torch, spy, pdl_calls, monkeypatch):
+    """PDL False: no launch goes through cuLaunchKernelEx; a one-kernel plan never does."""
+    import fp4kit
+    from fp4kit import _torch_exec
+
+    x = _input(torch, (256, 512), "bfloat16")
+    fp4kit.quantize(x, "mxfp8_e4m3", axis="both", scale_layout="swizzled")   # one kernel
+    assert pdl_calls[0] == 0
+    monkeypatch.setattr(_torch_exec, "PDL", False)
+    fp4kit.quantize(_input(torch, (1024, 2048), "bfloat16"), "nvfp4", axis="both")
+    torch.cuda.synchronize()
+    assert pdl_calls[0] == 0 and spy["fast"] == 2
+
+
+@pytest.mark.parametrize("fmt,axis", [("mxfp8_e4m3", "rowwise"), ("mxfp4_e2m1", "both"), ("nvfp4", "both")])
+def test_pdl_group_quantize_same_bytes(torch, pdl_calls, monkeypatch, fmt, axis):
+    """group_quantize with device dims (the metadata kernel, then the quantize kernels, launched
+    with PDL) gives the bytes of ordinary launches, over repeated calls with new dims."""
+    import fp4kit
+    from fp4kit import _plan, _torch_exec
+
+    names = ("rowwise_data", "rowwise_scales", "rowwise_amax", "columnwise_data", "columnwise_scales",
+             "columnwise_amax")
+    for rep, dims in enumerate(([384, 0, 1280, 128, 256], [128, 640, 0, 512, 768], [2048, 0, 0, 0, 0])):
+        x = _input(torch, (sum(dims), 512), "bfloat16", seed=rep)
+        dims_dev = torch.tensor(dims, dtype=torch.int64, device="cuda")
+        before = pdl_calls[0]
+        g = fp4kit.group_quantize(x, fmt, first_dims=dims_dev, axis=axis, scale_layout="swizzled")
+        assert pdl_calls[0] > before, "no dependent kernel launched with PDL"
+        monkeypatch.setattr(_torch_exec, "PDL", False)
+        _plan.clear_plans()
+        g_off = fp4kit.group_quantize(x, fmt, first_dims=dims_dev, axis=axis, scale_layout="swizzled")
+        monkeypatch.setattr(_torch_exec, "PDL", True)
+        _plan.clear_plans()
+        torch.cuda.synchronize()
+        for n in names:
+            a, b = getattr(g, n), getattr(g_off, n)
+            assert (a is None) == (b is None), n
+            if a is not None:
+                assert_bytes_equal(_u8(a), _u8(b), f"{fmt} {axis} {n} dims {dims}")
