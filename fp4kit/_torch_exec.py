@@ -29,6 +29,7 @@ Nothing here imports PyTorch or CuPy at import time.
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 
 from . import _cuda, _plan
@@ -70,9 +71,12 @@ def _driver_launch():
 # visible, so the kernel reads and writes exactly what it would after an ordinary launch. A plan's
 # first kernel is launched as before (the kernel ahead of it is the caller's).
 # PDL: the switch (read when a thread packs a plan's launches: fp4kit._plan.clear_plans() drops
-# the packed executors); False, or a driver without cuLaunchKernelEx, launches every kernel with
-# cuLaunchKernel.
-PDL = True
+# the packed executors); False (FP4KIT_PDL=0 in the environment), or a driver without
+# cuLaunchKernelEx, launches every kernel with cuLaunchKernel. A programmatic launch the driver
+# refuses while the same launch without the attribute succeeds (a tool or driver without PDL)
+# switches PDL off for the process (_pdl_refused); any other launch error is raised as before.
+PDL = os.environ.get("FP4KIT_PDL", "").strip() not in ("0", "false", "False", "off")
+_pdl_refused = 0        # the CUresult of the refused programmatic launch, if one was
 _CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6
 
 
@@ -125,8 +129,19 @@ class _PdlLaunch:
         self.config.hStream = stream
         status = self.fn(self.address, f, params, None)
         if status:
-            from cupy.cuda import driver
-            raise driver.CUDADriverError(status)
+            _pdl_failed(self.config, f, stream, params, status)
+
+
+def _pdl_failed(config, f: int, stream: int, params: int, status: int) -> None:
+    """A programmatic launch returned `status`: the same launch with cuLaunchKernel. Its error, if
+    it fails too, is the call's; if it succeeds, the driver refused the attribute alone: PDL is
+    switched off and the memoised plans dropped (their executors pack plain launches when next
+    built), so every later launch is an ordinary one."""
+    global PDL, _pdl_refused
+    _driver_launch()(f, config.gridDimX, config.gridDimY, config.gridDimZ, config.blockDimX, 1, 1, 0, stream,
+                     params, 0)
+    PDL, _pdl_refused = False, status
+    _plan.clear_plans()
 
 
 def _memset_async():

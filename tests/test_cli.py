@@ -335,3 +335,12 @@ def test_warmup_without_a_gpu_or_arch_says_how(capsys, no_gpu, fake_nvrtc):
     assert cli.main(["warmup"]) == 1
     err = capsys.readouterr().err
     assert "no GPU (CuPy is not installed)" in err and "--arch sm_90" in err and fake_nvrtc == []
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_info_says_whether_dependent_launches_are_on(capsys, no_gpu, monkeypatch, on):
+    from fp4kit import _torch_exec
+    monkeypatch.setattr(_torch_exec, "PDL", on)
+    assert cli.main(["info"]) == 0
+    want = "on (FP4KIT_PDL=0 turns them off)" if on else "off (FP4KIT_PDL=0)"
+    assert f"dependent launches (PDL, the fast paths' second and later kernels): {want}" in capsys.readouterr().out

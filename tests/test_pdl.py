@@ -21,7 +21,6 @@ def test_launch_structures_have_the_driver_layout():
     assert ctypes.sizeof(cfg) == 56
     assert (cfg.sharedMemBytes.offset, cfg.hStream.offset, cfg.attrs.offset, cfg.numAttrs.offset) == (24, 32, 40, 48)
     assert _torch_exec._CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION == 6
-    assert _torch_exec.PDL is True
 
 
 def _kernels(text):
@@ -44,3 +43,74 @@ def test_every_kernel_starts_with_the_grid_dependency_wait():
     assert found == 32      # amax 4, dequantize 1, grouped 13, quantize 8, quantize_cols 1, rht 1, swizzle 4
     types = (SRC / "common" / "types.cuh").read_text()
     assert 'asm volatile("griddepcontrol.wait;" ::: "memory");' in types
+
+
+def test_pdl_switch_from_the_environment():
+    import os
+    import subprocess
+    import sys
+
+    code = "from fp4kit import _torch_exec; print(_torch_exec.PDL)"
+    for value, want in (("0", "False"), ("off", "False"), ("1", "True"), ("", "True")):
+        env = dict(os.environ, FP4KIT_PDL=value)
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        assert out.stdout.strip() == want, value
+
+
+class _Recorder:
+    def __init__(self, fail=None):
+        self.calls, self.fail = [], fail
+
+    def __call__(self, *args):
+        self.calls.append(args)
+        if self.fail is not None:
+            raise self.fail
+
+
+def _refusing_launch(status):
+    """A programmatic launch whose cuLaunchKernelEx returns `status` (no driver involved)."""
+    return _torch_exec._PdlLaunch((3, 2, 1), 256, lambda cfg, f, params, extra: status)
+
+
+def test_refused_programmatic_launch_falls_back_and_switches_pdl_off(monkeypatch):
+    from fp4kit import _plan
+
+    plain = _Recorder()
+    monkeypatch.setattr(_torch_exec, "_driver_launch", lambda: plain)
+    monkeypatch.setattr(_torch_exec, "PDL", True)
+    monkeypatch.setattr(_torch_exec, "_pdl_refused", 0)
+    _plan.FAST_CALLS["marker"] = 1
+    _refusing_launch(801)(0x1234, 77, 0x5678)       # 801: CUDA_ERROR_NOT_SUPPORTED
+    # the same kernel, grid, block, stream and arguments through cuLaunchKernel
+    assert plain.calls == [(0x1234, 3, 2, 1, 256, 1, 1, 0, 77, 0x5678, 0)]
+    assert _torch_exec.PDL is False and _torch_exec._pdl_refused == 801
+    assert "marker" not in _plan.FAST_CALLS               # plans dropped: rebuilt with plain launches
+
+
+def test_failed_launch_error_is_raised_and_pdl_stays_on(monkeypatch):
+    plain = _Recorder(fail=RuntimeError("CUDA_ERROR_INVALID_VALUE"))
+    monkeypatch.setattr(_torch_exec, "_driver_launch", lambda: plain)
+    monkeypatch.setattr(_torch_exec, "PDL", True)
+    monkeypatch.setattr(_torch_exec, "_pdl_refused", 0)
+    import pytest
+
+    with pytest.raises(RuntimeError, match="INVALID_VALUE"):
+        _refusing_launch(1)(0x1234, 0, 0)
+    assert len(plain.calls) == 1 and _torch_exec.PDL is True and _torch_exec._pdl_refused == 0
+
+
+def test_successful_programmatic_launch_passes_its_configuration():
+    seen = []
+
+    def fake(cfg_address, f, params, extra):
+        cfg = _torch_exec._LaunchConfig.from_address(cfg_address)
+        attr = cfg.attrs[0]
+        seen.append((f, params, extra, cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ, cfg.blockDimX, cfg.blockDimY,
+                     cfg.sharedMemBytes, cfg.hStream, cfg.numAttrs, attr.id, attr.value))
+        return 0
+
+    launch = _torch_exec._PdlLaunch((5, 1, 1), 128, fake)
+    launch(0xABC, 0x99, 0xDEF)
+    launch(0xABC, None, 0xDEF)                            # the legacy default stream
+    assert seen == [(0xABC, 0xDEF, None, 5, 1, 1, 128, 1, 0, 0x99, 1, 6, 1),
+                    (0xABC, 0xDEF, None, 5, 1, 1, 128, 1, 0, None, 1, 6, 1)]

@@ -365,8 +365,9 @@ def test_dequantize_fast_path(torch, dq_spy, fmt):
 
 @pytest.fixture
 def pdl_calls(monkeypatch):
-    """Counts programmatic dependent launches (fp4kit._torch_exec._PdlLaunch calls); every cached
-    plan dropped before and after (a plan's executor packs its launches with PDL's value then)."""
+    """Counts programmatic dependent launches (fp4kit._torch_exec._PdlLaunch calls) with PDL on;
+    every cached plan dropped before and after (a plan's executor packs its launches with PDL's
+    value then)."""
     from fp4kit import _plan, _torch_exec
 
     calls = [0]
@@ -377,6 +378,7 @@ def pdl_calls(monkeypatch):
         return orig(self, f, stream, params)
 
     monkeypatch.setattr(_torch_exec._PdlLaunch, "__call__", counting)
+    monkeypatch.setattr(_torch_exec, "PDL", True)        # whatever FP4KIT_PDL says
     _plan.clear_plans()
     yield calls
     _plan.clear_plans()
