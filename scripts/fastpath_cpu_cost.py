@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Python cost of the PyTorch fast path's parts, without a GPU, torch or CuPy (timeit, best of 5).
 
-torch's allocations, the stream query, cudaMemsetAsync and cuLaunchKernel are replaced by stubs
+torch's allocations, the stream query, cudaMemsetAsync, cuLaunchKernel and cuLaunchKernelEx are replaced by stubs
 that cost next to nothing, so what is timed is fp4kit's own Python: option validation, the plan
 lookup, argument packing, the executor loop and the result objects. scripts/host_overhead.py
 times the real thing on a GPU.
@@ -76,6 +76,7 @@ _torch_exec._torch = lambda: torch
 _torch_exec._stream_ptr = lambda dev: 0
 _torch_exec._function_handle = lambda module, kernel: 1
 _torch_exec._driver_launch = lambda: (lambda *a: None)
+_torch_exec._launch_ex = lambda: (lambda *a: 0)     # a plan's later kernels: cuLaunchKernelEx, stubbed (PDL)
 _torch_exec._memset_async = lambda: (lambda *a: None)
 _torch_exec._ensure_context = lambda: None
 _device_api._sm_count_of = lambda dev: 132
