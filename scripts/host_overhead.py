@@ -76,6 +76,7 @@ for i_, j_, o_ in dyn_:
     pack_[0][i_] = vals_[j_] + o_
 params_ = pack_[2]
 stream_ = _torch_exec._stream_ptr(dev)
+pdl_ = _torch_exec._PdlLaunch(grid_, block_, _torch_exec._launch_ex())
 q_m = fp4kit.quantize(x, "mxfp8_e4m3")
 q_c = fp4kit.quantize(xh, "mxfp8_e4m3")
 OPTS8 = tuple(v for k, v in KW.items() if k != "seed")
@@ -108,6 +109,7 @@ rows = [
     ("  _torch_exec._stream_ptr", lambda: _torch_exec._stream_ptr(dev)),
     ("  cuLaunchKernel alone (driver.launchKernel, packed args)",
      lambda: prep.launch(fn_, grid_[0], grid_[1], grid_[2], block_, 1, 1, 0, stream_, params_, 0)),
+    ("  cuLaunchKernelEx alone (ctypes, PDL: a plan's later kernels)", lambda: pdl_(fn_, stream_, params_)),
     ("  torch.empty", lambda: torch.empty((M, K), dtype=torch.uint8, device=x.device)),
     ("  torch.zeros(1) (not used: a fill kernel)", lambda: torch.zeros((1,), dtype=torch.float32, device=x.device)),
     ("  torch.empty(1) + cudaMemsetAsync (ZEROS buffers)", lambda: prep.memset(

@@ -625,6 +625,22 @@ class _FakeTensor:
 _CTYPES = {"i64": ctypes.c_int64, "i32": ctypes.c_int32, "u32": ctypes.c_uint32}
 
 
+def _launch_ex_via(launch, pdl_launches=None):
+    """A fake cuLaunchKernelEx (the fast paths' programmatic launches of a plan's later kernels)
+    that checks its one attribute (programmatic stream serialization, on) and hands the launch to
+    the fake cuLaunchKernel `launch`; appends the CUfunction to `pdl_launches`. Installed even
+    where the machine has a driver, so that no fake handle reaches it."""
+    def ex(config, f, params, extra):
+        c = _torch_exec._LaunchConfig.from_address(config)
+        assert (c.numAttrs, c.attrs[0].id, c.attrs[0].value, extra) == (1, 6, 1, None)
+        if pdl_launches is not None:
+            pdl_launches.append(f)
+        launch(f, c.gridDimX, c.gridDimY, c.gridDimZ, c.blockDimX, c.blockDimY, c.blockDimZ, c.sharedMemBytes,
+               c.hStream or 0, params, 0)
+        return 0
+    return ex
+
+
 def _fake_torch(monkeypatch, plan):
     """Fake torch + launch; returns the list the launch appends (kernel, grid, block, stream, values) to."""
     torch = types.SimpleNamespace(uint8=np.uint8, float32=np.float32, int32=np.int32, int64=np.int64,
@@ -653,6 +669,7 @@ def _fake_torch(monkeypatch, plan):
     monkeypatch.setattr(_torch_exec, "_torch", lambda: torch)
     monkeypatch.setattr(_torch_exec, "_function_handle", handle)
     monkeypatch.setattr(_torch_exec, "_driver_launch", lambda: launch)
+    monkeypatch.setattr(_torch_exec, "_launch_ex", lambda: _launch_ex_via(launch))
 
     def memset(ptr, value, nbytes, stream):              # the fake tensors live in host memory
         assert stream == 0xABC0 + 1 or stream == 0xABC0
@@ -1183,6 +1200,7 @@ def _fake_fast_path(monkeypatch, poison=False):
     monkeypatch.setattr(_torch_exec, "_torch", lambda: torch)
     monkeypatch.setattr(_torch_exec, "_function_handle", handle)
     monkeypatch.setattr(_torch_exec, "_driver_launch", lambda: launch)
+    monkeypatch.setattr(_torch_exec, "_launch_ex", lambda: _launch_ex_via(launch))
     monkeypatch.setattr(_torch_exec, "_memset_async", lambda: memset)
     monkeypatch.setattr(_torch_exec, "_ensure_context", lambda: None)
     monkeypatch.setattr(_torch_exec, "_stream_ptr", lambda dev: 0xABC0 + dev)
@@ -1254,6 +1272,30 @@ def test_fast_path_memo_hits_repeat_calls_with_the_checked_results(monkeypatch):
     assert len(validations) == 2 and type(q4.options.seed) is int and q4.options.seed == 7
     _plan.clear_plans()
     assert not _plan.FAST_CALLS
+
+
+def test_fast_path_launches_later_kernels_with_pdl(monkeypatch):
+    """A plan's first kernel through cuLaunchKernel, each later one through cuLaunchKernelEx with
+    programmatic stream serialization (fp4kit._torch_exec.PDL), the same grids and arguments
+    either way; PDL False: every kernel through cuLaunchKernel."""
+    import fp4kit
+
+    torch, calls, _ = _fake_fast_path(monkeypatch)
+    plain = _torch_exec._driver_launch()
+    pdl = []
+    monkeypatch.setattr(_torch_exec, "_launch_ex", lambda: _launch_ex_via(plain, pdl))
+    monkeypatch.setattr(_torch_exec, "PDL", True)
+    x = torch.Tensor(np.zeros((64, 128), np.uint16), torch.bfloat16)
+    q = fp4kit.quantize(x, "nvfp4", axis="both")                 # amax, amax copies, tile: 3 kernels
+    with_pdl = _symbolic([c for c in calls if c[0] != "memset"], q, x)
+    assert [c[0] for c in with_pdl] == ["amax_global_d1", "nvfp4_amax_out", "quantize_f5_d1_plain"]
+    assert len(pdl) == 2
+    calls.clear()
+    monkeypatch.setattr(_torch_exec, "PDL", False)
+    _plan.clear_plans()
+    q2 = fp4kit.quantize(x, "nvfp4", axis="both")
+    assert len(pdl) == 2                                          # none more
+    assert _symbolic([c for c in calls if c[0] != "memset"], q2, x) == with_pdl
 
 
 def test_fast_path_memo_never_shares_an_entry(monkeypatch):
