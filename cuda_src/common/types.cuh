@@ -17,18 +17,11 @@ typedef long long i64;
 // are visible (at once when the kernel was launched without the attribute), and only after it does
 // griddepcontrol.launch_dependents let the kernel that follows be scheduled (so a CTA never waits on
 // a kernel two places ahead of it in the stream).
-#ifndef FP4KIT_PDL_TRIGGER
-#define FP4KIT_PDL_TRIGGER 1
-#endif
-#if FP4KIT_PDL_TRIGGER
 #define FP4KIT_GRID_DEP()                                                                               \
     do {                                                                                                \
         asm volatile("griddepcontrol.wait;" ::: "memory");                                              \
         asm volatile("griddepcontrol.launch_dependents;" ::: "memory");                                 \
     } while (0)
-#else
-#define FP4KIT_GRID_DEP() asm volatile("griddepcontrol.wait;" ::: "memory")
-#endif
 
 #define FP4KIT_FLT_MAX_BITS 0x7F7FFFFFu
 #define FP4KIT_INF_BITS 0x7F800000u
