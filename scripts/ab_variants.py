@@ -17,6 +17,7 @@ dropped at each switch, so the next call asks again).
 Usage: PYTHONPATH=. python3 scripts/ab_variants.py --module grouped --cases group_dequantize \\
            --variant "base=FP4KIT_X 0" --variant "new=FP4KIT_X 1;FP4KIT_Y 3" [--rounds 2]
        --variant "grid=py:fp4kit._cuda_grouped._DQ_MIN_CTAS={**orig, 'bfloat16': 3}"
+       --variant "one=py:fp4kit._cuda_grouped._persistent_grid=lambda n, r, sm: orig(n, r, sm) // 2"
 """
 import argparse
 import importlib
@@ -58,7 +59,8 @@ def _patch(entry):
     modname, attr, expr = _py_entry(entry)
     mod = importlib.import_module(modname)
     orig = getattr(mod, attr)
-    value = eval(expr, dict(vars(mod)), {"orig": orig})   # noqa: S307 - the user's own command line
+    # orig among the globals, not the locals: a lambda's body (a wrapped grid function) sees it too
+    value = eval(expr, {**vars(mod), "orig": orig})   # noqa: S307 - the user's own command line
     _PATCHED.append((mod, attr, orig))
     setattr(mod, attr, value)
 

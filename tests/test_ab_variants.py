@@ -103,5 +103,13 @@ def test_host_entries_patch_and_restore(ab, monkeypatch):
     finally:
         ab._restore("grouped")
     assert _cuda_grouped._DQ_MIN_CTAS == orig and not ab._PATCHED
+    # a function wrapping the original: `orig` (and the module's names) visible inside a lambda's body
+    grid = _cuda_grouped._persistent_grid
+    try:
+        ab._activate("grouped", ["py:fp4kit._cuda_grouped._persistent_grid=lambda n, r, sm: orig(n, r, sm) + _QT"])
+        assert _cuda_grouped._persistent_grid(10**6, None, 132) == grid(10**6, None, 132) + _cuda_grouped._QT
+    finally:
+        ab._restore("grouped")
+    assert _cuda_grouped._persistent_grid is grid
     with pytest.raises(ValueError, match="py:MODULE.ATTR=EXPR"):
         ab._patch("py:fp4kit._cuda_grouped._DQ_MIN_CTAS")
