@@ -9,7 +9,7 @@ caller's amax, the input pointer's alignment class), so a repeated call pays one
 Two executors run plans, step by step in plan order on the caller's stream:
 ``fp4kit._cuda.run_plan`` (CuPy arrays and RawKernel launches: the general path) and
 ``fp4kit._torch_exec.run`` / ``run_cupy`` (PyTorch tensors or CuPy arrays and cuLaunchKernel with
-raw pointers, a plan's second and later kernels with programmatic dependent launch: the fast paths
+raw pointers, with programmatic dependent launch: the fast paths
 of PyTorch CUDA tensors and CuPy arrays). Grids that depend on the
 GPU take its SM count, which the caller of the memoised functions supplies (queried once per
 device).

@@ -7,8 +7,7 @@ buffers cleared with ``cudaMemsetAsync`` on the launch stream, as ``cupy.zeros``
 path: 5.5 us of host time against 9.9 us for ``torch.zeros``'s fill kernel on the H200,
 scripts/host_overhead.py), and every kernel is launched with ``cuLaunchKernel`` (CuPy's thin
 binding ``cupy.cuda.driver.launchKernel``) on PyTorch's current stream with raw device pointers;
-a plan's second and later kernels with ``cuLaunchKernelEx`` and programmatic dependent launch
-(``PDL`` below).
+or, with programmatic dependent launch (``PDL`` below), with ``cuLaunchKernelEx``.
 No CuPy array, DLPack exchange or CuPy stream wrapper is created; the kernels themselves are the
 ones ``fp4kit._loader`` compiled and loaded (CUfunction handles of its cupy.RawKernel objects).
 ``run_cupy`` does the same with ``cupy.empty`` buffers on CuPy's current stream: the launches
@@ -62,14 +61,17 @@ def _driver_launch():
     return driver.launchKernel
 
 
-# Programmatic dependent launch (Hopper and later). A plan's second and later kernels are launched
-# with cuLaunchKernelEx and CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION: the driver may
-# schedule such a kernel's CTAs as soon as every CTA of the kernel ahead of it has passed its
+# Programmatic dependent launch (Hopper and later). Kernels are launched with cuLaunchKernelEx and
+# CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION: the driver may schedule such a kernel's
+# CTAs as soon as every CTA of the kernel ahead of it has passed its
 # griddepcontrol.launch_dependents, instead of after that kernel's completion and memory flush.
 # Every fp4kit kernel starts with FP4KIT_GRID_DEP() (cuda_src/common/types.cuh): it waits there,
 # before any memory access, until the kernels it depends on have completed and their writes are
-# visible, so the kernel reads and writes exactly what it would after an ordinary launch. A plan's
-# first kernel is launched as before (the kernel ahead of it is the caller's).
+# visible, so the kernel reads and writes exactly what it would after an ordinary launch. A kernel
+# ahead that never triggers (the caller's own) counts as triggering when it completes, so the
+# overlap is with fp4kit's kernels: a plan's later kernels (item 134 of docs/performance.md) and,
+# with PDL_ALL, a plan's first kernel and the one-kernel raw launches (dequantize, group_dequantize)
+# after the previous fp4kit call's kernels (item 136).
 # PDL: the switch (read when a thread packs a plan's launches: fp4kit._plan.clear_plans() drops
 # the packed executors); False (FP4KIT_PDL=0 in the environment), or a driver without
 # cuLaunchKernelEx, launches every kernel with cuLaunchKernel. A programmatic launch the driver
@@ -77,6 +79,9 @@ def _driver_launch():
 # switches PDL off for the process (_pdl_refused); any other launch error is raised as before.
 PDL = os.environ.get("FP4KIT_PDL", "").strip() not in ("0", "false", "False", "off")
 _pdl_refused = 0        # the CUresult of the refused programmatic launch, if one was
+# PDL for every fast-path launch; False: a plan's second and later kernels only (the A/B switch of
+# scripts/ab_variants.py; read where PDL is)
+PDL_ALL = True
 _CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6
 
 
@@ -295,7 +300,7 @@ class _Prepared:
             _ensure_context()
             ex = _launch_ex() if PDL else None
             packs = self.tls.packs = [
-                _pack(statics, n_params) + (_PdlLaunch(grid, block, ex) if ex is not None and n else None,)
+                _pack(statics, n_params) + (_PdlLaunch(grid, block, ex) if ex is not None and (n or PDL_ALL) else None,)
                 for n, (_, grid, block, statics, _, n_params) in enumerate(self.launches)]
         return packs
 
@@ -521,7 +526,8 @@ def run_cupy(plan, x, amax, seed: int, x_ptr: int, fd_ptr: int = 0, ld_ptr: int 
 
 # ---------------------------------------------------------------------------------------------
 # one kernel with per-call arguments (the dequantize fast paths): the values written into this
-# thread's packed slots for that argument count, then one cuLaunchKernel.
+# thread's packed slots for that argument count, then one cuLaunchKernel, or with PDL and PDL_ALL
+# one cuLaunchKernelEx with programmatic stream serialization.
 
 _RAW_FUNCS: dict = {}       # (device, module, kernel name) -> CUfunction
 _RAW_TLS = threading.local()
@@ -541,11 +547,17 @@ def raw_launch(dev: int, module: str, kernel: str, grid: int, values: tuple, str
     n = len(values)
     pack = packs.get(n)
     if pack is None:
-        pack = packs[n] = (_pack((0,) * n), _driver_launch())
-    (slots, _, params), launch = pack
+        ex = _launch_ex()
+        pack = packs[n] = (_pack((0,) * n), _driver_launch(),
+                           _PdlLaunch((1, 1, 1), _cuda._THREADS, ex) if ex is not None else None)
+    (slots, _, params), launch, pdl = pack
     for i, v in enumerate(values):
         slots[i] = v & _U64
-    launch(fn, grid, 1, 1, _cuda._THREADS, 1, 1, 0, stream, params, 0)
+    if pdl is not None and PDL and PDL_ALL:
+        pdl.config.gridDimX = grid
+        pdl(fn, stream, params)
+    else:
+        launch(fn, grid, 1, 1, _cuda._THREADS, 1, 1, 0, stream, params, 0)
 
 
 def dequantize_launch(dev: int, kernel: str, grid: int, data_ptr: int, scales_ptr: int, amax_ptr: int,

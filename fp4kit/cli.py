@@ -404,7 +404,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     gpu, why = detect_gpu()
     print(f"GPU: {gpu.name} (sm_{gpu.compute_capability}, {gpu.count} device(s))" if gpu else f"GPU: none ({why})")
     from . import _loader, _nvrtc, _torch_exec
-    print("dependent launches (PDL, the fast paths' second and later kernels): "
+    print("dependent launches (PDL, the fast paths' kernels): "
           + ("on (FP4KIT_PDL=0 turns them off)" if _torch_exec.PDL else "off (FP4KIT_PDL=0)"))
     try:
         print(f"NVRTC: {'.'.join(map(str, _nvrtc.version()))} ({_nvrtc.library_path()})")

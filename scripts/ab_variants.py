@@ -185,7 +185,28 @@ def cases_multi_launch(torch, fp4kit, quick):
             fp4kit.group_quantize(x, fmt, first_dims=dims_dev, axis=axis, scale_layout="swizzled")), nb, "")
 
 
-CASES = {"group_dequantize": cases_group_dequantize, "multi_launch": cases_multi_launch}
+def cases_sequence(torch, fp4kit, quick):
+    """Sequences of fp4kit calls back to back (host-side variants such as
+    py:fp4kit._torch_exec.PDL_ALL): 8 quantize / dequantize calls, each on its own 2048 x 7168
+    slice of one bfloat16 tensor (one-kernel plans, NVFP4's computed amax, the raw dequantize
+    launch). No per-member loops; the part is '' (no prebuild)."""
+    from bench import _bytes_out
+    n, M, K = 8, 2048, 7168
+    x = torch.randn(n * M, K, device="cuda").to(torch.bfloat16)
+    xs = [x[i * M:(i + 1) * M] for i in range(n)]
+    specs = (("mxfp8_e4m3", "rowwise"), ("nvfp4", "rowwise")) if quick else (
+        ("mxfp8_e4m3", "rowwise"), ("mxfp4_e2m1", "rowwise"), ("nvfp4", "rowwise"), ("mxfp8_e4m3", "both"))
+    for fmt, axis in specs:
+        nb = n * (M * K * 2 + _bytes_out(fmt, M, K, axis))
+        yield (f"{n}x quantize {fmt} {axis} {M}x{K}", lambda fmt=fmt, axis=axis: [_tensors(
+            fp4kit.quantize(t, fmt, axis=axis, scale_layout="swizzled")) for t in xs], nb, "")
+        if axis == "rowwise":
+            qs = [fp4kit.quantize(t, fmt, axis=axis, scale_layout="swizzled") for t in xs]
+            yield (f"{n}x dequantize {fmt} -> bfloat16 {M}x{K}",
+                   lambda qs=qs: [fp4kit.dequantize(q, dtype="bfloat16") for q in qs], nb, "")
+
+
+CASES = {"group_dequantize": cases_group_dequantize, "multi_launch": cases_multi_launch, "sequence": cases_sequence}
 
 
 def _bytes_of(out):

@@ -114,3 +114,45 @@ def test_successful_programmatic_launch_passes_its_configuration():
     launch(0xABC, None, 0xDEF)                            # the legacy default stream
     assert seen == [(0xABC, 0xDEF, None, 5, 1, 1, 128, 1, 0, 0x99, 1, 6, 1),
                     (0xABC, 0xDEF, None, 5, 1, 1, 128, 1, 0, None, 1, 6, 1)]
+
+
+def test_raw_launch_goes_through_pdl_with_the_call_grid(monkeypatch):
+    """The one-kernel raw launches (dequantize, group_dequantize fast paths): with PDL and PDL_ALL
+    through cuLaunchKernelEx with programmatic serialization, this call's grid, block and stream
+    and the packed arguments; PDL_ALL or PDL False (also a PDL switched off after a refusal):
+    cuLaunchKernel with the same values."""
+    import threading
+
+    plain, ex = _Recorder(), []
+
+    def launch_ex(cfg, f, params, extra):
+        c = _torch_exec._LaunchConfig.from_address(cfg)
+        attr = c.attrs[0]
+        args = ctypes.cast(params, ctypes.POINTER(ctypes.c_void_p))
+        vals = [ctypes.c_uint64.from_address(args[i]).value for i in range(3)]
+        ex.append((f, c.gridDimX, c.gridDimY, c.gridDimZ, c.blockDimX, c.hStream, c.numAttrs, attr.id, attr.value,
+                   vals, extra))
+        return 0
+    monkeypatch.setattr(_torch_exec, "_driver_launch", lambda: plain)
+    monkeypatch.setattr(_torch_exec, "_launch_ex", lambda: launch_ex)
+    monkeypatch.setattr(_torch_exec, "_function_handle", lambda module, kernel: 0xF00)
+    monkeypatch.setattr(_torch_exec, "_ensure_context", lambda: None)
+    monkeypatch.setattr(_torch_exec, "_RAW_TLS", threading.local())
+    monkeypatch.setattr(_torch_exec, "_RAW_FUNCS", {})
+    monkeypatch.setattr(_torch_exec, "PDL", True)
+    monkeypatch.setattr(_torch_exec, "PDL_ALL", True)
+    _torch_exec.raw_launch(0, "dequantize", "k", 5462, (11, 22, 33), 0xABC)
+    _torch_exec.raw_launch(0, "dequantize", "k", 7, (44, 55, 66), 0xDEF)
+    serial = _torch_exec._CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+    assert ex == [(0xF00, 5462, 1, 1, 256, 0xABC, 1, serial, 1, [11, 22, 33], None),
+                  (0xF00, 7, 1, 1, 256, 0xDEF, 1, serial, 1, [44, 55, 66], None)]
+    assert not plain.calls
+    for switch in ("PDL_ALL", "PDL"):
+        monkeypatch.setattr(_torch_exec, switch, False)
+        _torch_exec.raw_launch(0, "dequantize", "k", 9, (1, 2, 3), 0x77)
+        (f, gx, gy, gz, bx, by, bz, shm, stream, params, extra), = plain.calls[-1:]
+        assert (f, gx, gy, gz, bx, by, bz, shm, stream, extra) == (0xF00, 9, 1, 1, 256, 1, 1, 0, 0x77, 0)
+        args = ctypes.cast(params, ctypes.POINTER(ctypes.c_void_p))
+        assert [ctypes.c_uint64.from_address(args[i]).value for i in range(3)] == [1, 2, 3]
+        monkeypatch.setattr(_torch_exec, switch, True)
+    assert len(ex) == 2 and len(plain.calls) == 2

@@ -1275,9 +1275,10 @@ def test_fast_path_memo_hits_repeat_calls_with_the_checked_results(monkeypatch):
 
 
 def test_fast_path_launches_later_kernels_with_pdl(monkeypatch):
-    """A plan's first kernel through cuLaunchKernel, each later one through cuLaunchKernelEx with
-    programmatic stream serialization (fp4kit._torch_exec.PDL), the same grids and arguments
-    either way; PDL False: every kernel through cuLaunchKernel."""
+    """With PDL every kernel of a plan goes through cuLaunchKernelEx with programmatic stream
+    serialization (fp4kit._torch_exec.PDL; PDL_ALL False: the first through cuLaunchKernel, each
+    later one through cuLaunchKernelEx), the same grids and arguments either way; PDL False: every
+    kernel through cuLaunchKernel."""
     import fp4kit
 
     torch, calls, _ = _fake_fast_path(monkeypatch)
@@ -1289,12 +1290,18 @@ def test_fast_path_launches_later_kernels_with_pdl(monkeypatch):
     q = fp4kit.quantize(x, "nvfp4", axis="both")                 # amax, amax copies, tile: 3 kernels
     with_pdl = _symbolic([c for c in calls if c[0] != "memset"], q, x)
     assert [c[0] for c in with_pdl] == ["amax_global_d1", "nvfp4_amax_out", "quantize_f5_d1_plain"]
-    assert len(pdl) == 2
+    assert len(pdl) == 3
+    calls.clear()
+    monkeypatch.setattr(_torch_exec, "PDL_ALL", False)         # item 134: the later kernels only
+    _plan.clear_plans()
+    q1 = fp4kit.quantize(x, "nvfp4", axis="both")
+    assert len(pdl) == 5
+    assert _symbolic([c for c in calls if c[0] != "memset"], q1, x) == with_pdl
     calls.clear()
     monkeypatch.setattr(_torch_exec, "PDL", False)
     _plan.clear_plans()
     q2 = fp4kit.quantize(x, "nvfp4", axis="both")
-    assert len(pdl) == 2                                          # none more
+    assert len(pdl) == 5                                          # none more
     assert _symbolic([c for c in calls if c[0] != "memset"], q2, x) == with_pdl
 
 

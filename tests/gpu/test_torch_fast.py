@@ -361,7 +361,7 @@ def test_dequantize_fast_path(torch, dq_spy, fmt):
 
 
 # ---------------------------------------------------------------------------------------------
-# programmatic dependent launch: a plan's second and later kernels (fp4kit._torch_exec.PDL)
+# programmatic dependent launch: every fast-path kernel (fp4kit._torch_exec.PDL, PDL_ALL)
 
 @pytest.fixture
 def pdl_calls(monkeypatch):
@@ -379,6 +379,7 @@ def pdl_calls(monkeypatch):
 
     monkeypatch.setattr(_torch_exec._PdlLaunch, "__call__", counting)
     monkeypatch.setattr(_torch_exec, "PDL", True)        # whatever FP4KIT_PDL says
+    monkeypatch.setattr(_torch_exec, "PDL_ALL", True)
     _plan.clear_plans()
     yield calls
     _plan.clear_plans()
@@ -395,7 +396,7 @@ PDL_CASES = [
 
 @pytest.mark.parametrize("case", PDL_CASES, ids=lambda c: f"{c[1]}-{c[2]['axis']}-{c[0][0]}")
 def test_pdl_dependent_launches_give_the_same_bytes(torch, spy, pdl_calls, monkeypatch, case):
-    """With PDL each kernel after a plan's first is launched with programmatic stream serialization
+    """With PDL each kernel of a plan is launched with programmatic stream serialization
     (counted), and the results are byte-identical to PDL off (ordinary launches), over repeated calls
     on fresh random inputs: a kernel that read its predecessor's output before waiting for it (the
     computed amax, the staged scales) would differ. The small cases also against the reference."""
@@ -410,11 +411,11 @@ def test_pdl_dependent_launches_give_the_same_bytes(torch, spy, pdl_calls, monke
         amax = x.abs().amax().float().reshape(1) if want_amax else None
         before = pdl_calls[0]
         q = fp4kit.quantize(x, fmt, amax=amax, **kw)
-        assert pdl_calls[0] - before == n_launch - 1, "dependent kernels not launched with PDL"
+        assert pdl_calls[0] - before == n_launch, "kernels not launched with PDL"
         monkeypatch.setattr(_torch_exec, "PDL", False)
         _plan.clear_plans()
         q_off = fp4kit.quantize(x, fmt, amax=amax, **kw)
-        assert pdl_calls[0] - before == n_launch - 1
+        assert pdl_calls[0] - before == n_launch
         monkeypatch.setattr(_torch_exec, "PDL", True)
         _plan.clear_plans()
         torch.cuda.synchronize()
@@ -432,17 +433,57 @@ def test_pdl_dependent_launches_give_the_same_bytes(torch, spy, pdl_calls, monke
 
 
 def test_pdl_off_and_first_kernels_launch_plainly(torch, spy, pdl_calls, monkeypatch):
-    """PDL False: no launch goes through cuLaunchKernelEx; a one-kernel plan never does."""
+    """PDL_ALL False (item 134): a one-kernel plan never goes through cuLaunchKernelEx, a
+    three-kernel plan's later two do; PDL_ALL True: every kernel; PDL False: none."""
     import fp4kit
-    from fp4kit import _torch_exec
+    from fp4kit import _plan, _torch_exec
 
+    monkeypatch.setattr(_torch_exec, "PDL_ALL", False)
+    _plan.clear_plans()
     x = _input(torch, (256, 512), "bfloat16")
     fp4kit.quantize(x, "mxfp8_e4m3", axis="both", scale_layout="swizzled")   # one kernel
     assert pdl_calls[0] == 0
+    x3 = _input(torch, (1024, 2048), "bfloat16")
+    fp4kit.quantize(x3, "nvfp4", axis="both", scale_layout="compact")          # amax, copies, tile
+    assert pdl_calls[0] == 2
+    monkeypatch.setattr(_torch_exec, "PDL_ALL", True)
+    _plan.clear_plans()
+    fp4kit.quantize(x, "mxfp8_e4m3", axis="both", scale_layout="swizzled")
+    assert pdl_calls[0] == 3
     monkeypatch.setattr(_torch_exec, "PDL", False)
-    fp4kit.quantize(_input(torch, (1024, 2048), "bfloat16"), "nvfp4", axis="both")
+    _plan.clear_plans()
+    fp4kit.quantize(x, "mxfp8_e4m3", axis="both", scale_layout="swizzled")
+    fp4kit.quantize(x3, "nvfp4", axis="both")
     torch.cuda.synchronize()
-    assert pdl_calls[0] == 0 and spy["fast"] == 2
+    assert pdl_calls[0] == 3 and spy["fast"] == 5
+
+
+@pytest.mark.parametrize("fmt", ["mxfp8_e4m3", "mxfp4_e2m1", "nvfp4"])
+def test_pdl_back_to_back_calls_read_what_the_kernel_ahead_wrote(torch, pdl_calls, fmt):
+    """PDL_ALL: a call's first kernel and the raw dequantize launch overlap the kernel ahead of
+    them, so each must still read what that kernel wrote: a PyTorch kernel writes the input, the
+    quantize reads it, the dequantize reads the quantize's codes, scales and amax and a PyTorch
+    kernel reads its output, all queued without a synchronisation, for fresh inputs each round;
+    bytes against the reference (and the launches counted as PDL)."""
+    import fp4kit
+
+    outs = []
+    base = _input(torch, (512, 1024), "bfloat16", seed=3)
+    for rep in range(6):
+        x = base * (rep + 1) - rep          # a PyTorch kernel writes the input just before quantize
+        before = pdl_calls[0]
+        q = fp4kit.quantize(x, fmt, axis="rowwise", scale_layout="swizzled")
+        d = fp4kit.dequantize(q, dtype="bfloat16")
+        assert pdl_calls[0] - before >= 2, "first kernel / raw dequantize launch not PDL"
+        outs.append((x, q, d, d.float() * 1.0))   # a PyTorch kernel reads the dequantize's output
+    torch.cuda.synchronize()
+    for rep, (x, q, d, d32) in enumerate(outs):
+        ref = fp4kit.reference.quantize(_np(x), fmt, axis="rowwise", scale_layout="swizzled")
+        _compare(q, ref, f"PDL back to back {fmt} rep {rep}")
+        ref_d = fp4kit.reference.dequantize(ref, dtype="bfloat16")
+        assert_bytes_equal(_u8(d.view(torch.int16)), np.ascontiguousarray(ref_d).reshape(-1).view(np.uint8),
+                           f"dequantize rep {rep}")
+        assert torch.equal(d32, d.float())
 
 
 @pytest.mark.parametrize("fmt,axis", [("mxfp8_e4m3", "rowwise"), ("mxfp4_e2m1", "both"), ("nvfp4", "both")])
