@@ -70,7 +70,8 @@ def _driver_launch():
 # visible, so the kernel reads and writes exactly what it would after an ordinary launch. A kernel
 # ahead that never triggers (the caller's own) counts as triggering when it completes, so the
 # overlap is with fp4kit's kernels: a plan's later kernels (item 134 of docs/performance.md) and,
-# with PDL_ALL, a plan's first kernel and the one-kernel raw launches (dequantize, group_dequantize)
+# with PDL_ALL, a plan's first kernel (unless the call clears, copies or fills a buffer before it:
+# _nothing_before_first_launch) and the one-kernel raw launches (dequantize, group_dequantize)
 # after the previous fp4kit call's kernels (item 136).
 # PDL: the switch (read when a thread packs a plan's launches: fp4kit._plan.clear_plans() drops
 # the packed executors); False (FP4KIT_PDL=0 in the environment), or a driver without
@@ -82,6 +83,9 @@ _pdl_refused = 0        # the CUresult of the refused programmatic launch, if on
 # PDL for every fast-path launch; False: a plan's second and later kernels only (the A/B switch of
 # scripts/ab_variants.py; read where PDL is)
 PDL_ALL = True
+# a plan's first kernel with PDL even when the call clears or copies a buffer (cudaMemsetAsync, a
+# PyTorch copy or fill) before it: no kernel of fp4kit's is then right ahead of it (A/B switch)
+PDL_AFTER_MEMSET = False
 _CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6
 
 
@@ -209,7 +213,7 @@ class _Prepared:
     bounds; per launch the CUDA function, grid, block, the static 8-byte argument values and the
     (slot, value source) pairs written per call); and, per thread, the packed argument arrays."""
 
-    __slots__ = ("launch", "memset", "launches", "program", "empty", "full", "uint8", "tls", "stream", "ndarray")
+    __slots__ = ("launch", "memset", "launches", "program", "empty", "full", "uint8", "tls", "stream", "ndarray", "first_pdl")
 
     def __init__(self, plan, lib: str = "torch"):
         if lib == "torch":
@@ -291,6 +295,7 @@ class _Prepared:
             else:                                           # ZeroFill
                 program.append((_OP_ZERO_FILL, step.slot, None, None, None, None))
         self.program = tuple(program)
+        self.first_pdl = _nothing_before_first_launch(self.program)
         self.tls = threading.local()
 
     def packs(self) -> list:
@@ -299,10 +304,23 @@ class _Prepared:
         if packs is None:
             _ensure_context()
             ex = _launch_ex() if PDL else None
+            first = PDL_ALL and (self.first_pdl or PDL_AFTER_MEMSET)
             packs = self.tls.packs = [
-                _pack(statics, n_params) + (_PdlLaunch(grid, block, ex) if ex is not None and (n or PDL_ALL) else None,)
+                _pack(statics, n_params) + (_PdlLaunch(grid, block, ex) if ex is not None and (n or first) else None,)
                 for n, (_, grid, block, statics, _, n_params) in enumerate(self.launches)]
         return packs
+
+
+def _nothing_before_first_launch(program: tuple) -> bool:
+    """Whether a call of `program` queues no stream work before its first kernel: no buffer
+    cleared (cudaMemsetAsync: ZEROS buffers, zero fills, an arena's zero ranges), copied or filled
+    (PyTorch / CuPy), so the kernel ahead of the first one is the previous call's."""
+    for op in program:
+        if op[0] in (_OP_LAUNCH, _OP_LAUNCH_DIMS):
+            return True
+        if op[0] in (_OP_ZEROS, _OP_ZERO_FILL, _OP_COPY, _OP_FILL) or (op[0] == _OP_ARENA and op[5]):
+            return False
+    return True
 
 
 def _arena_layout(plan, torch_views: bool, dtypes: dict):

@@ -196,6 +196,13 @@ def cases_sequence(torch, fp4kit, quick):
     xs = [x[i * M:(i + 1) * M] for i in range(n)]
     specs = (("mxfp8_e4m3", "rowwise"), ("nvfp4", "rowwise")) if quick else (
         ("mxfp8_e4m3", "rowwise"), ("mxfp4_e2m1", "rowwise"), ("nvfp4", "rowwise"), ("mxfp8_e4m3", "both"))
+    # 64 calls of 1024 x 7168 (the G = 64 per-member loops' scale): MXFP8, and NVFP4 with its memset
+    x64 = torch.randn(64 * 1024, K, device="cuda").to(torch.bfloat16)
+    for fmt in ("mxfp8_e4m3", "nvfp4"):
+        nb = 64 * (1024 * K * 2 + _bytes_out(fmt, 1024, K, "rowwise"))
+        yield (f"64x quantize {fmt} rowwise 1024x{K}", lambda fmt=fmt: [_tensors(
+            fp4kit.quantize(x64[i * 1024:(i + 1) * 1024], fmt, axis="rowwise", scale_layout="swizzled"))
+            for i in range(64)], nb, "")
     for fmt, axis in specs:
         nb = n * (M * K * 2 + _bytes_out(fmt, M, K, axis))
         yield (f"{n}x quantize {fmt} {axis} {M}x{K}", lambda fmt=fmt, axis=axis: [_tensors(

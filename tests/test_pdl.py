@@ -156,3 +156,21 @@ def test_raw_launch_goes_through_pdl_with_the_call_grid(monkeypatch):
         assert [ctypes.c_uint64.from_address(args[i]).value for i in range(3)] == [1, 2, 3]
         monkeypatch.setattr(_torch_exec, switch, True)
     assert len(ex) == 2 and len(plain.calls) == 2
+
+
+def test_first_kernel_pdl_only_with_nothing_queued_before_it():
+    """A plan's first kernel takes PDL only when the call queues no stream work ahead of it (a
+    cleared, copied or filled buffer, an arena with zero ranges): then the kernel ahead is the
+    previous call's."""
+    t = _torch_exec
+    launch = (t._OP_LAUNCH, 0, 0xF, (1, 1, 1), 256, ())
+    dims = (t._OP_LAUNCH_DIMS, 0, 0xF, (1, 1, 1), 256, ((), 0, 0))
+    empty = (t._OP_EMPTY, 0, (4,), None, True, True)
+    view = (t._OP_VIEW, 1, 0, 0, 4, None)
+    arena = lambda zeros: (t._OP_ARENA, 512, None, (), (), zeros)  # noqa: E731
+    assert t._nothing_before_first_launch((empty, view, arena(()), launch, (t._OP_ZERO_FILL, 0) + (None,) * 4))
+    assert t._nothing_before_first_launch((empty, dims))
+    assert t._nothing_before_first_launch(())
+    for ahead in ((t._OP_ZEROS, 0, (1,), None, 4, None), (t._OP_ZERO_FILL, 0, None, None, None, None),
+                  (t._OP_COPY, 1, 0, None, None, None), (t._OP_FILL, 0, (4,), None, 7, None), arena(((0, 4),))):
+        assert not t._nothing_before_first_launch((empty, ahead, launch)), ahead

@@ -1276,9 +1276,10 @@ def test_fast_path_memo_hits_repeat_calls_with_the_checked_results(monkeypatch):
 
 def test_fast_path_launches_later_kernels_with_pdl(monkeypatch):
     """With PDL every kernel of a plan goes through cuLaunchKernelEx with programmatic stream
-    serialization (fp4kit._torch_exec.PDL; PDL_ALL False: the first through cuLaunchKernel, each
-    later one through cuLaunchKernelEx), the same grids and arguments either way; PDL False: every
-    kernel through cuLaunchKernel."""
+    serialization (fp4kit._torch_exec.PDL), but the first one when the call clears a buffer before
+    it (the computed amax's memset: PDL_AFTER_MEMSET, off); PDL_ALL False: the first through
+    cuLaunchKernel, each later one through cuLaunchKernelEx; the same grids and arguments either
+    way; PDL False: every kernel through cuLaunchKernel."""
     import fp4kit
 
     torch, calls, _ = _fake_fast_path(monkeypatch)
@@ -1290,18 +1291,34 @@ def test_fast_path_launches_later_kernels_with_pdl(monkeypatch):
     q = fp4kit.quantize(x, "nvfp4", axis="both")                 # amax, amax copies, tile: 3 kernels
     with_pdl = _symbolic([c for c in calls if c[0] != "memset"], q, x)
     assert [c[0] for c in with_pdl] == ["amax_global_d1", "nvfp4_amax_out", "quantize_f5_d1_plain"]
-    assert len(pdl) == 3
+    assert calls[0][0] == "memset"      # the computed amax cleared first: the first kernel plain
+    assert len(pdl) == 2
     calls.clear()
+    monkeypatch.setattr(_torch_exec, "PDL_AFTER_MEMSET", True)  # (the A/B switch) all three
+    _plan.clear_plans()
+    q0 = fp4kit.quantize(x, "nvfp4", axis="both")
+    assert _symbolic([c for c in calls if c[0] != "memset"], q0, x) == with_pdl and len(pdl) == 5
+    monkeypatch.setattr(_torch_exec, "PDL_AFTER_MEMSET", False)
+    amax = torch.Tensor(np.ones(1, np.float32), torch.float32)
+
+    def launches_and_pdl(**kw):
+        calls.clear()
+        before = len(pdl)
+        fp4kit.quantize(x, "nvfp4", axis="both", **kw)
+        return [c[0] for c in calls], len(pdl) - before
+    _plan.clear_plans()
+    names, n_pdl = launches_and_pdl(amax=amax)        # supplied amax: nothing ahead of the first kernel
+    assert "memset" not in names and len(names) >= 2 and n_pdl == len(names)
     monkeypatch.setattr(_torch_exec, "PDL_ALL", False)         # item 134: the later kernels only
     _plan.clear_plans()
-    q1 = fp4kit.quantize(x, "nvfp4", axis="both")
-    assert len(pdl) == 5
-    assert _symbolic([c for c in calls if c[0] != "memset"], q1, x) == with_pdl
+    assert launches_and_pdl(amax=amax) == (names, len(names) - 1)
+    assert launches_and_pdl()[1] == 2
+    before = len(pdl)
     calls.clear()
     monkeypatch.setattr(_torch_exec, "PDL", False)
     _plan.clear_plans()
     q2 = fp4kit.quantize(x, "nvfp4", axis="both")
-    assert len(pdl) == 5                                          # none more
+    assert len(pdl) == before                                     # none more
     assert _symbolic([c for c in calls if c[0] != "memset"], q2, x) == with_pdl
 
 
