@@ -187,30 +187,25 @@ def cases_multi_launch(torch, fp4kit, quick):
 
 def cases_sequence(torch, fp4kit, quick):
     """Sequences of fp4kit calls back to back (host-side variants such as
-    py:fp4kit._torch_exec.PDL_ALL): 8 quantize / dequantize calls, each on its own 2048 x 7168
-    slice of one bfloat16 tensor (one-kernel plans, NVFP4's computed amax, the raw dequantize
-    launch). No per-member loops; the part is '' (no prebuild)."""
+    py:fp4kit._torch_exec.PDL_ALL): 64 quantize calls on 1024 x 7168 slices of one bfloat16 tensor
+    (the scale of the G = 64 per-member loops; MXFP8, and NVFP4 with its computed amax's memset),
+    then 8 quantize and dequantize calls on 2048 x 7168 slices (one-kernel plans, NVFP4's computed
+    amax, the raw dequantize launch). No per-member loops; the part is '' (no prebuild)."""
     from bench import _bytes_out
-    n, M, K = 8, 2048, 7168
-    x = torch.randn(n * M, K, device="cuda").to(torch.bfloat16)
-    xs = [x[i * M:(i + 1) * M] for i in range(n)]
-    specs = (("mxfp8_e4m3", "rowwise"), ("nvfp4", "rowwise")) if quick else (
-        ("mxfp8_e4m3", "rowwise"), ("mxfp4_e2m1", "rowwise"), ("nvfp4", "rowwise"), ("mxfp8_e4m3", "both"))
-    # 64 calls of 1024 x 7168 (the G = 64 per-member loops' scale): MXFP8, and NVFP4 with its memset
-    x64 = torch.randn(64 * 1024, K, device="cuda").to(torch.bfloat16)
-    for fmt in ("mxfp8_e4m3", "nvfp4"):
-        nb = 64 * (1024 * K * 2 + _bytes_out(fmt, 1024, K, "rowwise"))
-        yield (f"64x quantize {fmt} rowwise 1024x{K}", lambda fmt=fmt: [_tensors(
-            fp4kit.quantize(x64[i * 1024:(i + 1) * 1024], fmt, axis="rowwise", scale_layout="swizzled"))
-            for i in range(64)], nb, "")
-    for fmt, axis in specs:
-        nb = n * (M * K * 2 + _bytes_out(fmt, M, K, axis))
-        yield (f"{n}x quantize {fmt} {axis} {M}x{K}", lambda fmt=fmt, axis=axis: [_tensors(
-            fp4kit.quantize(t, fmt, axis=axis, scale_layout="swizzled")) for t in xs], nb, "")
-        if axis == "rowwise":
-            qs = [fp4kit.quantize(t, fmt, axis=axis, scale_layout="swizzled") for t in xs]
-            yield (f"{n}x dequantize {fmt} -> bfloat16 {M}x{K}",
-                   lambda qs=qs: [fp4kit.dequantize(q, dtype="bfloat16") for q in qs], nb, "")
+    K = 7168
+    full = (("mxfp8_e4m3", "rowwise"), ("mxfp4_e2m1", "rowwise"), ("nvfp4", "rowwise"), ("mxfp8_e4m3", "both"))
+    for n, M, specs in ((64, 1024, (("mxfp8_e4m3", "rowwise"), ("nvfp4", "rowwise"))),
+                        (8, 2048, full[::2] if quick else full)):
+        x = torch.randn(n * M, K, device="cuda").to(torch.bfloat16)
+        xs = [x[i * M:(i + 1) * M] for i in range(n)]
+        for fmt, axis in specs:
+            nb = n * (M * K * 2 + _bytes_out(fmt, M, K, axis))
+            yield (f"{n}x quantize {fmt} {axis} {M}x{K}", lambda xs=xs, fmt=fmt, axis=axis: [_tensors(
+                fp4kit.quantize(t, fmt, axis=axis, scale_layout="swizzled")) for t in xs], nb, "")
+            if axis == "rowwise" and n == 8:
+                qs = [fp4kit.quantize(t, fmt, axis=axis, scale_layout="swizzled") for t in xs]
+                yield (f"{n}x dequantize {fmt} -> bfloat16 {M}x{K}",
+                       lambda qs=qs: [fp4kit.dequantize(q, dtype="bfloat16") for q in qs], nb, "")
 
 
 CASES = {"group_dequantize": cases_group_dequantize, "multi_launch": cases_multi_launch, "sequence": cases_sequence}

@@ -113,3 +113,43 @@ def test_host_entries_patch_and_restore(ab, monkeypatch):
     assert _cuda_grouped._persistent_grid is grid
     with pytest.raises(ValueError, match="py:MODULE.ATTR=EXPR"):
         ab._patch("py:fp4kit._cuda_grouped._DQ_MIN_CTAS")
+
+
+def test_sequence_cases(ab):
+    """The 'sequence' cases (no GPU: a stand-in torch and fp4kit): their names, each a list of calls
+    on distinct slices, the dequantize cases on the quantize results, and --quick's subset."""
+    import types
+
+    class Tensor:
+        def __init__(self, rows=None):
+            self.rows = rows
+
+        def __getitem__(self, k):
+            return Tensor((k.start, k.stop))
+
+        def to(self, dtype):
+            return self
+
+    torch = types.SimpleNamespace(bfloat16="bf16", randn=lambda *shape, device: Tensor())
+    log = []
+
+    def quantize(t, fmt, **kw):
+        log.append(("q", fmt, t.rows))
+        return types.SimpleNamespace(rowwise=None, columnwise=None, tag=(fmt, t.rows))
+    fp4kit = types.SimpleNamespace(quantize=quantize, dequantize=lambda q, dtype: log.append(("d", q.tag)))
+    cases = list(ab.cases_sequence(torch, fp4kit, False))
+    assert [c[0] for c in cases] == [
+        "64x quantize mxfp8_e4m3 rowwise 1024x7168", "64x quantize nvfp4 rowwise 1024x7168",
+        "8x quantize mxfp8_e4m3 rowwise 2048x7168", "8x dequantize mxfp8_e4m3 -> bfloat16 2048x7168",
+        "8x quantize mxfp4_e2m1 rowwise 2048x7168", "8x dequantize mxfp4_e2m1 -> bfloat16 2048x7168",
+        "8x quantize nvfp4 rowwise 2048x7168", "8x dequantize nvfp4 -> bfloat16 2048x7168",
+        "8x quantize mxfp8_e4m3 both 2048x7168"]
+    assert all(c[2] > 0 and c[3] == "" for c in cases)
+    log.clear()
+    cases[0][1]()
+    assert log == [("q", "mxfp8_e4m3", (i * 1024, (i + 1) * 1024)) for i in range(64)]
+    log.clear()
+    cases[3][1]()
+    assert log == [("d", ("mxfp8_e4m3", (i * 2048, (i + 1) * 2048))) for i in range(8)]
+    assert [c[0] for c in ab.cases_sequence(torch, fp4kit, True)] == [c[0] for c in cases if "mxfp4" not in c[0]
+                                                                       and "both" not in c[0]]

@@ -398,9 +398,10 @@ PDL_CASES = [
 @pytest.mark.parametrize("case", PDL_CASES, ids=lambda c: f"{c[1]}-{c[2]['axis']}-{c[0][0]}")
 def test_pdl_dependent_launches_give_the_same_bytes(torch, spy, pdl_calls, monkeypatch, case):
     """With PDL each kernel of a plan is launched with programmatic stream serialization (the
-    first one not after the computed amax's memset; counted), and the results are byte-identical to PDL off (ordinary launches), over repeated calls
-    on fresh random inputs: a kernel that read its predecessor's output before waiting for it (the
-    computed amax, the staged scales) would differ. The small cases also against the reference."""
+    first one not after the computed amax's memset; counted), and the results are byte-identical
+    to PDL off (ordinary launches), over repeated calls on fresh random inputs: a kernel that read
+    its predecessor's output before waiting for it (the computed amax, the staged scales) would
+    differ. The small cases also against the reference."""
     import fp4kit
     from fp4kit import _plan, _torch_exec
 
