@@ -8,6 +8,9 @@
 # FP4KIT_KERNEL_LOG; fails when one never ran that is not on its allowed list); scripts/host_overhead.py with $HOST_ARGS (default --grouped, "none" skips it);
 # scripts/bench.py with $BENCH_ARGS (default --quick; "" runs the full benchmark, "none" skips it),
 # its rows compared with docs/bench-h100.md (scripts/bench_compare.py).
+# FP4KIT_FUZZ_SEED=N: every hypothesis test (the GPU tests' and the sanitizer's fuzz) draws new
+# cases from seed N instead of its derandomised ones (tests/conftest.py); FP4KIT_FUZZ_EXAMPLES sets
+# the GPU tests' fuzz budget (default 40 per test and format).
 # A summary (pass/fail per step) is printed last; the exit status is non-zero when any step failed.
 set -uo pipefail
 
@@ -82,6 +85,7 @@ for i in "${!names[@]}"; do
     case "${results[$i]}" in FAIL*) status=1 ;; esac
 done
 if [ -n "$pytest_line" ]; then echo "  gpu tests said: $pytest_line"; fi
+if [ -n "${FP4KIT_FUZZ_SEED-}" ]; then echo "  hypothesis seed: FP4KIT_FUZZ_SEED=$FP4KIT_FUZZ_SEED (tests/conftest.py)"; fi
 if [ "${BENCH_ARGS-}" != "none" ] && [ -f "$logdir/bench.log" ]; then
     grep -E '^bench vs ' "$logdir/bench.log" | tail -n 1 | sed 's/^/  /'
 fi

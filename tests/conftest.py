@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -50,3 +51,48 @@ def script():
             loaded[name] = mod
         return loaded[name]
     return load
+
+
+# FP4KIT_FUZZ_SEED: every hypothesis test of the run draws from this seed instead of its
+# derandomised default (derandomize=True makes each run repeat the same examples, which is what a
+# regression run wants; a fresh seed explores new ones, e.g. `FP4KIT_FUZZ_SEED=$RANDOM bash
+# scripts/gpu_check.sh`). The seed is printed in pytest's header; a failure also prints hypothesis'
+# reproduction blob (print_blob=True in the fuzz settings).
+FUZZ_SEED_ENV = "FP4KIT_FUZZ_SEED"
+
+
+def fuzz_seed() -> int | None:
+    """FP4KIT_FUZZ_SEED as an int, or None when unset or empty; pytest.UsageError when not one."""
+    raw = os.environ.get(FUZZ_SEED_ENV, "").strip()
+    if not raw:
+        return None
+    try:
+        return int(raw, 0)
+    except ValueError:
+        raise pytest.UsageError(f"{FUZZ_SEED_ENV}: expected an integer, got {raw!r}") from None
+
+
+def apply_fuzz_seed(functions, seed: int) -> int:
+    """Seed every hypothesis test among `functions` (hypothesis.seed, which outranks derandomize);
+    returns how many were seeded (a parametrized test counts once)."""
+    from hypothesis import seed as hseed
+
+    done = set()
+    for fn in functions:
+        if getattr(fn, "is_hypothesis_test", False) and id(fn) not in done:
+            hseed(seed)(fn)
+            done.add(id(fn))
+    return len(done)
+
+
+def pytest_report_header(config):
+    seed = fuzz_seed()
+    if seed is not None:
+        return f"hypothesis tests seeded with {FUZZ_SEED_ENV}={seed} (not derandomised)"
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    seed = fuzz_seed()
+    if seed is not None:
+        apply_fuzz_seed([getattr(item, "function", None) for item in items], seed)

@@ -104,3 +104,38 @@ def test_fuzz_swizzle_harness_holds_on_the_reference(fz):
     def run(R, C, view, seed):
         inner(np, R, C, "cupy", view, seed)
     run()
+
+
+def _draws(seed=None):
+    """The integers one fresh derandomised hypothesis test draws, seeded by conftest's hook or not."""
+    import conftest
+    seen = []
+
+    @settings(max_examples=5, deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(st.integers(0, 2**62))
+    def probe(v):
+        seen.append(v)
+
+    if seed is not None:
+        assert conftest.apply_fuzz_seed([probe, probe, None, len], seed) == 1
+    probe()
+    return seen
+
+
+def test_fuzz_seed_replaces_the_derandomised_examples(monkeypatch):
+    """FP4KIT_FUZZ_SEED (tests/conftest.py): a seeded run repeats itself, two seeds draw different
+    examples, both differ from the derandomised default; unset or empty means no seed, and a value
+    that is not an integer is a usage error naming the variable."""
+    import conftest
+    default = _draws()
+    assert default == _draws()
+    a, b = _draws(12345), _draws(67890)
+    assert a == _draws(12345)
+    assert a != b and a != default and b != default
+    for value, want in (("", None), (" 7 ", 7), ("0x10", 16)):
+        monkeypatch.setenv(conftest.FUZZ_SEED_ENV, value)
+        assert conftest.fuzz_seed() == want
+    monkeypatch.setenv(conftest.FUZZ_SEED_ENV, "soon")
+    with pytest.raises(pytest.UsageError, match="FP4KIT_FUZZ_SEED"):
+        conftest.fuzz_seed()
