@@ -92,6 +92,12 @@ def pytest_report_header(config):
     return None
 
 
+def pytest_terminal_summary(terminalreporter):
+    seed = fuzz_seed()
+    if seed is not None:   # also under -q, which leaves out the header
+        terminalreporter.write_line(f"hypothesis tests were seeded with {FUZZ_SEED_ENV}={seed}")
+
+
 def pytest_collection_modifyitems(config, items):
     seed = fuzz_seed()
     if seed is not None:
