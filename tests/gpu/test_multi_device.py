@@ -234,3 +234,56 @@ def test_qmatmul_host_and_device_operands_raise(gpu):
         fp4kit.qmatmul(qd, qh)
     # the GPU sums in another order (float64): equal to the reference within float64 rounding
     np.testing.assert_allclose(fp4kit.qmatmul(qd, qd).get(), fp4kit.qmatmul(qh, qh), rtol=1e-6, atol=0)
+
+
+def test_torch_pdl_sequences_on_two_devices(cp2, other, monkeypatch):
+    """Programmatic dependent launches (fp4kit._torch_exec: cuLaunchKernelEx for a plan's kernels and
+    for the raw dequantize / group_dequantize launches) on the tensor's device: calls alternate
+    between the last device and device 0, each device's own current, PDL forced on; every result
+    equals the reference's bytes and stays on its tensor's device, and the fast path did launch
+    with PDL on each device."""
+    torch = _torch()
+    from fp4kit import _plan, _torch_exec
+
+    launched = []
+    orig = _torch_exec._PdlLaunch.__call__
+
+    def counting(self, f, stream, params):
+        launched.append(torch.cuda.current_device())
+        return orig(self, f, stream, params)
+
+    monkeypatch.setattr(_torch_exec._PdlLaunch, "__call__", counting)
+    monkeypatch.setattr(_torch_exec, "PDL", True)
+    monkeypatch.setattr(_torch_exec, "PDL_ALL", True)
+    _plan.clear_plans()
+    x = _x((384, 256), seed=5)
+    first = [0, 128, 64, 0, 192]
+    want = ref_api.quantize(x, "nvfp4", axis="both", scale_layout="swizzled")
+    want_dq = ref_api.dequantize(want, dtype="float32")
+    want_g = fp4kit.reference.group_quantize(x, "mxfp8_e4m3", first_dims=first, axis="rowwise",
+                                             scale_layout="swizzled")
+    want_gdq = fp4kit.reference.group_dequantize(want_g, dtype="float32")
+    try:
+        for dev in (other, 0, other, 0):
+            t = torch.from_numpy(x).to(f"cuda:{dev}")
+            dims = torch.tensor(first, dtype=torch.int64, device=f"cuda:{dev}")
+            with torch.cuda.device(dev), cp2.cuda.Device(dev):
+                n0 = len(launched)
+                q = fp4kit.quantize(t, "nvfp4", axis="both", scale_layout="swizzled")
+                dq = fp4kit.dequantize(q, dtype="float32")
+                g = fp4kit.group_quantize(t, "mxfp8_e4m3", first_dims=dims, axis="rowwise", scale_layout="swizzled")
+                gdq = fp4kit.group_dequantize(g, dtype="float32")
+                torch.cuda.synchronize(dev)
+                assert len(launched) > n0 and set(launched[n0:]) == {dev}, f"PDL launches on device {dev}"
+            _check_quantized(q, want, dev, f"PDL nvfp4 on device {dev}")
+            assert _device_of(dq) == dev
+            assert_float_bits_equal(_host(dq), want_dq, f"PDL dequantize on device {dev}")
+            g.check()
+            for i in range(len(first)):
+                rep = fp4kit.compare(g[i], want_g[i])
+                assert rep.ok, f"device {dev}, member {i}: {rep}"
+            for i in range(len(first)):
+                assert _device_of(gdq[i]) == dev
+                assert_float_bits_equal(_host(gdq[i]), want_gdq[i], f"PDL group_dequantize on device {dev}, member {i}")
+    finally:
+        _plan.clear_plans()
