@@ -106,9 +106,18 @@ def test_fuzz_swizzle_harness_holds_on_the_reference(fz):
     run()
 
 
+def _root_conftest():
+    """tests/conftest.py as a module of its own (a bare `import conftest` finds whichever conftest
+    directory comes first on sys.path in a whole-suite run)."""
+    spec = importlib.util.spec_from_file_location("_fp4kit_root_conftest", Path(__file__).resolve().parent / "conftest.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def _draws(seed=None):
     """The integers one fresh derandomised hypothesis test draws, seeded by conftest's hook or not."""
-    import conftest
+    conftest = _root_conftest()
     seen = []
 
     @settings(max_examples=5, deadline=None, derandomize=True, database=None,
@@ -127,7 +136,7 @@ def test_fuzz_seed_replaces_the_derandomised_examples(monkeypatch):
     """FP4KIT_FUZZ_SEED (tests/conftest.py): a seeded run repeats itself, two seeds draw different
     examples, both differ from the derandomised default; unset or empty means no seed, and a value
     that is not an integer is a usage error naming the variable."""
-    import conftest
+    conftest = _root_conftest()
     default = _draws()
     assert default == _draws()
     a, b = _draws(12345), _draws(67890)
