@@ -194,16 +194,39 @@ def _torch_to_cupy(t):
     return cupy.ndarray(tuple(t.shape), dtype=np_dt, memptr=cupy.cuda.MemoryPointer(mem, 0)), dn
 
 
+class keep_current_device:
+    """Restores the thread's current CUDA device on exit if the code inside changed it. JAX's DLPack
+    exchange (jax.dlpack.from_dlpack, and a JAX array's __dlpack__ under cupy.from_dlpack) can leave
+    the array's device current on the thread: seen on two H200s, a JAX array on device 1 converted
+    with device 0 current, after which the caller found device 1 current. Two runtime queries; used
+    only around the JAX and generic DLPack conversions (the PyTorch and CuPy paths take no DLPack)."""
+
+    __slots__ = ("_rt", "_dev")
+
+    def __enter__(self):
+        import cupy
+
+        self._rt = cupy.cuda.runtime
+        self._dev = self._rt.getDevice()
+        return self
+
+    def __exit__(self, *exc):
+        if self._rt.getDevice() != self._dev:
+            self._rt.setDevice(self._dev)
+        return False
+
+
 def _jax_to_cupy(a):
     import cupy
 
-    if _bf16_dtype_name(a.dtype):
-        import jax
-        import jax.numpy as jnp
+    with keep_current_device():
+        if _bf16_dtype_name(a.dtype):
+            import jax
+            import jax.numpy as jnp
 
-        a = jax.lax.bitcast_convert_type(a, jnp.uint16)
-        return cupy.from_dlpack(a), "bfloat16"
-    return cupy.from_dlpack(a), dtype_name(a)
+            a = jax.lax.bitcast_convert_type(a, jnp.uint16)
+            return cupy.from_dlpack(a), "bfloat16"
+        return cupy.from_dlpack(a), dtype_name(a)
 
 
 def _cupy_to_cupy(a):
@@ -236,7 +259,8 @@ def _generic_to_cupy(x):
         arr = cupy.asarray(x)
         return arr, dtype_name(arr)
     if hasattr(x, "__dlpack__"):
-        arr = cupy.from_dlpack(x)
+        with keep_current_device():
+            arr = cupy.from_dlpack(x)
         return arr, dtype_name(arr)
     raise not_a_device_array(x)
 
@@ -436,11 +460,12 @@ def to_library(arr, library: str, dtype: str | None = None):
         import jax.dlpack
 
         arr = jax_aligned(arr)
-        if bf16:
-            import jax.numpy as jnp
+        with keep_current_device():
+            if bf16:
+                import jax.numpy as jnp
 
-            return jax.lax.bitcast_convert_type(jax.dlpack.from_dlpack(arr), jnp.bfloat16)
-        return jax.dlpack.from_dlpack(arr)
+                return jax.lax.bitcast_convert_type(jax.dlpack.from_dlpack(arr), jnp.bfloat16)
+            return jax.dlpack.from_dlpack(arr)
     if bf16:
         try:
             import ml_dtypes

@@ -176,15 +176,16 @@ def test_jax_array_on_another_device(cp2, other):
         rep = fp4kit.compare(got[i], exp[i])
         assert rep.ok, f"member {i}: {rep}"
     # last: the copy lands on the array's device whatever device is current. (jax.dlpack.from_dlpack
-    # of an array on the other device leaves that device current on this thread, seen on two H100s;
-    # the public calls above restore the caller's device around their conversions, this internal
-    # one does not, so the check of the current device stays up there.)
+    # of an array on the other device can leave that device current on this thread, seen on two
+    # H100s and, in a whole-suite run, after the group_quantize above on two H200s; every DLPack
+    # crossing now restores the caller's device: fp4kit._interop.keep_current_device.)
     with cp2.cuda.Device(other):
         base = cp2.arange(40, dtype=cp2.uint8)
     from fp4kit import _interop
 
     with cp2.cuda.Device(0):
         odd = _interop.to_library(base[4:20], "jax")
+        assert cp2.cuda.runtime.getDevice() == 0
     assert odd.devices() == {devs[other]} and odd.unsafe_buffer_pointer() % 16 == 0
     assert_xla_usable(odd, "a view at byte offset 4")
     assert np.array_equal(np.asarray(odd), np.arange(4, 20))
