@@ -196,10 +196,12 @@ def _torch_to_cupy(t):
 
 class keep_current_device:
     """Restores the thread's current CUDA device on exit if the code inside changed it. JAX's DLPack
-    exchange (jax.dlpack.from_dlpack, and a JAX array's __dlpack__ under cupy.from_dlpack) can leave
-    the array's device current on the thread: seen on two H200s, a JAX array on device 1 converted
-    with device 0 current, after which the caller found device 1 current. Two runtime queries; used
-    only around the JAX and generic DLPack conversions (the PyTorch and CuPy paths take no DLPack)."""
+    exchange can leave the array's device current on the thread: on two H200s (traced with
+    tests/gpu/gpu_helpers.py device_changes), jax.dlpack.from_dlpack of a CuPy array on device 1
+    with device 0 current left device 1 current (in make_single_device_sharding), and a JAX array's
+    __dlpack__ switched to device 1 too (cupy.from_dlpack happened to switch back); jax.device_put
+    does the same, outside fp4kit. Two runtime queries; used only around the JAX and generic DLPack
+    conversions (the PyTorch and CuPy paths take no DLPack)."""
 
     __slots__ = ("_rt", "_dev")
 

@@ -42,6 +42,39 @@ def jax_gpus():
     return jax, devs
 
 
+def device_changes(fn, *args, **kwargs):
+    """(fn's result, where the thread's current CUDA device changed while fn ran): Python-level
+    tracing checks cudaGetDevice at every call, line and return, so a change made inside C code is
+    reported at the first Python line after it (with the line before). For diagnosing which
+    library moves the current device; a small call takes milliseconds more under the tracer."""
+    import sys
+
+    import cupy
+
+    get = cupy.cuda.runtime.getDevice
+    state = {"dev": get(), "prev": "entry"}
+    changes: list[str] = []
+
+    def tracer(frame, event, arg):
+        d = get()
+        where = f"{frame.f_code.co_filename}:{frame.f_lineno} ({frame.f_code.co_name}, {event})"
+        if d != state["dev"]:
+            changes.append(f"device {state['dev']} -> {d} by {where}; the line before: {state['prev']}")
+            state["dev"] = d
+        state["prev"] = where
+        return tracer
+
+    old = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        result = fn(*args, **kwargs)
+    finally:
+        sys.settrace(old)
+    if get() != state["dev"]:
+        changes.append(f"device {state['dev']} -> {get()} after the last traced line {state['prev']}")
+    return result, changes
+
+
 def assert_xla_usable(a, what: str) -> None:
     """JAX array `a` sits at a 16-byte address and a jitted XLA computation on it gives its first
     bytes as np.asarray reads them (XLA refuses buffers off 16 bytes, which np.asarray reads
