@@ -10,7 +10,7 @@
 # its rows compared with docs/bench-h100.md (scripts/bench_compare.py).
 # FP4KIT_FUZZ_SEED=N: every hypothesis test (the GPU tests' and the sanitizer's fuzz) draws new
 # cases from seed N instead of its derandomised ones (tests/conftest.py); FP4KIT_FUZZ_EXAMPLES sets
-# the GPU tests' fuzz budget (default 40 per test and format).
+# the GPU tests' fuzz budget (default 40 per test and format). GPU_TEST_WORKERS: see the GPU tests' step.
 # A summary (pass/fail per step) is printed last; the exit status is non-zero when any step failed.
 set -uo pipefail
 
@@ -43,7 +43,16 @@ run_step "nvidia-smi" nvidia_smi.log nvidia-smi -L
 kernel_log="$logdir/kernels_launched.log"
 rm -f "$kernel_log"
 export FP4KIT_KERNEL_LOG="$kernel_log"
-run_step "gpu tests" gpu_tests.log python3 -m pytest tests -q -m gpu -p no:cacheprovider
+# GPU_TEST_WORKERS=N runs the GPU tests in N pytest-xdist processes sharing the GPU (the kernel log
+# and the disk cache take several processes; the tests of an xdist_group, the 16-24 GiB ones, share
+# a worker); "auto" (the default) is 4 when pytest-xdist is importable, else 1 (one process).
+workers=${GPU_TEST_WORKERS:-auto}
+if [ "$workers" = auto ]; then
+    if python3 -c "import xdist" 2>/dev/null; then workers=4; else workers=1; fi
+fi
+xdist=()
+if [ "$workers" != 1 ]; then xdist=(-n "$workers" --dist loadgroup); fi
+run_step "gpu tests" gpu_tests.log python3 -m pytest tests -q -m gpu -p no:cacheprovider ${xdist[@]+"${xdist[@]}"}
 run_step "fp4kit check --quick" check_quick.log python3 -m fp4kit check --quick --require-gpu
 if [ "${FP4KIT_SANITIZE:-0}" = "1" ]; then
     run_step "compute-sanitizer" sanitize.log bash scripts/sanitize.sh

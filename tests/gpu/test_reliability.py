@@ -162,6 +162,7 @@ def _big_input(cp, need_gib: int, seed: int):
     return torch.randn(65600, 32768, device="cuda", generator=gen).to(torch.bfloat16)
 
 
+@pytest.mark.xdist_group("big_memory")
 def test_more_than_2_31_elements(cp):
     import torch
     x = _big_input(cp, 16, 0)
@@ -183,6 +184,7 @@ def test_more_than_2_31_elements(cp):
     assert np.array_equal(qc.columnwise.scales[idx].cpu().numpy(), expc.columnwise.scales)
 
 
+@pytest.mark.xdist_group("big_memory")
 def test_grouped_more_than_2_31_elements(cp):
     """A group whose last member lies past element 2^31 (256 experts of 2048 x 7168 weights hold
     3.8e9 elements): NVFP4 "both" with the members' amaxes computed on the device, then
