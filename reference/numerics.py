@@ -201,8 +201,14 @@ def e8m0_decode(E) -> np.ndarray:
 
 
 def nanmax_abs(x: np.ndarray, axis) -> np.ndarray:
-    """max |x| along ``axis`` ignoring NaN (all-NaN or empty -> 0); x fp32. ``fmax`` skips NaN."""
-    return np.fmax.reduce(np.abs(x), axis=axis, initial=np.float32(0)).astype(np.float32)
+    """max |x| along ``axis`` ignoring NaN, quiet or signalling (all-NaN or empty -> 0); x fp32.
+
+    NaNs are zeroed before the maximum: ``np.fmax`` follows IEEE 754-2008 maxNum, which returns NaN
+    for a signalling NaN operand, and its reductions do so only where the scalar loop meets one (a
+    block's last element, say), so ``np.fmax.reduce`` ignored some signalling NaNs and not others."""
+    a = np.abs(x)
+    np.copyto(a, np.float32(0), where=np.isnan(a))
+    return np.maximum.reduce(a, axis=axis, initial=np.float32(0)).astype(np.float32)
 
 
 _DTYPES = {"float32": np.dtype(np.float32), "bfloat16": np.dtype(ml_dtypes.bfloat16), "float16": np.dtype(np.float16)}
