@@ -31,6 +31,12 @@ values = st.one_of(
 )
 
 
+# signalling NaNs (quiet bit clear), payload NaNs and negative NaNs of each input dtype
+_NAN_BITS = {"float32": [0x7F800001, 0xFF800001, 0x7FBFFFFF, 0xFFBFFFFF, 0x7FC0DEAD, 0xFFC00000],
+             "bfloat16": [0x7F81, 0xFF81, 0x7FBF, 0x7FC1, 0xFFC0],
+             "float16": [0x7C01, 0xFC01, 0x7DFF, 0x7E01, 0xFE00]}
+
+
 @st.composite
 def problems(draw):
     fmt = draw(st.sampled_from(sorted(fp4kit.FORMATS)))
@@ -63,6 +69,16 @@ def problems(draw):
         x = np.where(np.isfinite(x), np.clip(x, -1e6, 1e6), 1.0).astype(np.float32)
     with np.errstate(over="ignore"):
         x = x.astype(DT[dtype])
+    if draw(st.booleans()):
+        # NaNs by their bits: signalling and payload NaNs of either sign cannot come through Python
+        # floats (the float -> double conversion quiets them); a signalling NaN last in a reduction
+        # (of the whole tensor, or of a column) once slipped through the reference's amax
+        # (np.fmax.reduce)
+        bits = x.view({"float32": np.uint32, "bfloat16": np.uint16, "float16": np.uint16}[dtype]).reshape(-1)
+        where = st.one_of(st.integers(0, M * K - 1), st.just(M * K - 1),        # anywhere, last,
+                          st.integers((M - 1) * K, M * K - 1))                     # the last row
+        pos = draw(st.lists(where, min_size=1, max_size=3))
+        bits[pos] = draw(st.lists(st.sampled_from(_NAN_BITS[dtype]), min_size=len(pos), max_size=len(pos)))
     if variant == "amax" or (variant == "row_scaled" and draw(st.booleans())):
         n = M if variant == "row_scaled" else 1
         kw["amax"] = np.array(draw(st.lists(st.floats(0, float(np.float32(1e30)), width=32), min_size=n, max_size=n)), np.float32)
