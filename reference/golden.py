@@ -321,6 +321,18 @@ add(_q("all_nan_block_nvfp4", "nvfp4", bits("float16", (1, 16), (0x7E00, 0xFE00)
     "rowwise.amax": f32bits(0x00000000)},
     "an all-NaN tensor has A = 0; NaN codes are 0x7"))
 
+# signalling_nan_last_nvfp4: float32 (1, 18): 3.0, 16 zeros, then a signalling NaN (0x7F800001) last,
+# where np.fmax.reduce's scalar tail met it and kept it (IEEE maxNum gives NaN for a signalling
+# operand; at 18 elements the tail holds the last one). A = 3 (NaN ignored) -> S_enc = 2688 / 3 = 896
+# exactly. Block 0: b = 3 -> b * fp32(896 * fp32(1/6)) = 448.00003 -> E4M3 448 = 0x7E;
+# enc = 1 / (448 * fp32(1/896)) ~ 2, y: 3 -> ~6 -> 0x7, zeros -> 0x0. Block 1 (0, NaN): b = 0 (NaN
+# ignored) -> sf 0x00, enc = FLT_MAX; 0 -> 0x0, NaN -> 0x7. Bytes (low nibble first): 0x07,
+# 0x00 x 7, 0x70.
+add(_q("signalling_nan_last_nvfp4", "nvfp4", bits("float32", (1, 18), (0x40400000,) + (0,) * 16 + (0x7F800001,)), {
+    "rowwise.data": u8((1, 9), (0x07,) + (0x00,) * 7 + (0x70,)), "rowwise.scales": u8((1, 2), (0x7E, 0x00)),
+    "rowwise.amax": f32bits(0x40400000)},
+    "a signalling NaN is ignored by the amax like a quiet one, wherever it sits"))
+
 # =============================================================================================
 # satfinite_480_mxfp8_e4m3 (rule floor): float32 (1, 32): 480, 464, 432, 424, -500, 448, 1.0, rest 0.
 # amax = 500 = 1.953 * 2^8: exponent field 135 -> E = 135 - 8 = 127, s_inv = 1, so values above 448
