@@ -127,3 +127,35 @@ def test_jax_gpus_skips_without_a_jax_gpu(monkeypatch):
     fake = types.SimpleNamespace(devices=lambda kind: ["gpu0", "gpu1"])
     monkeypatch.setitem(sys.modules, "jax", fake)
     assert gpu_helpers.jax_gpus() == (fake, ["gpu0", "gpu1"])
+
+
+def test_device_changes_reports_where_the_current_device_moved(monkeypatch):
+    """device_changes on a CuPy stand-in whose current device a called function switches: the result
+    comes back, each switch is reported once with the line after it, and the tracer is removed."""
+    state = {"dev": 0}
+    runtime = types.SimpleNamespace(getDevice=lambda: state["dev"])
+    fake = types.ModuleType("cupy")
+    fake.cuda = types.SimpleNamespace(runtime=runtime)  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+
+    def switch(to):
+        state["dev"] = to
+
+    def work(x):
+        switch(1)
+        y = x + 1          # first traced line after the switch
+        switch(0)
+        return y * 2
+
+    before = sys.gettrace()
+    result, changes = gpu_helpers.device_changes(work, 3)
+    assert result == 8 and sys.gettrace() is before
+    assert len(changes) == 2, changes
+    assert changes[0].startswith("device 0 -> 1 by ") and "(switch, return)" in changes[0], changes[0]
+    assert changes[1].startswith("device 1 -> 0 by "), changes[1]
+    state["dev"] = 0
+    _, none = gpu_helpers.device_changes(lambda: 5)
+    assert none == []
+    # a switch left in place at the end is reported too
+    _, left = gpu_helpers.device_changes(switch, 2)
+    assert left and left[-1].startswith("device 0 -> 2"), left
