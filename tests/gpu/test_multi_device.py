@@ -182,7 +182,8 @@ def test_jax_array_on_another_device(cp2, other):
         assert rep.ok, f"member {i}: {rep}"
     # last: the copy lands on the array's device whatever device is current. (jax.dlpack.from_dlpack
     # of an array on the other device can leave that device current on this thread, seen on two
-    # H100s; every DLPack crossing restores the caller's device: fp4kit._interop.keep_current_device.)
+    # H100s, and traced on two H200s with the guard off; every DLPack crossing restores the caller's
+    # device: fp4kit._interop.keep_current_device.)
     with cp2.cuda.Device(other):
         base = cp2.arange(40, dtype=cp2.uint8)
     from fp4kit import _interop
