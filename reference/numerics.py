@@ -204,8 +204,9 @@ def nanmax_abs(x: np.ndarray, axis) -> np.ndarray:
     """max |x| along ``axis`` ignoring NaN, quiet or signalling (all-NaN or empty -> 0); x fp32.
 
     NaNs are zeroed before the maximum: ``np.fmax`` follows IEEE 754-2008 maxNum, which returns NaN
-    for a signalling NaN operand, and its reductions do so only where the scalar loop meets one (a
-    block's last element, say), so ``np.fmax.reduce`` ignored some signalling NaNs and not others."""
+    for a signalling NaN operand, and its reductions do so only where the scalar loop meets one (the
+    last element of a column or of a whole tensor, say), so ``np.fmax.reduce`` ignored some
+    signalling NaNs and not others."""
     a = np.abs(x)
     np.copyto(a, np.float32(0), where=np.isnan(a))
     return np.maximum.reduce(a, axis=axis, initial=np.float32(0)).astype(np.float32)
