@@ -23,6 +23,16 @@
 #include "common/quantize_tile.cuh"
 #include "common/dequantize_op.cuh"
 
+// The MX one-tile kernel's scale stash (quantize_tile_rc's STASH 1), bit F for format F: MXFP6
+// (bits 2, 3), from bfloat16 and float32 input, on Hopper (group_quantize_one says why; for sm_100a
+// ptxas then spills 8 bytes, and nothing was measured there; an A/B probe can redefine it)
+#ifndef FP4KIT_GQ1_STASH
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+#define FP4KIT_GQ1_STASH 0
+#else
+#define FP4KIT_GQ1_STASH 12
+#endif
+#endif
 namespace fp4kit {
 
 // meta: 10 arrays of G + 1 int64 each (fp4kit/_cuda_grouped.py mirrors this order)
@@ -895,8 +905,14 @@ __device__ __forceinline__ void group_quantize_one(const void* x, i64 G, const i
             const i64* srow = meta + (i64)META_SROW * (G + 1);
             const i64* scol = meta + (i64)META_SCOL * (G + 1);
             // E8M0 in select form (no spills: H100, G = 8, sizes % 128, kernel time, MXFP6 746.5 ->
-            // 744.6 us, from float16 746.9 -> 743.8, compact 776.0 -> 773.6; even sizes unchanged)
-            quantize_tile_rc<FMT, DT, false, QFLAG_EXT_ALL, 0, true>(xg, first[g], K, row_data ? row_data + o : row_data,
+            // 744.6 us, from float16 746.9 -> 743.8, compact 776.0 -> 773.6; even sizes unchanged).
+            // MXFP6 stages its scale bytes (STASH 1, as the single-tensor tile kernel): H200, 65536 x
+            // 7168, device dims, bench time, median of 3 rounds, bfloat16, G = 8 sizes % 128 697.8 ->
+            // 689.9 us swizzled, 722.1 -> 714.4 compact, even sizes 889.4 -> 880.4 / 921.7 -> 912.8,
+            // G = 64 708.0 -> 701.6 / 744.5 -> 738.9; float32, G = 8, 813.8 -> 805.6 / 838.4 -> 830.6
+            // (docs/performance.md item 138). From float16 ptxas then spills 20-28 bytes.
+            constexpr int STASH = ((FP4KIT_GQ1_STASH >> FMT) & 1) && DT != DTYPE_FLOAT16 ? 1 : 0;
+            quantize_tile_rc<FMT, DT, false, QFLAG_EXT_ALL, STASH, true>(xg, first[g], K, row_data ? row_data + o : row_data,
                                           row_scales ? row_scales + srow[g] : row_scales, col_data ? col_data + o : col_data,
                                           col_scales ? col_scales + scol[g] : col_scales, amax_row, amax_col, fl, 0ull,
                                           0u, e >> 32, kt);

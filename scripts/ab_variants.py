@@ -148,6 +148,33 @@ def cases_group_dequantize(torch, fp4kit, quick):
                        nb, None)
 
 
+def cases_group_both(torch, fp4kit, quick):
+    """group_quantize "both" at 65536 x 7168, device dims, through the one-tile kernel of the unpacked
+    MX formats (MXFP6 at G = 8 and 64 with sizes % 128 and G = 8 with sizes % 2, swizzled and compact
+    scales, from bfloat16 and at G = 8 from float32; MXFP8 with sizes % 2), and each one's per-member
+    loop. --quick: MXFP6 E2M3 at G = 8 only."""
+    from bench import _bytes_out, _moe_dims
+    total, K = 65536, 7168
+    xs = {}
+    rows = [(8, 128, "mxfp6_e2m3", "bfloat16"), (8, 2, "mxfp6_e2m3", "bfloat16"), (8, 128, "mxfp6_e2m3", "float32"),
+            (64, 128, "mxfp6_e2m3", "bfloat16"), (8, 128, "mxfp6_e3m2", "bfloat16"), (8, 2, "mxfp8_e4m3", "bfloat16")]
+    for G, mult, fmt, dt in rows[:3] if quick else rows:
+        if dt not in xs:
+            xs[dt] = torch.randn(total, K, device="cuda").to(getattr(torch, dt))
+        x = xs[dt]
+        dims, dims_dev, starts, _ = _moe_dims(G, total, mult)
+        d = {"float32": 0, "bfloat16": 1, "float16": 2}[dt]
+        part = _loader.part_of("grouped", f"group_quantize1_f{fp4kit.FORMATS[fmt].format_id}_d{d}_plain")
+        nb = total * K * x.element_size() + _bytes_out(fmt, total, K, "both")
+        for layout in ("swizzled", "compact"):
+            name = f"G={G} %{mult} {fmt} {dt} {layout}"
+            yield (name, lambda x=x, d=dims_dev, fmt=fmt, layout=layout: _tensors(
+                fp4kit.group_quantize(x, fmt, first_dims=d, axis="both", scale_layout=layout)), nb, part)
+            yield (f"{name} loop", lambda x=x, dims=dims, starts=starts, fmt=fmt, layout=layout: [
+                _tensors(fp4kit.quantize(x[s:s + m], fmt, axis="both", scale_layout=layout))
+                for s, m in zip(starts, dims) if m], nb, None)
+
+
 def _tensors(r):
     """The arrays of a quantize / group_quantize result, for the byte comparison."""
     if hasattr(r, "rowwise_data"):
@@ -208,7 +235,7 @@ def cases_sequence(torch, fp4kit, quick):
                        lambda qs=qs: [fp4kit.dequantize(q, dtype="bfloat16") for q in qs], nb, "")
 
 
-CASES = {"group_dequantize": cases_group_dequantize, "multi_launch": cases_multi_launch, "sequence": cases_sequence}
+CASES = {"group_both": cases_group_both, "group_dequantize": cases_group_dequantize, "multi_launch": cases_multi_launch, "sequence": cases_sequence}
 
 
 def _bytes_of(out):
