@@ -23,9 +23,10 @@
 #include "common/quantize_tile.cuh"
 #include "common/dequantize_op.cuh"
 
-// The MX one-tile kernel's scale stash (quantize_tile_rc's STASH 1), bit F for format F: MXFP6
-// (bits 2, 3), from bfloat16 and float32 input, on Hopper (group_quantize_one says why; for sm_100a
-// ptxas then spills 8 bytes, and nothing was measured there; an A/B probe can redefine it)
+// The MX one-tile kernel's scale stash (quantize_tile_rc's STASH 1) where it reads no descriptors,
+// bit F for format F: MXFP6 (bits 2, 3), from float32 input (and bfloat16 when FP4KIT_GQ1_DESC is
+// redefined), on Hopper (group_quantize_one says why; for sm_100a ptxas then spills 8 bytes from
+// bfloat16, and nothing was measured there; an A/B probe can redefine it)
 #ifndef FP4KIT_GQ1_STASH
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
 #define FP4KIT_GQ1_STASH 0
@@ -33,6 +34,9 @@
 #define FP4KIT_GQ1_STASH 12
 #endif
 #endif
+// The MX one-tile kernel reads its bands' descriptors, bit F for format F: MXFP6 (bits 2, 3), from
+// 16-bit input (group_quantize_one). fp4kit/_cuda_grouped.py MX_DESC_FORMATS mirrors it.
+#define FP4KIT_GQ1_DESC 12
 namespace fp4kit {
 
 // meta: 10 arrays of G + 1 int64 each (fp4kit/_cuda_grouped.py mirrors this order)
@@ -894,28 +898,52 @@ __device__ __forceinline__ void group_quantize_one(const void* x, i64 G, const i
                 if (input_itemsize(DT) == 4 && kt * QT_K + 32 < K) asm volatile("prefetch.global.L2 [%0];" ::"l"(p + 128));
             }
         }
-        const i64* tiles = meta + (i64)META_TILES * (G + 1);
-        if (t < tiles[G]) {
-            const i64 e = band[j];
-            const i64 g = e & BAND_MEMBER;
-            const i64 o = meta[(i64)META_OFF * (G + 1) + g];
-            const char* xg = reinterpret_cast<const char*>(x) + o * input_itemsize(DT);
-            int fl = flags & ~QFLAG_VEC_IN;
-            if (((reinterpret_cast<u64>(xg) & 15) == 0) && ((K * input_itemsize(DT)) % 16 == 0)) fl |= QFLAG_VEC_IN;
-            const i64* srow = meta + (i64)META_SROW * (G + 1);
-            const i64* scol = meta + (i64)META_SCOL * (G + 1);
-            // E8M0 in select form (no spills: H100, G = 8, sizes % 128, kernel time, MXFP6 746.5 ->
-            // 744.6 us, from float16 746.9 -> 743.8, compact 776.0 -> 773.6; even sizes unchanged).
-            // MXFP6 stages its scale bytes (STASH 1, as the single-tensor tile kernel): H200, 65536 x
-            // 7168, device dims, bench time, median of 3 rounds, bfloat16, G = 8 sizes % 128 697.8 ->
-            // 689.9 us swizzled, 722.1 -> 714.4 compact, even sizes 889.4 -> 880.4 / 921.7 -> 912.8,
-            // G = 64 708.0 -> 701.6 / 744.5 -> 738.9; float32, G = 8, 813.8 -> 805.6 / 838.4 -> 830.6
-            // (docs/performance.md item 138). From float16 ptxas then spills 20-28 bytes.
-            constexpr int STASH = ((FP4KIT_GQ1_STASH >> FMT) & 1) && DT != DTYPE_FLOAT16 ? 1 : 0;
-            quantize_tile_rc<FMT, DT, false, QFLAG_EXT_ALL, STASH, true>(xg, first[g], K, row_data ? row_data + o : row_data,
-                                          row_scales ? row_scales + srow[g] : row_scales, col_data ? col_data + o : col_data,
-                                          col_scales ? col_scales + scol[g] : col_scales, amax_row, amax_col, fl, 0ull,
-                                          0u, e >> 32, kt);
+        // MXFP6 from 16-bit input reads its band's descriptor (group_meta bit 64, as the packed
+        // formats do: one lookup of 48 bytes instead of the tile count, then the band's member, then
+        // the member's offsets) and writes its scale bytes directly; H200, 65536 x 7168, device
+        // dims, bench time, median of 3 rounds, bfloat16 (lookups with STASH 1 -> descriptors): G = 8
+        // sizes % 128 690.5 -> 673.6 us swizzled, 714.8 -> 697.3 compact, even sizes 881.0 -> 867.9 /
+        // 913.5 -> 900.5 (descriptors with STASH 1: 675.7, and ptxas spills 12 bytes); float32 805.9
+        // -> 820.9 (810.6 with STASH 1), so float32 keeps the lookups (docs/performance.md item 138).
+        // fp4kit/_cuda_grouped.py _mx_descriptors says the same to the host (which lays out `band`).
+        constexpr bool DESC = ((FP4KIT_GQ1_DESC >> FMT) & 1) && DT != DTYPE_FLOAT32;
+        if constexpr (DESC) {
+            const longlong2* d = reinterpret_cast<const longlong2*>(band + j * BAND_DESC);
+            const longlong2 d0 = __ldg(d), d1 = __ldg(d + 1), d3 = __ldg(d + 3);
+            if (d0.y > 0) {   // M = 0: a band past the last one
+                const i64 o = d0.x;
+                const char* xg = reinterpret_cast<const char*>(x) + o * input_itemsize(DT);
+                int fl = flags & ~QFLAG_VEC_IN;
+                if (((reinterpret_cast<u64>(xg) & 15) == 0) && ((K * input_itemsize(DT)) % 16 == 0)) fl |= QFLAG_VEC_IN;
+                quantize_tile_rc<FMT, DT, false, QFLAG_EXT_ALL, 0, true>(xg, d0.y, K, row_data ? row_data + o : row_data,
+                                              row_scales ? row_scales + d1.x : row_scales, col_data ? col_data + o : col_data,
+                                              col_scales ? col_scales + d1.y : col_scales, amax_row, amax_col, fl, 0ull,
+                                              0u, d3.x, kt);
+            }
+        } else {
+            const i64* tiles = meta + (i64)META_TILES * (G + 1);
+            if (t < tiles[G]) {
+                const i64 e = band[j];
+                const i64 g = e & BAND_MEMBER;
+                const i64 o = meta[(i64)META_OFF * (G + 1) + g];
+                const char* xg = reinterpret_cast<const char*>(x) + o * input_itemsize(DT);
+                int fl = flags & ~QFLAG_VEC_IN;
+                if (((reinterpret_cast<u64>(xg) & 15) == 0) && ((K * input_itemsize(DT)) % 16 == 0)) fl |= QFLAG_VEC_IN;
+                const i64* srow = meta + (i64)META_SROW * (G + 1);
+                const i64* scol = meta + (i64)META_SCOL * (G + 1);
+                // E8M0 in select form (no spills: H100, G = 8, sizes % 128, kernel time, MXFP6 746.5 ->
+                // 744.6 us, from float16 746.9 -> 743.8, compact 776.0 -> 773.6; even sizes unchanged).
+                // MXFP6 stages its scale bytes (STASH 1, as the single-tensor tile kernel): H200, 65536 x
+                // 7168, device dims, bench time, median of 3 rounds, float32, G = 8 sizes % 128 813.8 ->
+                // 805.6 us swizzled, 838.4 -> 830.6 compact (bfloat16, before the descriptors: 697.8 ->
+                // 689.9 / 722.1 -> 714.4; docs/performance.md item 138). From float16 ptxas then spills
+                // 20-28 bytes.
+                constexpr int STASH = ((FP4KIT_GQ1_STASH >> FMT) & 1) && DT != DTYPE_FLOAT16 ? 1 : 0;
+                quantize_tile_rc<FMT, DT, false, QFLAG_EXT_ALL, STASH, true>(xg, first[g], K, row_data ? row_data + o : row_data,
+                                              row_scales ? row_scales + srow[g] : row_scales, col_data ? col_data + o : col_data,
+                                              col_scales ? col_scales + scol[g] : col_scales, amax_row, amax_col, fl, 0ull,
+                                              0u, e >> 32, kt);
+            }
         }
     } else {
         const i64 j = div_magic(blockIdx.x, tk_m, tk_p);

@@ -98,6 +98,17 @@ def _quantize_grid(f, ext, input_dtype, rows_only, one_k, G, n_el, Kshared, rows
 STATS_TABS_MAX_G = 512
 
 
+# The MX one-tile kernel of these formats reads its bands' descriptors from 16-bit input, as the packed
+# formats' does from any (grouped.cu FP4KIT_GQ1_DESC, which this mirrors: the host lays out `band`)
+MX_DESC_FORMATS = frozenset({"mxfp6_e2m3", "mxfp6_e3m2"})
+
+
+def _band_descriptors(f, input_dtype: str) -> bool:
+    """Whether the one-tile kernel (group_quantize1) reads the bands' descriptors (grouped.cu
+    group_quantize_one) rather than the member lookups."""
+    return f.packed or (f.name in MX_DESC_FORMATS and input_dtype != "float32")
+
+
 def one_tile_per_cta(f, ext, rows_only, one_k, G, Kshared, rows_total, sr: bool = False) -> bool:
     """Whether the tile kernel's grid (_quantize_grid) has one CTA for every tile, so that
     group_quantize1 (one tile per CTA, no loop; MX and plain NVFP4, and MXFP4 / NVFP4 with stochastic
@@ -312,7 +323,8 @@ def build_group_quantize_plan(input_dtype, opts, G, n_el, caps, amax_size, dbias
     # group_stats (computed ones), read by the tile kernel
     tabs = b.buffer((G * ENC_TAB,), "float32", P.EMPTY) if tabs_on or tabs_sup else None
     meta, err, band, n_band_rows, n_band_tiles, meta_k, sq_desc = _meta(
-        b, G, fd, ld, f, opts, n_el, caps, rows_total, Kshared, descriptors=one and f.packed, squares=quad or staged1,
+        b, G, fd, ld, f, opts, n_el, caps, rows_total, Kshared, descriptors=one and _band_descriptors(f, input_dtype),
+        squares=quad or staged1,
         tables=tabs_on or tabs_sup, tab_amax=Arg("amax") if tabs_sup else _NULL_ARG, tabs=tabs if tabs_sup else None,
         staged=staged1, fill_last=fill_last,
         dims_arg=dims[0] == "param" and n_vals <= P.DIMS_ARG_MAX, src_dims=(src_fd, src_ld))
@@ -345,7 +357,7 @@ def build_group_quantize_plan(input_dtype, opts, G, n_el, caps, amax_size, dbias
                 qname = f"group_quantize1_f{f.format_id}_d{dt}_sr"
             elif both and (opts.scale_layout == "swizzled" or staged1) and opts.scale_rule != "floor":
                 qname += "s"   # swizzled (or staged) scales and the rceil rule as compile-time facts
-            if f.packed:
+            if _band_descriptors(f, input_dtype):
                 band_arg = P._at(band, 8 * _band_desc_offset(n_band_rows, n_band_tiles))
     # statistics pass: NVFP4 amaxes (unless supplied) and dbias, one read of the input
     mode = 0

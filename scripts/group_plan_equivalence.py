@@ -23,7 +23,9 @@ two trailing source arguments (checked to be the caller's arrays or null).
 Since the forty-third session the columnwise amaxes of the statistics pass start 16 bytes on from
 the rowwise ones (results at addresses JAX accepts): the old side gets the same layout by an edit
 of its source (OLD_EDITS). Since the forty-fourth session host dims start their last dims 16 bytes
-on too (after a padding int64 when G is odd): the old side's upload has the same gap.
+on too (after a padding int64 when G is odd): the old side's upload has the same gap. Since the
+fifty-fourth session the MXFP6 one-tile kernel reads the bands' descriptors from 16-bit input: the
+old side takes the same rule by an edit (OLD_EDITS).
 Output poisoning is off (the planned launcher poisons every EMPTY buffer when it is on, the old
 one did not poison its metadata buffers).
 
@@ -62,10 +64,16 @@ def _amax_store_before(amax, rows, cols):
 if not hasattr(_cuda, "amax_store"):
     _cuda.amax_store = _amax_store_before
 # the forty-third session's layout of the statistics buffer: columnwise amaxes from the next 16 bytes
+# and since the fifty-fourth session MXFP6 from 16-bit input reads the bands' descriptors in the
+# one-tile kernel, as the packed formats do (new._band_descriptors)
 OLD_EDITS = (("        c0 = (na + nc + 1) & ~1\n",
               "        ca = -(-na // 4) * 4\n        c0 = (ca + nc + 1) & ~1\n"),
-             ("a_col = col_t = zbuf[na:na + nc]", "a_col = col_t = zbuf[ca:ca + nc]"))
+             ("a_col = col_t = zbuf[na:na + nc]", "a_col = col_t = zbuf[ca:ca + nc]"),
+             ("descriptors=one and f.packed,", "descriptors=one and _band_descriptors(f, input_dtype),"),
+             ("            if f.packed:\n                band_arg = band[_band_desc_offset(",
+              "            if _band_descriptors(f, input_dtype):\n                band_arg = band[_band_desc_offset("))
 old = module_at(REPO, REV, "fp4kit/_cuda_grouped.py", "fp4kit._cuda_grouped_before", edits=OLD_EDITS)
+old._band_descriptors = new._band_descriptors
 
 BASE = 1 << 44          # fake device addresses: BASE * allocation number (+ offsets)
 EVENTS = []

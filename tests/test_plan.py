@@ -1914,6 +1914,46 @@ def test_grouped_stats_tables_bound_matches_cuda():
     assert "int(tables and descriptors) << 8" in src
 
 
+def test_grouped_mx_band_descriptors_match_cuda():
+    """The MX one-tile kernel reads the bands' descriptors for exactly the formats and input dtypes
+    where the host has group_meta write them (bit 64) and hands the kernel the descriptors' part of
+    the band buffer: fp4kit._cuda_grouped.MX_DESC_FORMATS mirrors grouped.cu's FP4KIT_GQ1_DESC bits
+    and its 16-bit-input condition. A mismatch would make the kernel read member lookups as
+    descriptors (or the reverse): wrong bytes on the GPU."""
+    from fp4kit import _cuda_grouped as cg
+    from fp4kit._grouped_device import _bounds
+    from fp4kit._loader import cuda_src_dir
+    from fp4kit._validate import group_options
+    text = (cuda_src_dir() / "grouped.cu").read_text()
+    m = re.search(r"#define FP4KIT_GQ1_DESC (\d+)", text)
+    assert m, "grouped.cu FP4KIT_GQ1_DESC"
+    bits = int(m.group(1))
+    assert {f for f in FORMATS if bits >> FORMATS[f].format_id & 1} == set(cg.MX_DESC_FORMATS)
+    assert "constexpr bool DESC = ((FP4KIT_GQ1_DESC >> FMT) & 1) && DT != DTYPE_FLOAT32;" in text
+    G, K, rows = 3, 7168, 65536
+    for fmt in FORMATS:
+        for dtype in ("float32", "bfloat16", "float16"):
+            opts, _ = group_options(dtype, fmt, dict(axis="both", scale_layout="swizzled"), False)
+            caps = _bounds("varying_first", FORMATS[fmt], opts, G, rows * K, None, K)
+            p = cg.build_group_quantize_plan(dtype, opts, G, rows * K, caps, None, False, K, rows,
+                                             ("dev", None, True), SM, lambda module, kernel, cap: cap)
+            launches = list(p.launches())
+            meta = next(s for s in launches if s.kernel == "group_meta")
+            tile = [s for s in launches if s.kernel.startswith("group_quantize1_")]
+            if fmt == "mxfp8_e4m3" or fmt == "mxfp8_e5m2":
+                if not tile:      # 16-bit input: the 128 x 128 squares, no one-tile kernel
+                    continue
+            assert len(tile) == 1, (fmt, dtype, [s.kernel for s in launches])
+            want = FORMATS[fmt].packed or (fmt in cg.MX_DESC_FORMATS and dtype != "float32")
+            assert cg._band_descriptors(FORMATS[fmt], dtype) == want
+            assert bool(meta.args[4].value & 64) == want, (fmt, dtype)
+            # the tile kernel's band argument (its 15th) starts at the descriptors with them
+            n_rows, n_tiles = meta.args[15].value, meta.args[16].value
+            band_off = tile[0].args[14].offset
+            assert band_off == 8 * (cg._band_desc_offset(n_rows, n_tiles) if want else n_rows), (fmt, dtype)
+    assert {"mxfp6_e2m3", "mxfp6_e3m2"} == set(cg.MX_DESC_FORMATS)
+
+
 def test_grouped_meta_indices_match_cuda():
     """fp4kit._cuda_grouped's mirrors of grouped.cu's MetaArray (the arrays count and the rows of
     META_SROW / META_SCOL / META_SQ that the compact-scale unswizzle launch slices) equal the enum."""
