@@ -149,7 +149,7 @@ __device__ __forceinline__ void group_zero_padding(i64 G, const i64* meta, const
 using namespace fp4kit;
 
 // With one K and bit 64 of its `bits`, group_meta also writes a descriptor of every 64-row band of
-// the tile list (band + band_desc_offset(..), BAND_DESC int64 each): everything the loop-free MXFP4 / NVFP4
+// the tile list (band + band_desc_offset(..), BAND_DESC int64 each): everything the loop-free MXFP4 / NVFP4 (and MXFP6 from 16-bit input)
 // tile kernel (group_quantize1) needs about the band's member, so that a CTA's input loads wait for one lookup
 // (16-byte loads of one descriptor) instead of three dependent ones (tile count, band -> member,
 // member -> offsets). Bands past the last one have M = 0. fp4kit/_cuda_grouped.py sizes the buffer.
@@ -890,7 +890,7 @@ __device__ __forceinline__ void group_quantize_one(const void* x, i64 G, const i
     if constexpr (F::mx && !F::packed) {
         const i64 t = blockIdx.x;
         const i64 j = div_magic(blockIdx.x, tk_m, tk_p), kt = t - j * tiles_k;
-        if (threadIdx.x < QT_M) {   // L2 prefetch of the tile's rows, before the two dependent lookups
+        if (threadIdx.x < QT_M) {   // L2 prefetch of the tile's rows, before the lookups
             const u64 r = (u64)j * QT_M + threadIdx.x;
             if (r < rows_total) {
                 const char* p = reinterpret_cast<const char*>(x) + (r * (u64)K + (u64)kt * QT_K) * input_itemsize(DT);

@@ -263,8 +263,8 @@ def build_group_quantize_plan(input_dtype, opts, G, n_el, caps, amax_size, dbias
     # (group_quantize_rows)
     rows_only = not opts.want_columnwise and not (f.is_nvfp4 and opts.tile_2d)
     one_k = Kshared is not None and rows_total is not None
-    # the grid covers every tile: the loop-free tile kernel (the packed formats, MXFP4 and NVFP4,
-    # with the bands' descriptors: grouped.cu group_quantize_one)
+    # the grid covers every tile: the loop-free tile kernel (with the bands' descriptors for the
+    # packed formats, MXFP4 and NVFP4, and MXFP6 from 16-bit input: grouped.cu group_quantize_one)
     one = one_tile_per_cta(f, ext, rows_only, one_k, G, Kshared, rows_total, P.sr_only(opts))
     # MXFP8 "both", one K % 128: 128 x 128 squares (group_quantize4; compact scales staged)
     quad = quad_squares(f, ext, opts, input_dtype, rows_only, one_k, G, Kshared, rows_total)
