@@ -905,7 +905,7 @@ __device__ __forceinline__ void group_quantize_one(const void* x, i64 G, const i
         // sizes % 128 690.5 -> 673.6 us swizzled, 714.8 -> 697.3 compact, even sizes 881.0 -> 867.9 /
         // 913.5 -> 900.5 (descriptors with STASH 1: 675.7, and ptxas spills 12 bytes); float32 805.9
         // -> 820.9 (810.6 with STASH 1), so float32 keeps the lookups (docs/performance.md item 138).
-        // fp4kit/_cuda_grouped.py _mx_descriptors says the same to the host (which lays out `band`).
+        // fp4kit/_cuda_grouped.py _band_descriptors says the same to the host (which lays out `band`).
         constexpr bool DESC = ((FP4KIT_GQ1_DESC >> FMT) & 1) && DT != DTYPE_FLOAT32;
         if constexpr (DESC) {
             const longlong2* d = reinterpret_cast<const longlong2*>(band + j * BAND_DESC);
@@ -915,10 +915,17 @@ __device__ __forceinline__ void group_quantize_one(const void* x, i64 G, const i
                 const char* xg = reinterpret_cast<const char*>(x) + o * input_itemsize(DT);
                 int fl = flags & ~QFLAG_VEC_IN;
                 if (((reinterpret_cast<u64>(xg) & 15) == 0) && ((K * input_itemsize(DT)) % 16 == 0)) fl |= QFLAG_VEC_IN;
-                quantize_tile_rc<FMT, DT, false, QFLAG_EXT_ALL, 0, true>(xg, d0.y, K, row_data ? row_data + o : row_data,
-                                              row_scales ? row_scales + d1.x : row_scales, col_data ? col_data + o : col_data,
-                                              col_scales ? col_scales + d1.y : col_scales, amax_row, amax_col, fl, 0ull,
-                                              0u, d3.x, kt);
+                if constexpr (BOTH) {   // both operands (_both / _boths): as the packed formats' BOTH below
+                    quantize_tile_rc<FMT, DT, false, QFLAG_EXT_ALL, 0, true>(
+                        xg, d0.y, K, row_data + o, row_scales + d1.x, col_data + o, col_scales + d1.y, amax_row,
+                        amax_col, (fl | QFLAG_ROWWISE | QFLAG_COLUMNWISE | (SWZ ? QFLAG_SWIZZLED : 0)) &
+                                      ~(SWZ ? QFLAG_RULE_FLOOR : 0), 0ull, 0u, d3.x, kt);
+                } else {
+                    quantize_tile_rc<FMT, DT, false, QFLAG_EXT_ALL, 0, true>(xg, d0.y, K, row_data ? row_data + o : row_data,
+                                                  row_scales ? row_scales + d1.x : row_scales, col_data ? col_data + o : col_data,
+                                                  col_scales ? col_scales + d1.y : col_scales, amax_row, amax_col, fl, 0ull,
+                                                  0u, d3.x, kt);
+                }
             }
         } else {
             const i64* tiles = meta + (i64)META_TILES * (G + 1);
@@ -1296,6 +1303,12 @@ __device__ __forceinline__ void group_dequantize_cols(const u8* data, const u8* 
     FP4KIT_GROUP_QUANTIZE1(F, 2, _both, true, false) FP4KIT_GROUP_QUANTIZE1(F, 0, _boths, true, true)   \
     FP4KIT_GROUP_QUANTIZE1(F, 1, _boths, true, true) FP4KIT_GROUP_QUANTIZE1(F, 2, _boths, true, true)
 
+// group_quantize1_f<2|3>_d<1|2>_both(s): the same for MXFP6 "both" from 16-bit input, which reads the
+// bands' descriptors (FP4KIT_GQ1_DESC; from float32 its lookups take the _plain kernel)
+#define FP4KIT_GROUP_QUANTIZE1_BOTH16(F)                                                                \
+    FP4KIT_GROUP_QUANTIZE1(F, 1, _both, true, false) FP4KIT_GROUP_QUANTIZE1(F, 2, _both, true, false)   \
+    FP4KIT_GROUP_QUANTIZE1(F, 1, _boths, true, true) FP4KIT_GROUP_QUANTIZE1(F, 2, _boths, true, true)
+
 // group_quantize4_f<F>_d<D>: 128 x 128 squares (group_quantize_quad), 2 CTAs of 1024 threads per SM
 #define FP4KIT_GROUP_QUANTIZE4(F, D)                                                                    \
     extern "C" __global__ void __launch_bounds__(4 * QT_THREADS, 2)                                     \
@@ -1408,11 +1421,13 @@ FP4KIT_GROUP_DEQUANTIZE_ALL(1)
 #endif
 #if FP4KIT_IN_PART(2)
 FP4KIT_GROUP_QUANTIZE1_ALL(2)
+FP4KIT_GROUP_QUANTIZE1_BOTH16(2)
 FP4KIT_GROUP_QUANTIZE_PLAIN(2)
 FP4KIT_GROUP_DEQUANTIZE_ALL(2)
 #endif
 #if FP4KIT_IN_PART(3)
 FP4KIT_GROUP_QUANTIZE1_ALL(3)
+FP4KIT_GROUP_QUANTIZE1_BOTH16(3)
 FP4KIT_GROUP_QUANTIZE_PLAIN(3)
 FP4KIT_GROUP_DEQUANTIZE_ALL(3)
 #endif

@@ -103,6 +103,10 @@ STATS_TABS_MAX_G = 512
 MX_DESC_FORMATS = frozenset({"mxfp6_e2m3", "mxfp6_e3m2"})
 
 
+# A/B probe: MXFP6 "both" from 16-bit input takes the _both / _boths one-tile kernels
+_MX_BOTH = True
+
+
 def _band_descriptors(f, input_dtype: str) -> bool:
     """Whether the one-tile kernel (group_quantize1) reads the bands' descriptors (grouped.cu
     group_quantize_one) rather than the member lookups."""
@@ -351,7 +355,8 @@ def build_group_quantize_plan(input_dtype, opts, G, n_el, caps, amax_size, dbias
         band_arg = P._at(band, 8 * n_band_rows) if band is not None else _NULL_ARG   # member of every tile band
         if one:
             # MXFP4 / NVFP4 "both": the variant that knows its four buffers are non-null
-            both = f.packed and opts.want_rowwise and opts.want_columnwise
+            both = ((f.packed or (_MX_BOTH and _band_descriptors(f, input_dtype)))
+                    and opts.want_rowwise and opts.want_columnwise)
             qname = f"group_quantize1_f{f.format_id}_d{dt}_{'both' if both else 'plain'}"
             if ext:   # stochastic rounding alone (one_tile_per_cta)
                 qname = f"group_quantize1_f{f.format_id}_d{dt}_sr"

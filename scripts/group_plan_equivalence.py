@@ -65,13 +65,16 @@ if not hasattr(_cuda, "amax_store"):
     _cuda.amax_store = _amax_store_before
 # the forty-third session's layout of the statistics buffer: columnwise amaxes from the next 16 bytes
 # and since the fifty-fourth session MXFP6 from 16-bit input reads the bands' descriptors in the
-# one-tile kernel, as the packed formats do (new._band_descriptors)
+# one-tile kernel, as the packed formats do (new._band_descriptors), and its "both" takes the
+# _both / _boths kernels
 OLD_EDITS = (("        c0 = (na + nc + 1) & ~1\n",
               "        ca = -(-na // 4) * 4\n        c0 = (ca + nc + 1) & ~1\n"),
              ("a_col = col_t = zbuf[na:na + nc]", "a_col = col_t = zbuf[ca:ca + nc]"),
              ("descriptors=one and f.packed,", "descriptors=one and _band_descriptors(f, input_dtype),"),
              ("            if f.packed:\n                band_arg = band[_band_desc_offset(",
-              "            if _band_descriptors(f, input_dtype):\n                band_arg = band[_band_desc_offset("))
+              "            if _band_descriptors(f, input_dtype):\n                band_arg = band[_band_desc_offset("),
+             ("            both = f.packed and opts.want_rowwise",
+              "            both = _band_descriptors(f, input_dtype) and opts.want_rowwise"))
 old = module_at(REPO, REV, "fp4kit/_cuda_grouped.py", "fp4kit._cuda_grouped_before", edits=OLD_EDITS)
 old._band_descriptors = new._band_descriptors
 

@@ -924,7 +924,8 @@ def test_defined_kernels_reads_the_macro_instantiations():
     for name in ("group_quantize1_f0_d1_plain", "group_quantize1_f4_d1_both", "group_quantize1_f4_d1_boths",
                  "group_quantize1_f5_d2_boths", "group_meta", "group_meta_dims", "group_quantize4_f0_d1"):
         assert name in g, name
-    for name in ("group_quantize1_f2_d1_boths", "group_quantize1_f0_d1_both", "group_quantize1_f6_d0_plain"):
+    assert "group_quantize1_f2_d1_boths" in g and "group_quantize1_f3_d2_both" in g   # MXFP6 from 16-bit input
+    for name in ("group_quantize1_f2_d0_boths", "group_quantize1_f0_d1_both", "group_quantize1_f6_d0_plain"):
         assert name not in g, name
     assert g["group_meta_dims"][-1].endswith("DimsArg") and len(g["group_meta_dims"]) == 21
     q = _defined_kernels("quantize")
@@ -996,6 +997,7 @@ def test_grouped_planned_launches_name_defined_kernels():
     # the variants this test is for were reached
     for name in ("group_quantize1_f4_d1_boths", "group_quantize1_f4_d1_both", "group_quantize1_f5_d1_boths",
                  "group_quantize1_f5_d0_both", "group_quantize1_f2_d1_plain", "group_quantize4_f0_d1",
+                 "group_quantize1_f2_d1_boths", "group_quantize1_f3_d2_both", "group_quantize1_f2_d0_plain",
                  "group_quantize1_f4_d2_sr", "group_quantize1_f5_d0_sr", "group_quantize_f5_d1_sr",
                  "group_meta", "group_meta_dims", "group_unswizzle_scales", "group_stats_d1"):
         assert name in seen, (name, sorted(seen))

@@ -535,6 +535,47 @@ def test_one_tile_staged_compact_scales(cp, fmt, dtype, launched, size_rules_off
     assert "group_unswizzle_scales" not in launched, launched
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
+@pytest.mark.parametrize("fmt", ["mxfp6_e2m3", "mxfp6_e3m2"])
+def test_one_tile_mxfp6_descriptors_and_both_kernels(cp, fmt, dtype, launched, size_rules_off):
+    """MXFP6 with one K in the one-tile kernel: from 16-bit input it reads the bands' descriptors,
+    and "both" takes group_quantize1_f<F>_d<D>_boths (swizzled scales, or compact ones staged, with
+    the rceil rule) or _both (compact direct stores, the floor rule); columnwise alone and float32
+    input keep _plain (float32: the member lookups). G = 1, 3, 64 with empty members at front,
+    middle and end and sizes off 64, host and device dims, against the reference on poisoned
+    buffers; then bad device dims: flagged, and no code or scale byte written."""
+    import ml_dtypes
+    f = fp4kit.FORMATS[fmt]
+    npdt = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16, "float32": np.float32}[dtype]
+    d = {"float32": 0, "bfloat16": 1, "float16": 2}[dtype]
+    sixteen = dtype != "float32"
+    cases = [(1, 128, [300], dict(axis="both", scale_layout="swizzled"), "boths"),
+             (3, 256, [70, 0, 129], dict(axis="both"), "boths"),                           # compact, staged
+             (64, 96, _dims(64, 5), dict(axis="both"), "both"),                            # compact, K % 128
+             (5, 128, [0, 65, 0, 200, 0], dict(axis="both", scale_layout="swizzled", scale_rule="floor"), "both"),
+             (3, 160, [33, 0, 64], dict(axis="columnwise", scale_layout="swizzled"), "plain")]
+    for G, K, first, kw, kind in cases:
+        x = _x((sum(first), K), seed=G + K, dtype=npdt)
+        exp = fp4kit.reference.group_quantize(x, fmt, first_dims=first, **kw)
+        xd = _dev(cp, x)
+        del launched[:]
+        _check(fp4kit.group_quantize(xd, fmt, first_dims=first, **kw), exp)
+        want = f"group_quantize1_f{f.format_id}_d{d}_{kind if sixteen else 'plain'}"
+        assert want in launched, (want, launched)
+        del launched[:]
+        _device_dims_match(cp, xd, fmt, first, exp, kw)
+        assert want in launched, (want, launched)
+    x = _x((512, 64), seed=12, dtype=npdt)
+    xd = _dev(cp, x)
+    for bad, why in _BAD_DIMS[:2]:   # (odd lengths are an error for the packed formats only)
+        g = fp4kit.group_quantize(xd, fmt, first_dims=_dev_dims(cp, bad, xd), axis="both", max_elements=512 * 64,
+                                  scale_layout="swizzled")
+        with pytest.raises(ValueError, match=why):
+            g.check()
+        for buf in (g.rowwise_data, g.columnwise_data, g.rowwise_scales, g.columnwise_scales):
+            assert np.all(cp.asnumpy(cp.asarray(buf)) == 0xA5)
+
+
 @pytest.mark.parametrize("fmt,dtype", [("mxfp6_e3m2", "float16"), ("mxfp8_e4m3", "float32"),
                                        ("mxfp4_e2m1", "bfloat16")])
 def test_one_tile_staged_graph_capture_and_bad_dims(cp, launched, size_rules_off, fmt, dtype):
