@@ -1296,15 +1296,19 @@ __device__ __forceinline__ void group_dequantize_cols(const u8* data, const u8* 
 // group_quantize1_f<4|5>_d<D>_boths (SWZ): MXFP4 / NVFP4 "both" with swizzled scales (the caller's, or
 // the staged ones that group_unswizzle_scales turns compact) and the rceil rule as compile-time facts;
 // the host picks it for those options (fp4kit/_cuda_grouped.py), group_quantize1_f<F>_d<D>_both
-// otherwise. (For MXFP6's one-tile kernel the same facts, with its buffers known non-null, measured
-// slower: ptxas spilled 8 bytes, G = 8 745.9 -> 766.0 us; the operand flags alone 755.0.)
+// otherwise. (For MXFP6's one-tile kernel with the member lookups the same facts, with its buffers
+// known non-null, measured slower: ptxas spilled 8 bytes, G = 8 745.9 -> 766.0 us; the operand flags
+// alone 755.0. With the band descriptors they pay: FP4KIT_GROUP_QUANTIZE1_BOTH16.)
 #define FP4KIT_GROUP_QUANTIZE1_BOTH(F)                                                                  \
     FP4KIT_GROUP_QUANTIZE1(F, 0, _both, true, false) FP4KIT_GROUP_QUANTIZE1(F, 1, _both, true, false)   \
     FP4KIT_GROUP_QUANTIZE1(F, 2, _both, true, false) FP4KIT_GROUP_QUANTIZE1(F, 0, _boths, true, true)   \
     FP4KIT_GROUP_QUANTIZE1(F, 1, _boths, true, true) FP4KIT_GROUP_QUANTIZE1(F, 2, _boths, true, true)
 
 // group_quantize1_f<2|3>_d<1|2>_both(s): the same for MXFP6 "both" from 16-bit input, which reads the
-// bands' descriptors (FP4KIT_GQ1_DESC; from float32 its lookups take the _plain kernel)
+// bands' descriptors (FP4KIT_GQ1_DESC; from float32 its lookups take the _plain kernel). H200, 65536 x
+// 7168 bfloat16, device dims, G = 8, bench time, median of 3 rounds, _plain -> _both(s): sizes % 128
+// 672.7 -> 662.1 us swizzled, 697.5 -> 686.4 compact (staged), even sizes 867.8 -> 853.5 / 899.6 ->
+// 886.7 (docs/performance.md item 138)
 #define FP4KIT_GROUP_QUANTIZE1_BOTH16(F)                                                                \
     FP4KIT_GROUP_QUANTIZE1(F, 1, _both, true, false) FP4KIT_GROUP_QUANTIZE1(F, 2, _both, true, false)   \
     FP4KIT_GROUP_QUANTIZE1(F, 1, _boths, true, true) FP4KIT_GROUP_QUANTIZE1(F, 2, _boths, true, true)
