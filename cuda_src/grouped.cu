@@ -887,10 +887,10 @@ __device__ __forceinline__ void group_quantize_one(const void* x, i64 G, const i
                                                    u32 tk_p) {
     typedef Fmt<FMT> F;
     const i64 tiles_k = (K + QT_K - 1) / QT_K;
-    if constexpr (F::mx && !F::packed) {
-        const i64 t = blockIdx.x;
-        const i64 j = div_magic(blockIdx.x, tk_m, tk_p), kt = t - j * tiles_k;
-        if (threadIdx.x < QT_M) {   // L2 prefetch of the tile's rows, before the lookups
+    // the CTA's tile: band j (a multiply and shift, not a division), column kt
+    const i64 j = div_magic(blockIdx.x, tk_m, tk_p), kt = (i64)blockIdx.x - j * tiles_k;
+    if constexpr (F::mx && !F::packed) {   // MXFP8 / MXFP6: the tile's rows asked of L2 before the lookup
+        if (threadIdx.x < QT_M) {
             const u64 r = (u64)j * QT_M + threadIdx.x;
             if (r < rows_total) {
                 const char* p = reinterpret_cast<const char*>(x) + (r * (u64)K + (u64)kt * QT_K) * input_itemsize(DT);
@@ -898,71 +898,53 @@ __device__ __forceinline__ void group_quantize_one(const void* x, i64 G, const i
                 if (input_itemsize(DT) == 4 && kt * QT_K + 32 < K) asm volatile("prefetch.global.L2 [%0];" ::"l"(p + 128));
             }
         }
-        // MXFP6 from 16-bit input reads its band's descriptor (group_meta bit 64, as the packed
-        // formats do: one lookup of 48 bytes instead of the tile count, then the band's member, then
-        // the member's offsets) and writes its scale bytes directly; H200, 65536 x 7168, device
-        // dims, bench time, median of 3 rounds, bfloat16 (lookups with STASH 1 -> descriptors): G = 8
-        // sizes % 128 690.5 -> 673.6 us swizzled, 714.8 -> 697.3 compact, even sizes 881.0 -> 867.9 /
-        // 913.5 -> 900.5 (descriptors with STASH 1: 675.7, and ptxas spills 12 bytes); float32 805.9
-        // -> 820.9 (810.6 with STASH 1), so float32 keeps the lookups (docs/performance.md item 138).
-        // fp4kit/_cuda_grouped.py _band_descriptors says the same to the host (which lays out `band`).
-        constexpr bool DESC = ((FP4KIT_GQ1_DESC >> FMT) & 1) && DT != DTYPE_FLOAT32;
-        if constexpr (DESC) {
-            const longlong2* d = reinterpret_cast<const longlong2*>(band + j * BAND_DESC);
-            const longlong2 d0 = __ldg(d), d1 = __ldg(d + 1), d3 = __ldg(d + 3);
-            if (d0.y > 0) {   // M = 0: a band past the last one
-                const i64 o = d0.x;
-                const char* xg = reinterpret_cast<const char*>(x) + o * input_itemsize(DT);
-                int fl = flags & ~QFLAG_VEC_IN;
-                if (((reinterpret_cast<u64>(xg) & 15) == 0) && ((K * input_itemsize(DT)) % 16 == 0)) fl |= QFLAG_VEC_IN;
-                if constexpr (BOTH) {   // both operands (_both / _boths): as the packed formats' BOTH below
-                    quantize_tile_rc<FMT, DT, false, QFLAG_EXT_ALL, 0, true>(
-                        xg, d0.y, K, row_data + o, row_scales + d1.x, col_data + o, col_scales + d1.y, amax_row,
-                        amax_col, (fl | QFLAG_ROWWISE | QFLAG_COLUMNWISE | (SWZ ? QFLAG_SWIZZLED : 0)) &
-                                      ~(SWZ ? QFLAG_RULE_FLOOR : 0), 0ull, 0u, d3.x, kt);
-                } else {
-                    quantize_tile_rc<FMT, DT, false, QFLAG_EXT_ALL, 0, true>(xg, d0.y, K, row_data ? row_data + o : row_data,
-                                                  row_scales ? row_scales + d1.x : row_scales, col_data ? col_data + o : col_data,
-                                                  col_scales ? col_scales + d1.y : col_scales, amax_row, amax_col, fl, 0ull,
-                                                  0u, d3.x, kt);
-                }
-            }
-        } else {
-            const i64* tiles = meta + (i64)META_TILES * (G + 1);
-            if (t < tiles[G]) {
-                const i64 e = band[j];
-                const i64 g = e & BAND_MEMBER;
-                const i64 o = meta[(i64)META_OFF * (G + 1) + g];
-                const char* xg = reinterpret_cast<const char*>(x) + o * input_itemsize(DT);
-                int fl = flags & ~QFLAG_VEC_IN;
-                if (((reinterpret_cast<u64>(xg) & 15) == 0) && ((K * input_itemsize(DT)) % 16 == 0)) fl |= QFLAG_VEC_IN;
-                const i64* srow = meta + (i64)META_SROW * (G + 1);
-                const i64* scol = meta + (i64)META_SCOL * (G + 1);
-                // E8M0 in select form (no spills: H100, G = 8, sizes % 128, kernel time, MXFP6 746.5 ->
-                // 744.6 us, from float16 746.9 -> 743.8, compact 776.0 -> 773.6; even sizes unchanged).
-                // MXFP6 stages its scale bytes (STASH 1, as the single-tensor tile kernel): H200, 65536 x
-                // 7168, device dims, bench time, median of 3 rounds, float32, G = 8 sizes % 128 813.8 ->
-                // 805.6 us swizzled, 838.4 -> 830.6 compact (bfloat16, before the descriptors: 697.8 ->
-                // 689.9 / 722.1 -> 714.4; docs/performance.md item 138). From float16 ptxas then spills
-                // 20-28 bytes.
-                constexpr int STASH = ((FP4KIT_GQ1_STASH >> FMT) & 1) && DT != DTYPE_FLOAT16 ? 1 : 0;
-                quantize_tile_rc<FMT, DT, false, QFLAG_EXT_ALL, STASH, true>(xg, first[g], K, row_data ? row_data + o : row_data,
-                                              row_scales ? row_scales + srow[g] : row_scales, col_data ? col_data + o : col_data,
-                                              col_scales ? col_scales + scol[g] : col_scales, amax_row, amax_col, fl, 0ull,
-                                              0u, e >> 32, kt);
-            }
+    }
+    // MXFP6 from 16-bit input reads its band's descriptor (group_meta bit 64, as the packed
+    // formats do: one lookup of 48 bytes instead of the tile count, then the band's member, then
+    // the member's offsets) and writes its scale bytes directly; H200, 65536 x 7168, device
+    // dims, bench time, median of 3 rounds, bfloat16 (lookups with STASH 1 -> descriptors): G = 8
+    // sizes % 128 690.5 -> 673.6 us swizzled, 714.8 -> 697.3 compact, even sizes 881.0 -> 867.9 /
+    // 913.5 -> 900.5 (descriptors with STASH 1: 675.7, and ptxas spills 12 bytes); float32 805.9
+    // -> 820.9 (810.6 with STASH 1), so float32 keeps the lookups (docs/performance.md item 138).
+    // fp4kit/_cuda_grouped.py _band_descriptors says the same to the host (which lays out `band`).
+    constexpr bool DESC = F::packed || (((FP4KIT_GQ1_DESC >> FMT) & 1) && DT != DTYPE_FLOAT32);
+    if constexpr (!DESC) {   // MXFP8, MXFP6 from float32: the band's member, then the member's offsets
+        const i64* tiles = meta + (i64)META_TILES * (G + 1);
+        if ((i64)blockIdx.x < tiles[G]) {
+            const i64 e = band[j];
+            const i64 g = e & BAND_MEMBER;
+            const i64 o = meta[(i64)META_OFF * (G + 1) + g];
+            const char* xg = reinterpret_cast<const char*>(x) + o * input_itemsize(DT);
+            int fl = flags & ~QFLAG_VEC_IN;
+            if (((reinterpret_cast<u64>(xg) & 15) == 0) && ((K * input_itemsize(DT)) % 16 == 0)) fl |= QFLAG_VEC_IN;
+            const i64* srow = meta + (i64)META_SROW * (G + 1);
+            const i64* scol = meta + (i64)META_SCOL * (G + 1);
+            // E8M0 in select form (no spills: H100, G = 8, sizes % 128, kernel time, MXFP6 746.5 ->
+            // 744.6 us, from float16 746.9 -> 743.8, compact 776.0 -> 773.6; even sizes unchanged).
+            // MXFP6 stages its scale bytes (STASH 1, as the single-tensor tile kernel): H200, 65536 x
+            // 7168, device dims, bench time, median of 3 rounds, float32, G = 8 sizes % 128 813.8 ->
+            // 805.6 us swizzled, 838.4 -> 830.6 compact (bfloat16, before the descriptors: 697.8 ->
+            // 689.9 / 722.1 -> 714.4; docs/performance.md item 138). From float16 ptxas then spills
+            // 20-28 bytes.
+            constexpr int STASH = ((FP4KIT_GQ1_STASH >> FMT) & 1) && DT != DTYPE_FLOAT16 ? 1 : 0;
+            quantize_tile_rc<FMT, DT, false, QFLAG_EXT_ALL, STASH, true>(xg, first[g], K, row_data ? row_data + o : row_data,
+                                          row_scales ? row_scales + srow[g] : row_scales, col_data ? col_data + o : col_data,
+                                          col_scales ? col_scales + scol[g] : col_scales, amax_row, amax_col, fl, 0ull,
+                                          0u, e >> 32, kt);
         }
-    } else {
-        const i64 j = div_magic(blockIdx.x, tk_m, tk_p);
+    } else {   // MXFP4, NVFP4, MXFP6 from 16-bit input: the band's descriptor (amax offsets: NVFP4)
         const longlong2* d = reinterpret_cast<const longlong2*>(band + j * BAND_DESC);
-        const longlong2 d0 = __ldg(d), d1 = __ldg(d + 1), d2 = __ldg(d + 2), d3 = __ldg(d + 3);
+        const longlong2 d0 = __ldg(d), d1 = __ldg(d + 1), d3 = __ldg(d + 3);
+        const longlong2 d2 = F::packed ? __ldg(d + 2) : make_longlong2(0, 0);
         const i64 o = d0.x, M = d0.y;   // M = 0: a band past the last one
         if (M > 0) {
             const char* xg = reinterpret_cast<const char*>(x) + o * input_itemsize(DT);
             const i64 doff = F::packed ? o / 2 : o;
             int fl = flags & ~QFLAG_VEC_IN;
             if (((reinterpret_cast<u64>(xg) & 15) == 0) && ((K * input_itemsize(DT)) % 16 == 0)) fl |= QFLAG_VEC_IN;
-            // tile row d3.x of the member, column blockIdx.x - j tiles_k: no second division
+            // tile row d3.x of the member, column blockIdx.x - j tiles_k: no second division (kt
+            // written out again here, where it is used: with the kt above, ptxas schedules the MXFP4 /
+            // NVFP4 kernels differently from the code that was measured)
             // E8M0 in select form (MXFP4, no spills: H100, G = 8, sizes % 128, kernel time: bfloat16
             // 616.3 -> 605.4 us, float16 719.2 -> 699.6, compact 646.1 -> 633.9; NVFP4's code is unchanged)
             if constexpr (BOTH) {   // both operands: no null tests on the four buffers (MX: no amax); MXFP4:
@@ -975,15 +957,14 @@ __device__ __forceinline__ void group_quantize_one(const void* x, i64 G, const i
                 // against 627.5, G = 64 594.9 against 601.9, float16 605.1 against 609.3, even sizes 737.3
                 // against 731.9; NVFP4 (its code 31744 -> 31488 bytes, same spill) 694.0 -> 688.9 us, even
                 // sizes 770.4 -> 766.9, G = 64 701.3 -> 695.5, computed amaxes 1020.3 -> 1014.7
-                quantize_tile_rc<FMT, DT, false, QFLAG_EXT_ALL, 0, true, true>(
+                quantize_tile_rc<FMT, DT, false, QFLAG_EXT_ALL, 0, true, F::packed>(
                     xg, M, K, row_data + doff, row_scales + d1.x, col_data + doff, col_scales + d1.y,
                     F::mx ? amax_row : amax_row + d2.x, F::mx ? amax_col : amax_col + d2.y,
                     (fl | (F::mx ? QFLAG_ROWWISE | QFLAG_COLUMNWISE : QFLAG_ROWWISE) | (SWZ ? QFLAG_SWIZZLED : 0)) &
                         ~(SWZ ? QFLAG_RULE_FLOOR : 0),
-                    0ull, 0u, d3.x,
-                    (i64)blockIdx.x - j * tiles_k);
+                    0ull, 0u, d3.x, (i64)blockIdx.x - j * tiles_k);
             } else {
-                quantize_tile_rc<FMT, DT, SR, SR ? QFLAG_STOCHASTIC : QFLAG_EXT_ALL, 0, true, !(SR && !F::mx)>(
+                quantize_tile_rc<FMT, DT, SR, SR ? QFLAG_STOCHASTIC : QFLAG_EXT_ALL, 0, true, F::packed && !(SR && !F::mx)>(
                     xg, M, K, row_data ? row_data + doff : row_data, row_scales ? row_scales + d1.x : row_scales,
                     col_data ? col_data + doff : col_data, col_scales ? col_scales + d1.y : col_scales,
                     amax_row ? amax_row + d2.x : amax_row, amax_col ? amax_col + d2.y : amax_col, fl,

@@ -163,8 +163,7 @@ def cases_group_both(torch, fp4kit, quick):
             xs[dt] = torch.randn(total, K, device="cuda").to(getattr(torch, dt))
         x = xs[dt]
         dims, dims_dev, starts, _ = _moe_dims(G, total, mult)
-        d = {"float32": 0, "bfloat16": 1, "float16": 2}[dt]
-        part = _loader.part_of("grouped", f"group_quantize1_f{fp4kit.FORMATS[fmt].format_id}_d{d}_plain")
+        part = _loader.part_of("grouped", f"group_quantize1_f{fp4kit.FORMATS[fmt].format_id}_d{_cuda._DTYPE_IDS[dt]}_plain")
         nb = total * K * x.element_size() + _bytes_out(fmt, total, K, "both")
         for layout in ("swizzled", "compact"):
             name = f"G={G} %{mult} {fmt} {dt} {layout}"
