@@ -148,6 +148,22 @@ def cases_group_dequantize(torch, fp4kit, quick):
                        nb, None)
 
 
+def cases_dequantize(torch, fp4kit, quick):
+    """dequantize of one rowwise operand (8192^2 and 16384^2; --quick: 8192^2) to bfloat16 and
+    float16, MXFP6 E2M3 / E3M2 and MXFP8 E4M3 (a format the FP6 variants leave alone: a control)."""
+    from bench import _bytes_out
+    shapes = ((8192, 8192),) if quick else ((8192, 8192), (16384, 16384))
+    for M, K in shapes:
+        x = torch.randn(M, K, device="cuda").to(torch.bfloat16)
+        for fmt in ("mxfp6_e2m3", "mxfp6_e3m2", "mxfp8_e4m3"):
+            q = fp4kit.quantize(x, fmt, axis="rowwise", scale_layout="swizzled")
+            part = _loader.part_of("dequantize", f"dequantize_f{fp4kit.FORMATS[fmt].format_id}_o1")
+            for dt in ("bfloat16", "float16"):
+                nb = _bytes_out(fmt, M, K, "rowwise") + M * K * 2
+                yield (f"{M}x{K} {fmt} -> {dt}", lambda q=q, dt=dt: fp4kit.dequantize(q, dtype=dt), nb, part)
+        del x
+
+
 def cases_group_both(torch, fp4kit, quick):
     """group_quantize "both" at 65536 x 7168, device dims, through the one-tile kernel of the unpacked
     MX formats (MXFP6 at G = 8 and 64 with sizes % 128 and G = 8 with sizes % 2, swizzled and compact
@@ -234,7 +250,7 @@ def cases_sequence(torch, fp4kit, quick):
                        lambda qs=qs: [fp4kit.dequantize(q, dtype="bfloat16") for q in qs], nb, "")
 
 
-CASES = {"group_both": cases_group_both, "group_dequantize": cases_group_dequantize, "multi_launch": cases_multi_launch, "sequence": cases_sequence}
+CASES = {"dequantize": cases_dequantize, "group_both": cases_group_both, "group_dequantize": cases_group_dequantize, "multi_launch": cases_multi_launch, "sequence": cases_sequence}
 
 
 def _bytes_of(out):

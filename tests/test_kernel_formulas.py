@@ -538,3 +538,81 @@ def test_e2m1_f16x2_form_equals_reference_for_every_f16_and_scale():
         wrong = f16_bits(bf16_min(bf16_min(f16_round(a + 1022.0), f16_round(a * 0.5 + 1024.0)), 1027.0)) - np.uint32(0x63FC)
         exp = numerics.encode(xf * np.float32(2.0 ** 27), "e2m1")
     assert not np.array_equal(wrong.astype(np.uint8) & np.uint8(7), exp & np.uint8(7))
+
+
+# ---- FP6 -> bfloat16 / float16 without the fp32 stage (dequantize_op.cuh dq_fp6x2) ----------------
+
+_FP6_DIRECT = {  # (elem, out): (shift of the code's bits 4..0, 2^K as a 16-bit pattern)
+    ("e2m3", "bfloat16"): (4, 0x7E80), ("e3m2", "bfloat16"): (5, 0x7D80),
+    ("e2m3", "float16"): (7, 0x7400), ("e3m2", "float16"): (8, 0x6C00)}
+
+
+def _half_values(h: np.ndarray, out: str) -> np.ndarray:
+    """float64 values of 16-bit patterns (uint32 < 2^16) of bfloat16 or float16."""
+    h = np.asarray(h, dtype=np.uint32)
+    if out == "bfloat16":
+        return (h << np.uint32(16)).view(np.float32).astype(np.float64)
+    return h.astype(np.uint16).view(np.float16).astype(np.float64)
+
+
+def dq_fp6_mult_x2(E: int, out: str) -> int:
+    """dequantize_op.cuh dq_fp6_mult_x2 of the E8M0 multiplier 2^(E - 127) (E = 0: 2^-127)."""
+    b = int(numerics.f32_bits(numerics.e8m0_decode(E)))
+    if out == "bfloat16":
+        return int(prmt(np.uint32(b), np.uint32(0), 0x3232))
+    e = (b >> 23) - 127
+    if e > 15 or e < -24:
+        return 0
+    h = (e + 15) << 10 if e >= -14 else 1 << (e + 24)
+    return h | (h << 16)
+
+
+def dq_fp6x2(w: np.ndarray, sel: int, m2: int, elem: str, out: str, k2: int | None = None) -> np.ndarray:
+    """dequantize_op.cuh dq_fp6x2: two codes of each word (byte selector sel) placed as 16-bit
+    patterns, times 2^K, times the multiplier (each product one RN rounding of the exact value)."""
+    sh, k = _FP6_DIRECT[(elem, out)]
+    k = k if k2 is None else k2
+    rnd = bf16_round if out == "bfloat16" else f16_round
+    bits = bf16_bits if out == "bfloat16" else f16_bits
+    x = prmt(w, np.uint32(0), sel)
+    mag = np.uint32((0x1F << sh) | (0x1F << (sh + 16)))
+    raw = ((x << np.uint32(sh)) & mag) | ((x << np.uint32(10)) & np.uint32(0x80008000))
+    res = np.zeros_like(raw)
+    for half in (0, 1):
+        v = _half_values((raw >> np.uint32(16 * half)) & np.uint32(0xFFFF), out)
+        y = rnd(rnd(v * _half_values(np.uint32(k), out)) * _half_values(np.uint32(m2 & 0xFFFF), out))
+        res |= bits(y) << np.uint32(16 * half)
+    return res
+
+
+def test_fp6_direct_16bit_dequantize_equals_reference_for_every_code_and_scale():
+    """Every FP6 code byte (bits 7..6 set too, ignored as decode does) in every byte position, under
+    every finite E8M0 scale: dq_fp6x2 equals SPEC's to_out(fp32_RN(decode(code) * 2^(E - 127)))
+    for bfloat16 and float16 out (float16 only where dq_fp6_mult_x2 takes the multiplier: the other
+    scales take the fp32 path). A wrong 2^K is caught."""
+    c = np.arange(256, dtype=np.uint32)
+    w = c | ((c * 7 + 3) % 256 << np.uint32(8)) | ((c * 13 + 5) % 256 << np.uint32(16)) | ((255 - c) << np.uint32(24))
+    w = w.astype(np.uint32)
+    taken = {"bfloat16": 0, "float16": 0}
+    for elem in ("e2m3", "e3m2"):
+        for out in ("bfloat16", "float16"):
+            for E in range(255):
+                m2 = dq_fp6_mult_x2(E, out)
+                if m2 == 0:
+                    assert out == "float16" and not -24 <= E - 127 <= 15, E
+                    continue
+                taken[out] += 1
+                mult = numerics.e8m0_decode(E)
+                for j, sel in ((0, 0x4140), (1, 0x4342)):
+                    got = dq_fp6x2(w, sel, m2, elem, out)
+                    for half in (0, 1):
+                        code = ((w >> np.uint32(8 * (2 * j + half))) & np.uint32(0x3F)).astype(np.uint8)
+                        with np.errstate(over="ignore"):
+                            want = numerics.from_f32(numerics.decode(code, elem) * mult, out).view(np.uint16)
+                        g = (got >> np.uint32(16 * half)) & np.uint32(0xFFFF)
+                        bad = np.flatnonzero(g != want)
+                        assert bad.size == 0, (elem, out, E, j, half, [(int(code[i]), hex(int(g[i])), hex(int(want[i])))
+                                                                       for i in bad[:4]])
+    assert taken == {"bfloat16": 2 * 255, "float16": 2 * 40}
+    wrong = dq_fp6x2(w, 0x4140, dq_fp6_mult_x2(127, "bfloat16"), "e2m3", "bfloat16", k2=0x7F007F00)
+    assert not np.array_equal(wrong, dq_fp6x2(w, 0x4140, dq_fp6_mult_x2(127, "bfloat16"), "e2m3", "bfloat16"))

@@ -234,6 +234,58 @@ __device__ __forceinline__ float dq_mult(const DqSeg& s) {
     }
 }
 
+// FP6 to 16-bit output without the fp32 stage (FP4KIT_DQ_FP6_DIRECT 1, the default; 0: the E4M3 /
+// fp32 path of every format). A code's magnitude bits placed as the exponent and top mantissa bits of
+// a bf16 / f16 pattern read as decode(code) * 2^-K, subnormal codes as subnormal patterns (K = the
+// output's bias - the element's: E2M3 126 / 14, E3M2 124 / 12); one product by 2^K (exact) and one
+// by the E8M0 multiplier give the same bits as the fp32 product (exact: at most 4 significant bits,
+// no lower than 2^-131) rounded once to the output (RNE, subnormals kept: bf16 / f16 products have
+// no flush-to-zero without .ftz). f16 only for multipliers 2^-24 .. 2^15 (a normal or subnormal f16).
+#ifndef FP4KIT_DQ_FP6_DIRECT
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+#define FP4KIT_DQ_FP6_DIRECT 0   // sm_100a: more spills with it (scripts/kernel_resources.json), not measured
+#else
+#define FP4KIT_DQ_FP6_DIRECT 1
+#endif
+#endif
+template <int OT>
+__device__ __forceinline__ u32 mul_x2(u32 a, u32 b) {   // two packed 16-bit products, RN, -0 added
+    u32 d;
+    if constexpr (OT == DTYPE_BFLOAT16) asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(0x80008000u));
+    else asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(0x80008000u));
+    return d;
+}
+
+// The 16-bit multiplier pattern, twice, of the E8M0 multiplier `mult` (2^-127 .. 2^127), or 0 when the
+// output cannot hold it (f16 outside 2^-24 .. 2^15).
+template <int OT>
+__device__ __forceinline__ u32 dq_fp6_mult_x2(float mult) {
+    const u32 b = f2u(mult);
+    if constexpr (OT == DTYPE_BFLOAT16) {
+        return prmt(b, 0u, 0x3232u);   // a power of two: its bf16 bits are the fp32's top half
+    } else {
+        const int e = (int)(b >> 23) - 127;   // -127 for 2^-127 (an fp32 subnormal): out of range below
+        if (e > 15 || e < -24) return 0u;
+        const u32 h = e >= -14 ? (u32)(e + 15) << 10 : 1u << (e + 24);
+        return h | (h << 16);
+    }
+}
+
+// Codes 2j and 2j + 1 of `w` (byte j = 2 * (j & 1): selector sel) times the multiplier m2.
+template <class E, int OT>
+__device__ __forceinline__ u32 dq_fp6x2(u32 w, u32 sel, u32 m2) {
+    constexpr bool bf = OT == DTYPE_BFLOAT16;
+    constexpr bool e2m3 = E::mbits == 3;
+    // bits 4..0 of a code to the output's exponent / mantissa fields: E2M3 EE MMM, E3M2 EEE MM
+    constexpr int sh = bf ? (e2m3 ? 4 : 5) : (e2m3 ? 7 : 8);
+    constexpr u32 mag = 0x1Fu << sh;
+    constexpr u32 k2 = bf ? (e2m3 ? 0x7E807E80u : 0x7D807D80u)    // 2^126, 2^124
+                          : (e2m3 ? 0x74007400u : 0x6C006C00u);   // 2^14, 2^12
+    const u32 x = prmt(w, 0u, sel);   // the two code bytes, each in the low byte of its half
+    const u32 raw = ((x << sh) & (mag | (mag << 16))) | ((x << 10) & 0x80008000u);
+    return mul_x2<OT>(mul_x2<OT>(raw, k2), m2);
+}
+
 // Output words per segment: 16 elements of 2 or 4 bytes.
 template <int OT> struct DqOut { static constexpr int words = OT == DTYPE_FLOAT32 ? 16 : 8; };
 
@@ -257,6 +309,14 @@ __device__ __forceinline__ bool dq_fast_words(const DqSeg& s, float mult, u32* p
         fast = fast && bad == 0u;
     }
     if (!fast) return false;
+    if constexpr (FP4KIT_DQ_FP6_DIRECT && E::ebits + E::mbits == 5 && OT != DTYPE_FLOAT32) {
+        const u32 m2 = dq_fp6_mult_x2<OT>(mult);
+        if (OT == DTYPE_BFLOAT16 || m2 != 0u) {
+#pragma unroll
+            for (int j = 0; j < 8; ++j) p[j] = dq_fp6x2<E, OT>(s.w[j >> 1], (j & 1) ? 0x4342u : 0x4140u, m2);
+            return true;
+        }
+    }
     float d[16];
     if constexpr (E::is_e4m3) {
 #pragma unroll

@@ -922,6 +922,36 @@ def test_dequantize_every_code(gpu):
             assert_float_bits_equal(got, want, f"dequantize every code {fmt} -> {out}")
 
 
+@pytest.mark.parametrize("fmt", MX_FMTS)
+def test_dequantize_every_code_under_every_scale(gpu, fmt):
+    """Every element code in every position of a 16-element segment under every E8M0 scale code
+    0..255 (255: NaN), to each output dtype: the fast paths (the FP6 -> 16-bit placement of
+    dequantize_op.cuh dq_fp6x2 among them, float16 only for multipliers 2^-24 .. 2^15) and the
+    element path against the reference."""
+    from fp4kit import _cuda
+    from fp4kit.tensor import Operand
+
+    cp = gpu
+    f = FORMATS[fmt]
+    ncodes = 1 << f.elem.bits
+    cols = max(ncodes, 32)
+    shift = np.arange(16)                                  # row block k: codes rotated by k columns
+    codes = (np.arange(cols)[None, None, :] + shift[:, None, None]) % ncodes
+    codes = np.broadcast_to(codes, (16, 256, cols)).reshape(-1, cols).astype(np.uint8)
+    rows = codes.shape[0]
+    data = (codes[:, 0::2] | (codes[:, 1::2] << 4)).astype(np.uint8) if f.packed else codes
+    scales = np.repeat((np.arange(rows) % 256).astype(np.uint8)[:, None], f.num_blocks(cols), axis=1)
+    op = Operand(data=data, scales=scales, scale_layout="compact", amax=None, rows=rows, cols=cols, format=fmt)
+    for out in ("float32", "bfloat16", "float16"):   # the gpu fixture poisons every output
+        with np.errstate(all="ignore"):
+            want = ref_api.dequantize_operand(op, out)
+        got = cp.asnumpy(_cuda.dequantize(cp.asarray(data), cp.asarray(scales), None, fmt, rows, cols,
+                                          "compact", out))
+        if out == "bfloat16":
+            got = got.view(ml_dtypes.bfloat16)
+        assert_float_bits_equal(got, want, f"dequantize every code x scale {fmt} -> {out}")
+
+
 @pytest.mark.parametrize("fmt", FMTS)
 def test_dequantize_special_scales_and_views(gpu, fmt):
     """The kernel's fast path (finite multiplier, no NaN/inf code, full aligned segment) against its
