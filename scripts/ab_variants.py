@@ -150,12 +150,13 @@ def cases_group_dequantize(torch, fp4kit, quick):
 
 def cases_dequantize(torch, fp4kit, quick):
     """dequantize of one rowwise operand (8192^2 and 16384^2; --quick: 8192^2) to bfloat16 and
-    float16, MXFP6 E2M3 / E3M2 and MXFP8 E4M3 (a format the FP6 variants leave alone: a control)."""
+    float16: MXFP6 E2M3 / E3M2, MXFP4, and MXFP8 E4M3 (which FP4KIT_DQ_FP6_DIRECT and _FP4_DIRECT
+    leave alone: a control)."""
     from bench import _bytes_out
     shapes = ((8192, 8192),) if quick else ((8192, 8192), (16384, 16384))
     for M, K in shapes:
         x = torch.randn(M, K, device="cuda").to(torch.bfloat16)
-        for fmt in ("mxfp6_e2m3", "mxfp6_e3m2", "mxfp8_e4m3"):
+        for fmt in ("mxfp6_e2m3", "mxfp6_e3m2", "mxfp4_e2m1", "mxfp8_e4m3"):
             q = fp4kit.quantize(x, fmt, axis="rowwise", scale_layout="swizzled")
             part = _loader.part_of("dequantize", f"dequantize_f{fp4kit.FORMATS[fmt].format_id}_o1")
             for dt in ("bfloat16", "float16"):
