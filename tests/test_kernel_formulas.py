@@ -555,8 +555,8 @@ def _half_values(h: np.ndarray, out: str) -> np.ndarray:
     return h.astype(np.uint16).view(np.float16).astype(np.float64)
 
 
-def dq_pow2_mult_x2(E: int, out: str) -> int:
-    """dequantize_op.cuh dq_pow2_mult_x2 of the E8M0 multiplier 2^(E - 127) (E = 0: 2^-127)."""
+def dq_fp6_mult_x2(E: int, out: str) -> int:
+    """dequantize_op.cuh dq_fp6_mult_x2 of the E8M0 multiplier 2^(E - 127) (E = 0: 2^-127)."""
     b = int(numerics.f32_bits(numerics.e8m0_decode(E)))
     if out == "bfloat16":
         return int(prmt(np.uint32(b), np.uint32(0), 0x3232))
@@ -588,7 +588,7 @@ def dq_fp6x2(w: np.ndarray, sel: int, m2: int, elem: str, out: str, k2: int | No
 def test_fp6_direct_16bit_dequantize_equals_reference_for_every_code_and_scale():
     """Every FP6 code byte (bits 7..6 set too, ignored as decode does) in every byte position, under
     every finite E8M0 scale: dq_fp6x2 equals SPEC's to_out(fp32_RN(decode(code) * 2^(E - 127)))
-    for bfloat16 and float16 out (float16 only where dq_pow2_mult_x2 takes the multiplier: the other
+    for bfloat16 and float16 out (float16 only where dq_fp6_mult_x2 takes the multiplier: the other
     scales take the fp32 path). A wrong 2^K is caught."""
     c = np.arange(256, dtype=np.uint32)
     w = c | ((c * 7 + 3) % 256 << np.uint32(8)) | ((c * 13 + 5) % 256 << np.uint32(16)) | ((255 - c) << np.uint32(24))
@@ -597,7 +597,7 @@ def test_fp6_direct_16bit_dequantize_equals_reference_for_every_code_and_scale()
     for elem in ("e2m3", "e3m2"):
         for out in ("bfloat16", "float16"):
             for E in range(255):
-                m2 = dq_pow2_mult_x2(E, out)
+                m2 = dq_fp6_mult_x2(E, out)
                 if m2 == 0:
                     assert out == "float16" and not -24 <= E - 127 <= 15, E
                     continue
@@ -614,65 +614,5 @@ def test_fp6_direct_16bit_dequantize_equals_reference_for_every_code_and_scale()
                         assert bad.size == 0, (elem, out, E, j, half, [(int(code[i]), hex(int(g[i])), hex(int(want[i])))
                                                                        for i in bad[:4]])
     assert taken == {"bfloat16": 2 * 255, "float16": 2 * 40}
-    wrong = dq_fp6x2(w, 0x4140, dq_pow2_mult_x2(127, "bfloat16"), "e2m3", "bfloat16", k2=0x7F007F00)
-    assert not np.array_equal(wrong, dq_fp6x2(w, 0x4140, dq_pow2_mult_x2(127, "bfloat16"), "e2m3", "bfloat16"))
-
-
-def dq_fp4x8(w: np.ndarray, m2: int, out: str, lo_hi: int = 0xC0804000) -> list[np.ndarray]:
-    """dequantize_op.cuh dq_fp4x8: eight E2M1 codes of each word -> four words of two 16-bit outputs
-    (lo_hi: the bf16 low-byte table's upper word, for the mutation check)."""
-    bf = out == "bfloat16"
-    rnd = bf16_round if bf else f16_round
-    bits = bf16_bits if bf else f16_bits
-    w = np.asarray(w, dtype=np.uint32)
-    mags = w & np.uint32(0x77777777)
-    w4 = (w << np.uint32(4)).astype(np.uint32)
-    zero = np.zeros_like(w)
-    p = []
-    for h in (0, 1):
-        sel = mags >> np.uint32(16 * h)
-        # prmt takes its selector from the low 16 bits; one element-wise call per distinct selector
-        def lut(a, b):
-            return np.array([prmt(np.uint32(a), np.uint32(b), int(s) & 0xFFFF) for s in sel], dtype=np.uint32)
-        hi = lut(0x3F3F3F00, 0x40404040) if bf else lut(0x3E3C3800, 0x46444240)
-        lo = lut(0xC0800000, lo_hi) if bf else zero
-        ma = prmt(lo, hi, 0x5140) if bf else prmt(hi, zero, 0x1404)
-        mb = prmt(lo, hi, 0x7362) if bf else prmt(hi, zero, 0x3424)
-        sa = prmt(w4, w, 0xE0A0 if h else 0xC080)
-        sb = prmt(w4, w, 0xF0B0 if h else 0xD090)
-        for m, sg in ((ma, sa), (mb, sb)):
-            raw = m | (sg & np.uint32(0x80008000))
-            res = np.zeros_like(raw)
-            for half in (0, 1):
-                v = _half_values((raw >> np.uint32(16 * half)) & np.uint32(0xFFFF), out)
-                y = rnd(v * _half_values(np.uint32(m2 & 0xFFFF), out))
-                res |= bits(y) << np.uint32(16 * half)
-            p.append(res)
-    return p
-
-
-def test_fp4_direct_16bit_dequantize_equals_reference_for_every_code_and_scale():
-    """Every E2M1 code in every nibble position under every finite E8M0 scale: dq_fp4x8 equals SPEC's
-    to_out(fp32_RN(decode(code) * 2^(E - 127))) for bfloat16 and float16 out (float16 where
-    dq_pow2_mult_x2 takes the multiplier). A wrong table entry is caught."""
-    c = np.arange(16, dtype=np.uint32)
-    w = np.zeros(16, dtype=np.uint32)
-    for i in range(8):                          # nibble i of word k: code (k + 3 i) % 16
-        w |= ((c + 3 * i) % 16) << np.uint32(4 * i)
-    for out in ("bfloat16", "float16"):
-        for E in range(255):
-            m2 = dq_pow2_mult_x2(E, out)
-            if m2 == 0:
-                continue
-            p = dq_fp4x8(w, m2, out)
-            mult = numerics.e8m0_decode(E)
-            for i in range(8):
-                code = ((w >> np.uint32(4 * i)) & np.uint32(0xF)).astype(np.uint8)
-                with np.errstate(over="ignore"):
-                    want = numerics.from_f32(numerics.decode(code, "e2m1") * mult, out).view(np.uint16)
-                got = (p[i // 2] >> np.uint32(16 * (i % 2))) & np.uint32(0xFFFF)
-                assert np.array_equal(got, want), (out, E, i, [hex(int(g)) for g in got], [hex(int(x)) for x in want])
-    # mutation: magnitude 4 (2.0) given the low byte 0x40 (3.0): caught
-    m2 = dq_pow2_mult_x2(127, "bfloat16")
-    assert not all(np.array_equal(a, b) for a, b in zip(dq_fp4x8(w, m2, "bfloat16"),
-                                                         dq_fp4x8(w, m2, "bfloat16", lo_hi=0xC0804040)))
+    wrong = dq_fp6x2(w, 0x4140, dq_fp6_mult_x2(127, "bfloat16"), "e2m3", "bfloat16", k2=0x7F007F00)
+    assert not np.array_equal(wrong, dq_fp6x2(w, 0x4140, dq_fp6_mult_x2(127, "bfloat16"), "e2m3", "bfloat16"))

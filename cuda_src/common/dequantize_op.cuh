@@ -248,13 +248,6 @@ __device__ __forceinline__ float dq_mult(const DqSeg& s) {
 #define FP4KIT_DQ_FP6_DIRECT 1
 #endif
 #endif
-// MXFP4 to 16-bit output likewise (FP4KIT_DQ_FP4_DIRECT): each E2M1 magnitude's 16-bit pattern from
-// byte-permute tables (its high byte, and for bf16 its low byte; f16's are 0), the sign from the
-// code's bit 3 (prmt sign replication), one product by the multiplier (decode values are normal
-// 16-bit values, so the product is the exact one rounded once).
-#ifndef FP4KIT_DQ_FP4_DIRECT
-#define FP4KIT_DQ_FP4_DIRECT FP4KIT_DQ_FP6_DIRECT
-#endif
 template <int OT>
 __device__ __forceinline__ u32 mul_x2(u32 a, u32 b) {   // two packed 16-bit products, RN, -0 added
     u32 d;
@@ -266,7 +259,7 @@ __device__ __forceinline__ u32 mul_x2(u32 a, u32 b) {   // two packed 16-bit pro
 // The 16-bit multiplier pattern, twice, of the E8M0 multiplier `mult` (2^-127 .. 2^127), or 0 when the
 // output cannot hold it (f16 outside 2^-24 .. 2^15).
 template <int OT>
-__device__ __forceinline__ u32 dq_pow2_mult_x2(float mult) {
+__device__ __forceinline__ u32 dq_fp6_mult_x2(float mult) {
     const u32 b = f2u(mult);
     if constexpr (OT == DTYPE_BFLOAT16) {
         return prmt(b, 0u, 0x3232u);   // a power of two: its bf16 bits are the fp32's top half
@@ -275,27 +268,6 @@ __device__ __forceinline__ u32 dq_pow2_mult_x2(float mult) {
         if (e > 15 || e < -24) return 0u;
         const u32 h = e >= -14 ? (u32)(e + 15) << 10 : 1u << (e + 24);
         return h | (h << 16);
-    }
-}
-
-// Eight E2M1 codes of w (nibble i = element i) times the multiplier m2: four words of two 16-bit
-// outputs (elements 2k, 2k + 1 in word k).
-template <int OT>
-__device__ __forceinline__ void dq_fp4x8(u32 w, u32 m2, u32* p) {
-    constexpr bool bf = OT == DTYPE_BFLOAT16;
-    const u32 mags = w & 0x77777777u;
-    const u32 w4 = w << 4;   // byte msb of w4: the sign of nibbles 0, 2, 4, 6; of w: of nibbles 1, 3, 5, 7
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {   // nibbles 4h .. 4h + 3 (bytes 2h, 2h + 1 of w)
-        const u32 sel = mags >> (16 * h);
-        const u32 hi = bf ? prmt(0x3F3F3F00u, 0x40404040u, sel) : prmt(0x3E3C3800u, 0x46444240u, sel);
-        const u32 lo = bf ? prmt(0xC0800000u, 0xC0804000u, sel) : 0u;
-        const u32 ma = bf ? prmt(lo, hi, 0x5140u) : prmt(hi, 0u, 0x1404u);   // elements 4h, 4h + 1
-        const u32 mb = bf ? prmt(lo, hi, 0x7362u) : prmt(hi, 0u, 0x3424u);   // elements 4h + 2, 4h + 3
-        const u32 sa = prmt(w4, w, h ? 0xE0A0u : 0xC080u);   // 0xFF in bytes 1 and 3 for a negative code
-        const u32 sb = prmt(w4, w, h ? 0xF0B0u : 0xD090u);
-        p[2 * h] = mul_x2<OT>(ma | (sa & 0x80008000u), m2);
-        p[2 * h + 1] = mul_x2<OT>(mb | (sb & 0x80008000u), m2);
     }
 }
 
@@ -338,18 +310,10 @@ __device__ __forceinline__ bool dq_fast_words(const DqSeg& s, float mult, u32* p
     }
     if (!fast) return false;
     if constexpr (FP4KIT_DQ_FP6_DIRECT && E::ebits + E::mbits == 5 && OT != DTYPE_FLOAT32) {
-        const u32 m2 = dq_pow2_mult_x2<OT>(mult);
+        const u32 m2 = dq_fp6_mult_x2<OT>(mult);
         if (OT == DTYPE_BFLOAT16 || m2 != 0u) {
 #pragma unroll
             for (int j = 0; j < 8; ++j) p[j] = dq_fp6x2<E, OT>(s.w[j >> 1], (j & 1) ? 0x4342u : 0x4140u, m2);
-            return true;
-        }
-    }
-    if constexpr (FP4KIT_DQ_FP4_DIRECT && F::packed && F::mx && OT != DTYPE_FLOAT32) {
-        const u32 m2 = dq_pow2_mult_x2<OT>(mult);
-        if (OT == DTYPE_BFLOAT16 || m2 != 0u) {
-            dq_fp4x8<OT>(s.w[0], m2, p);
-            dq_fp4x8<OT>(s.w[1], m2, p + 4);
             return true;
         }
     }
