@@ -749,10 +749,10 @@ def bench_dequantize(rows, shapes, formats, reps, baselines=True):
             def parts():
                 op = nq().rowwise
                 return op.data, op.scales, op.amax
-            for dt in ("bfloat16", "float32"):
+            for dt in ("bfloat16", "float16", "float32"):
                 us = time_fn(lambda: fp4kit.dequantize(nq(), dtype=dt), reps=reps)
                 eager = time_fn(lambda: fp4kit.dequantize(nq(), dtype=dt), reps=max(5, reps // 2), mode="eager")
-                nbytes = qbytes + M * K * (2 if dt == "bfloat16" else 4)
+                nbytes = qbytes + M * K * (4 if dt == "float32" else 2)
                 cu = copy_us(nbytes, reps)
                 b = dequantize_baseline(fmt, dt, K, parts, reps) if baselines else None
                 rows.append(_row(f"dequantize->{dt}", fmt, "rowwise", "swizzled", "", f"{M}x{K}", us, nbytes, cu, eager,
@@ -997,7 +997,7 @@ def _quantize_rows(shapes, formats, axes) -> int:
 def expected_rows(shapes, formats, axes, groups=4, grouped_ops=12, grouped_dequantize=16) -> int:
     """Rows the benchmark will print (mirrors the loops below), for the progress line's estimate."""
     quant = _quantize_rows(shapes, formats, axes) + _quantize_rows(RAGGED_SHAPES, RAGGED_FORMATS, ("both",))
-    return quant + len(shapes) * len(formats) * 2 + len(shapes) + 3 + groups * grouped_ops + grouped_dequantize
+    return quant + len(shapes) * len(formats) * 3 + len(shapes) + 3 + groups * grouped_ops + grouped_dequantize
 
 
 def _emit(rows):

@@ -35,10 +35,10 @@ def test_expected_rows_matches_the_loops(bench):
     quant = 3 + 3 + 6                                   # mxfp8, mxfp4: 1 + 2 rows; nvfp4: 2 x (1 + 2)
     # ragged: MXFP8, MXFP6, MXFP4 and NVFP4 (two variants)
     ragged = 2 + 2 + 2 + 4                              # 8200 x 8192 "both", two layouts; nvfp4 x 2
-    # + dequantize, swizzle, recipes, grouped (4 size sets x MXFP8 / NVFP4 rowwise / both + NVFP4
+    # + dequantize (to bfloat16, float16 and float32), swizzle, recipes, grouped (4 size sets x MXFP8 / NVFP4 rowwise / both + NVFP4
     # "both" with supplied amaxes + "both" of MXFP8 compact, MXFP4 and MXFP6 in both layouts + MXFP4 /
     # NVFP4 "both" with stochastic rounding) and grouped dequantize (2 size sets x 4 formats x 2 dtypes)
-    assert n == quant + ragged + 3 * 2 + 1 + 3 + 4 * 12 + 2 * 4 * 2
+    assert n == quant + ragged + 3 * 3 + 1 + 3 + 4 * 12 + 2 * 4 * 2
 
 
 def test_tail_lines_only_for_sections_that_ran(bench):
@@ -639,7 +639,7 @@ def test_sections_run_on_the_cpu(bench, torch, cpu_sections):
         assert r["baseline_exact"].endswith("(bytes exact vs reference: yes)"), r
         assert r["speedup"] == 40.0 / 40.0 and r["timing"] == "" and r["bytes"] > 0
     assert [r["shape"] for r in rows[-2:]] == ["64x6", "300x32"] and rows[-1]["bytes"] == 2 * 300 * 32
-    assert [r["op"] for r in rows[24:28]] == ["dequantize->bfloat16", "dequantize->float32"] * 2
+    assert [r["op"] for r in rows[24:30]] == ["dequantize->bfloat16", "dequantize->float16", "dequantize->float32"] * 2
     assert {c[0] for c in cpu_sections} == {"quantize", "dequantize"}
     n = len(rows)
     bench.bench_recipes(rows, 5, shape=(64, 96))
