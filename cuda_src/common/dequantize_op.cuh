@@ -9,8 +9,9 @@
 // (E2M1 and FP6 codes are first mapped to the E4M3 byte of the same value by byte permutes), one
 // fp32 RN multiply per element, and the packed RNE conversions cvt.rn.{bf16x2,f16x2}.f32, which
 // equal f32_to_bf16_bits / cvt.rn.f16.f32 on every non-NaN value (subnormals kept: the module is
-// compiled with -ftz=false). Any other segment takes the element-by-element path, which writes
-// the canonical quiet NaN (SPEC, reference) wherever the product is NaN.
+// compiled with -ftz=false); FP6 to 16-bit output skips the fp32 stage (dq_fp6x2 below). Any
+// other segment takes the element-by-element path, which writes the canonical quiet NaN (SPEC,
+// reference) wherever the product is NaN.
 #pragma once
 #include "common/codecs.cuh"
 #include "common/layout.cuh"
@@ -271,7 +272,8 @@ __device__ __forceinline__ u32 dq_fp6_mult_x2(float mult) {
     }
 }
 
-// Codes 2j and 2j + 1 of `w` (byte j = 2 * (j & 1): selector sel) times the multiplier m2.
+// Two FP6 codes of `w` (bytes 0, 1 with sel 0x4140; bytes 2, 3 with 0x4342) times the multiplier m2:
+// one word of two 16-bit outputs, the first code's in the low half.
 template <class E, int OT>
 __device__ __forceinline__ u32 dq_fp6x2(u32 w, u32 sel, u32 m2) {
     constexpr bool bf = OT == DTYPE_BFLOAT16;
