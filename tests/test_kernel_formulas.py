@@ -556,15 +556,14 @@ def _half_values(h: np.ndarray, out: str) -> np.ndarray:
 
 
 def dq_fp6_mult_x2(E: int, out: str) -> int:
-    """dequantize_op.cuh dq_fp6_mult_x2 of the E8M0 multiplier 2^(E - 127) (E = 0: 2^-127)."""
-    b = int(numerics.f32_bits(numerics.e8m0_decode(E)))
+    """dequantize_op.cuh dq_fp6_mult_x2 of the E8M0 multiplier 2^(E - 127) (E = 0: 2^-127): bf16x2
+    bits (bf2_scale: the fp32 bits' top half, twice), or f16x2 bits within 2^-24 .. 2^15, else 0."""
+    m = numerics.e8m0_decode(E)
     if out == "bfloat16":
-        return int(prmt(np.uint32(b), np.uint32(0), 0x3232))
-    e = (b >> 23) - 127
-    if e > 15 or e < -24:
+        return (int(numerics.f32_bits(m)) >> 16) * 0x00010001
+    if m > 32768.0 or m < 2.0 ** -24:
         return 0
-    h = (e + 15) << 10 if e >= -14 else 1 << (e + 24)
-    return h | (h << 16)
+    return int(np.float16(m).view(np.uint16)) * 0x00010001
 
 
 def dq_fp6x2(w: np.ndarray, sel: int, m2: int, elem: str, out: str, k2: int | None = None) -> np.ndarray:

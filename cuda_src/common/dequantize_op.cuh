@@ -249,27 +249,12 @@ __device__ __forceinline__ float dq_mult(const DqSeg& s) {
 #define FP4KIT_DQ_FP6_DIRECT 1
 #endif
 #endif
-template <int OT>
-__device__ __forceinline__ u32 mul_x2(u32 a, u32 b) {   // two packed 16-bit products, RN, -0 added
-    u32 d;
-    if constexpr (OT == DTYPE_BFLOAT16) asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(0x80008000u));
-    else asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(0x80008000u));
-    return d;
-}
-
 // The 16-bit multiplier pattern, twice, of the E8M0 multiplier `mult` (2^-127 .. 2^127), or 0 when the
 // output cannot hold it (f16 outside 2^-24 .. 2^15).
 template <int OT>
 __device__ __forceinline__ u32 dq_fp6_mult_x2(float mult) {
-    const u32 b = f2u(mult);
-    if constexpr (OT == DTYPE_BFLOAT16) {
-        return prmt(b, 0u, 0x3232u);   // a power of two: its bf16 bits are the fp32's top half
-    } else {
-        const int e = (int)(b >> 23) - 127;   // -127 for 2^-127 (an fp32 subnormal): out of range below
-        if (e > 15 || e < -24) return 0u;
-        const u32 h = e >= -14 ? (u32)(e + 15) << 10 : 1u << (e + 24);
-        return h | (h << 16);
-    }
+    if constexpr (OT == DTYPE_BFLOAT16) return bf2_scale(mult);
+    else return mult > 32768.0f || mult < 0x1p-24f ? 0u : (u32)f32_to_f16_bits(mult) * 0x00010001u;
 }
 
 // Two FP6 codes of `w` (bytes 0, 1 with sel 0x4140; bytes 2, 3 with 0x4342) times the multiplier m2:
@@ -285,7 +270,8 @@ __device__ __forceinline__ u32 dq_fp6x2(u32 w, u32 sel, u32 m2) {
                           : (e2m3 ? 0x74007400u : 0x6C006C00u);   // 2^14, 2^12
     const u32 x = prmt(w, 0u, sel);   // the two code bytes, each in the low byte of its half
     const u32 raw = ((x << sh) & (mag | (mag << 16))) | ((x << 10) & 0x80008000u);
-    return mul_x2<OT>(mul_x2<OT>(raw, k2), m2);
+    if constexpr (bf) return bf2_mul(bf2_mul(raw, k2), m2);
+    else return h2_mul(h2_mul(raw, k2), m2);
 }
 
 // Output words per segment: 16 elements of 2 or 4 bytes.
