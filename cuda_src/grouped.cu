@@ -752,6 +752,9 @@ __device__ __forceinline__ void group_quantize_rows(const void* x, i64 G, const 
 // (double-buffered by iteration parity, so one barrier per block); a block inside one member (all
 // but those that straddle a member boundary) uses that member's NVFP4 multiplier table.
 // lw: as in quantize_rows_direct (a block is R x 256 / 2^lw rows of 16 * 2^lw columns).
+#ifndef FP4KIT_ROWSK_FAST
+#define FP4KIT_ROWSK_FAST 1
+#endif
 template <int FMT, int DT, bool EXT, int R>
 __device__ __forceinline__ void group_quantize_rows_k(const void* x, i64 G, const i64* meta, const i64* band, i64 K,
                                                       u8* row_data, u8* row_scales, const float* amax_row, int flags,
@@ -788,6 +791,28 @@ __device__ __forceinline__ void group_quantize_rows_k(const void* x, i64 G, cons
         // row 64 i, which starts at or before m0; `one` also needs the block to end inside it)
         const i64 g0 = band[m0 / QT_M];
         const bool one = (m0 + BR < Mt ? m0 + BR : Mt) <= rows[g0 + 1];   // uniform across the CTA
+#if FP4KIT_ROWSK_FAST
+        if (one) {   // every row of the block in member g0: its parameters in uniform registers
+            const i64 r0 = rows[g0];
+            u8* const sbase = row_scales + srow[g0];
+            if constexpr (!F::mx) {
+                if (use_tab && g0 != (p ? tab_g1 : tab_g0)) {
+                    nvfp4_fill_table(rtab[p], amax_row[g0], 0);
+                    if (p) tab_g1 = g0; else tab_g0 = g0;
+                }
+            }
+            __syncthreads();   // as below: buffer p written, buffer p ^ 1 no longer read
+#pragma unroll
+            for (int j = 0; j < R; ++j) {
+                const i64 gm = m0 + hi + j * rs;
+                float v[SEG];
+                seg_values<DT>(raw[j], full[j], x, Mt, K, gm, gk, flags & QFLAG_VEC_IN, v);
+                row_segment<FMT>(v, Mt, K, gm, gk, s, row_data, sbase, amax_row, flags, seed, -1.0f, 1.0f, 1.0f,
+                                 use_tab ? rtab[p] : nullptr, r0);
+            }
+            continue;
+        }
+#endif
         if (tid < BR) {
             const i64 gm = m0 + tid;
             const i64 g = (one || gm >= Mt) ? g0 : find_member(rows, G, gm);

@@ -152,12 +152,12 @@ __device__ __forceinline__ void quantize_square(const void* x, i64 M, i64 K, u8*
 // quantize_f<F>_d<D>_rows (plain; R = 2 for float32 input, 4 for 16-bit input) and _rowsx (every
 // option but 2D tiles; R = 2): rowwise only; ceil(M / (R * 256 / 2^lw)) * ceil(K / (16 * 2^lw)) CTAs
 // of 256 threads (quantize_rows_direct; the launcher picks lw).
-// LB: the launch bounds. Plain rowwise NVFP4 from 16-bit input asks for 3 CTAs per SM: the same 79
-// registers, another schedule. On the H200 scripts/perf_probe.py (same inputs every call) measured
-// 78.4 -> 68.4 us at 8192^2 and 524 -> 452 us at 65536 x 7168 (given amax); scripts/bench.py
-// (rotated inputs) 72.1 -> 72.3 us at 8192^2. The other plain kernels from 16-bit input ask for 4
-// (64 registers, no spills; the compiler's choice with a run-time lw is 69-80, i.e. 3 CTAs per SM).
-// The extended ones keep the compiler's choice: an explicit minimum of 1 is not the same as none.
+// LB: the launch bounds. The plain kernels from 16-bit input ask for 4 CTAs per SM (64 registers, no
+// spills; the compiler's choice with a run-time lw is 69-80, i.e. 3 CTAs per SM). NVFP4's asked for
+// 3 (79 registers) until its blocks took the below-7 encode (row_segment's B7), which brought it to
+// 63 at 4: H200, 8192^2 bfloat16, supplied amax, compact scales 56.5 -> 51.9 us (docs/performance.md
+// item 142). The extended ones keep the compiler's choice: an explicit minimum of 1 is not the same
+// as none.
 #define FP4KIT_LB_ANY __launch_bounds__(QT_THREADS)
 #define FP4KIT_LB_3 __launch_bounds__(QT_THREADS, 3)
 #define FP4KIT_LB_4 __launch_bounds__(QT_THREADS, 4)
@@ -205,14 +205,14 @@ constexpr int RA_CTAS = 8;
 
 // quantize_f<F>_d<D>_plain / _rows: no tile_2d / row_scaled / rht / stochastic rounding (their flags
 // are ignored), fewer registers; every format.
-// LB16: launch bounds of the plain rowwise kernels for 16-bit input (FP4KIT_QUANTIZE_ROWS_KERNEL).
-#define FP4KIT_QUANTIZE_PLAIN_DTYPES(F, LB16)    \
+// The plain rowwise kernels for 16-bit input ask for 4 CTAs per SM (FP4KIT_QUANTIZE_ROWS_KERNEL).
+#define FP4KIT_QUANTIZE_PLAIN_DTYPES(F)          \
     FP4KIT_QUANTIZE_KERNEL(F, 0, false, _plain)  \
     FP4KIT_QUANTIZE_KERNEL(F, 1, false, _plain)  \
     FP4KIT_QUANTIZE_KERNEL(F, 2, false, _plain)  \
     FP4KIT_QUANTIZE_ROWS_KERNEL(F, 0, false, _rows, 2, FP4KIT_LB_ANY) \
-    FP4KIT_QUANTIZE_ROWS_KERNEL(F, 1, false, _rows, 4, LB16) \
-    FP4KIT_QUANTIZE_ROWS_KERNEL(F, 2, false, _rows, 4, LB16)
+    FP4KIT_QUANTIZE_ROWS_KERNEL(F, 1, false, _rows, 4, FP4KIT_LB_4) \
+    FP4KIT_QUANTIZE_ROWS_KERNEL(F, 2, false, _rows, 4, FP4KIT_LB_4)
 // quantize_f<F>_d<D> / _rowsx: every option. Only NVFP4 has them: the planner picks them for
 // options other than stochastic rounding alone (fp4kit._plan.needs_ext / sr_only), i.e. NVFP4's
 // tile_2d / row_scaled / rht; MXFP4's only extended option is stochastic rounding (_sr / _rowssr).
@@ -301,30 +301,30 @@ nvfp4_amax_out(const float* src, i64 n, u32 mask, float* dst_row, float* dst_col
 
 // The instantiations, one block per compile part (common/parts.cuh; fp4kit._loader.part_of).
 #if FP4KIT_IN_PART(0)
-FP4KIT_QUANTIZE_PLAIN_DTYPES(0, FP4KIT_LB_4)
+FP4KIT_QUANTIZE_PLAIN_DTYPES(0)
 FP4KIT_QUANTIZE_SQUARES(0)
 #endif
 #if FP4KIT_IN_PART(1)
-FP4KIT_QUANTIZE_PLAIN_DTYPES(1, FP4KIT_LB_4)
+FP4KIT_QUANTIZE_PLAIN_DTYPES(1)
 FP4KIT_QUANTIZE_SQUARES(1)
 #endif
 #if FP4KIT_IN_PART(2)
-FP4KIT_QUANTIZE_PLAIN_DTYPES(2, FP4KIT_LB_4)
+FP4KIT_QUANTIZE_PLAIN_DTYPES(2)
 FP4KIT_QUANTIZE_SQUARES_M(2)
 #endif
 #if FP4KIT_IN_PART(3)
-FP4KIT_QUANTIZE_PLAIN_DTYPES(3, FP4KIT_LB_4)
+FP4KIT_QUANTIZE_PLAIN_DTYPES(3)
 FP4KIT_QUANTIZE_SQUARES_M(3)
 #endif
 #if FP4KIT_IN_PART(4)
-FP4KIT_QUANTIZE_PLAIN_DTYPES(4, FP4KIT_LB_4)
+FP4KIT_QUANTIZE_PLAIN_DTYPES(4)
 FP4KIT_QUANTIZE_SQUARES(4)
 #endif
 #if FP4KIT_IN_PART(FP4KIT_PART_RECIPES(4))
 FP4KIT_QUANTIZE_SR_ALL(4)
 #endif
 #if FP4KIT_IN_PART(5)
-FP4KIT_QUANTIZE_PLAIN_DTYPES(5, FP4KIT_LB_3)
+FP4KIT_QUANTIZE_PLAIN_DTYPES(5)
 FP4KIT_QUANTIZE_ROWSAM_KERNEL(0, 2)
 FP4KIT_QUANTIZE_ROWSAM_KERNEL(1, 4)
 FP4KIT_QUANTIZE_ROWSAM_KERNEL(2, 4)

@@ -165,6 +165,52 @@ def cases_dequantize(torch, fp4kit, quick):
         del x
 
 
+def cases_rows(torch, fp4kit, quick):
+    """quantize of one rowwise operand (8192^2 and 16384^2; --quick: 8192^2): NVFP4 with a supplied
+    amax from bfloat16 (swizzled and compact scales) and float16, and MXFP4 / MXFP8 from bfloat16
+    (controls); the rows kernels of quantize.cu."""
+    from bench import _bytes_out
+    shapes = ((8192, 8192),) if quick else ((8192, 8192), (16384, 16384))
+    for M, K in shapes:
+        for dt in ("bfloat16", "float16"):
+            x = torch.randn(M, K, device="cuda").to(getattr(torch, dt))
+            amax = x.abs().amax().float().reshape(1)
+            specs = (("nvfp4", "swizzled"), ("nvfp4", "compact"), ("mxfp4_e2m1", "swizzled"),
+                     ("mxfp8_e4m3", "swizzled")) if dt == "bfloat16" else (("nvfp4", "swizzled"),)
+            for fmt, layout in specs:
+                kw = {"amax": amax} if fmt == "nvfp4" else {}
+                nb = M * K * 2 + _bytes_out(fmt, M, K, "rowwise")
+                part = _loader.part_of("quantize", f"quantize_f{fp4kit.FORMATS[fmt].format_id}_d{_cuda._DTYPE_IDS[dt]}_rows")
+                yield (f"{M}x{K} {fmt} {dt} {layout}", lambda x=x, fmt=fmt, layout=layout, kw=kw: _tensors(
+                    fp4kit.quantize(x, fmt, axis="rowwise", scale_layout=layout, **kw)), nb, part)
+            del x
+
+
+def cases_group_rows(torch, fp4kit, quick):
+    """group_quantize rowwise at 65536 x 7168 from bfloat16, device dims, swizzled scales: NVFP4 with
+    supplied amaxes (one per member), MXFP4 and MXFP8, G = 8 with sizes % 128 and G = 64 with
+    sizes % 2 (--quick: G = 8), and each one's per-member loop."""
+    from bench import _bytes_out, _moe_dims
+    total, K = 65536, 7168
+    x = torch.randn(total, K, device="cuda").to(torch.bfloat16)
+    for G, mult in ((8, 128),) if quick else ((8, 128), (64, 2)):
+        dims, dims_dev, starts, _ = _moe_dims(G, total, mult)
+        amaxes = [x[s:s + m].abs().amax().float().reshape(1) if m else torch.zeros(1, device="cuda")
+                  for s, m in zip(starts, dims)]
+        am_dev = torch.cat(amaxes)
+        for fmt in ("nvfp4", "mxfp4_e2m1", "mxfp8_e4m3"):
+            kw = {"amax": am_dev} if fmt == "nvfp4" else {}
+            nb = total * K * 2 + _bytes_out(fmt, total, K, "rowwise")
+            part = _loader.part_of("grouped", f"group_quantize_rowsk_f{fp4kit.FORMATS[fmt].format_id}_d1_plain")
+            name = f"G={G} %{mult} {fmt} rowwise"
+            yield (name, lambda d=dims_dev, fmt=fmt, kw=kw: _tensors(
+                fp4kit.group_quantize(x, fmt, first_dims=d, axis="rowwise", scale_layout="swizzled", **kw)), nb, part)
+            yield (f"{name} loop", lambda dims=dims, starts=starts, fmt=fmt: [
+                _tensors(fp4kit.quantize(x[s:s + m], fmt, axis="rowwise", scale_layout="swizzled",
+                                         **({"amax": amaxes[i]} if fmt == "nvfp4" else {})))
+                for i, (s, m) in enumerate(zip(starts, dims)) if m], nb, None)
+
+
 def cases_group_both(torch, fp4kit, quick):
     """group_quantize "both" at 65536 x 7168, device dims, through the one-tile kernel of the unpacked
     MX formats (MXFP6 at G = 8 and 64 with sizes % 128 and G = 8 with sizes % 2, swizzled and compact
@@ -251,7 +297,7 @@ def cases_sequence(torch, fp4kit, quick):
                        lambda qs=qs: [fp4kit.dequantize(q, dtype="bfloat16") for q in qs], nb, "")
 
 
-CASES = {"dequantize": cases_dequantize, "group_both": cases_group_both, "group_dequantize": cases_group_dequantize, "multi_launch": cases_multi_launch, "sequence": cases_sequence}
+CASES = {"dequantize": cases_dequantize, "rows": cases_rows, "group_rows": cases_group_rows, "group_both": cases_group_both, "group_dequantize": cases_group_dequantize, "multi_launch": cases_multi_launch, "sequence": cases_sequence}
 
 
 def _bytes_of(out):

@@ -331,7 +331,7 @@ __device__ __forceinline__ void row_segment(SV v, i64 M, i64 K, i64 gm, i64 gk, 
                                             float tile_amax, float s_enc, float s_dec, const float* enc_tab = nullptr,
                                             i64 r0 = 0, u8* stash = nullptr) {
     typedef Fmt<FMT> F;
-    constexpr bool B7 = !F::mx && TAB;   // NVFP4 plain tile kernels: the below-7 encode where it applies
+    constexpr bool B7 = !F::mx && TAB;   // NVFP4 plain tile and rows kernels: the below-7 encode where it applies
     bool below7 = false;
     float bamax;
     if constexpr (B7) bamax = seg_amax_nan_aware(v, below7);
@@ -434,13 +434,14 @@ __device__ __forceinline__ void quantize_rows_direct(const void* x, i64 M, i64 K
             __syncthreads();
         }
     }
+    constexpr bool TABR = !Fmt<FMT>::mx && !EXT;   // NVFP4 plain: the table and the below-7 encode
 #pragma unroll
     for (int j = 0; j < R; ++j) {
         const i64 gm = m0 + hi + j * rs;
         float v[SEG];
         seg_values<DT>(raw[j], full[j], x, M, K, gm, gk, flags & QFLAG_VEC_IN, v);
-        row_segment<FMT, false, FP4KIT_E8M0_SELECT, false>(v, M, K, gm, gk, s, row_data, row_scales, amax_row, flags,
-                                                          seed, -1.0f, s_enc, s_dec, use_tab ? enc_tab : nullptr);
+        row_segment<FMT, TABR, FP4KIT_E8M0_SELECT, false>(v, M, K, gm, gk, s, row_data, row_scales, amax_row, flags,
+                                                         seed, -1.0f, s_enc, s_dec, use_tab ? enc_tab : nullptr);
     }
 }
 
