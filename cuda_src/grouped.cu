@@ -747,14 +747,15 @@ __device__ __forceinline__ void group_quantize_rows(const void* x, i64 G, const 
 // kernels over that matrix (R 64-row tiles stacked along M, 64 columns; every load issued before
 // any segment is quantized), taken grid-strided. Codes and per-row amaxes (row_scaled: AROW is the
 // row prefix) are indexed by the global row; a row's member only gives its scale base, its local
-// row (scale position, stochastic-rounding counter) and, for NVFP4, its amax. While the loads are
-// in flight, thread t looks up the member of the block's row t and leaves those in shared memory
-// (double-buffered by iteration parity, so one barrier per block); a block inside one member (all
-// but those that straddle a member boundary) uses that member's NVFP4 multiplier table.
+// row (scale position, stochastic-rounding counter) and, for NVFP4, its amax. A block inside one
+// member (all but those that straddle a member boundary; `one`, CTA-uniform) keeps that member's
+// first row and scale base in uniform registers and uses its NVFP4 multiplier table. For a block
+// that straddles, while the loads are in flight, thread t looks up the member of the block's row t
+// and leaves those in shared memory; either way one barrier per block (shared buffers double-buffered
+// by iteration parity). H200, 65536 x 7168 bfloat16, device dims, swizzled, G = 8 (the per-row
+// shared state for every block before): NVFP4 with supplied amaxes 416.6 -> 395.1 us, MXFP4
+// 403.6 -> 396.3, MXFP8 394.8 -> 389.2 (docs/performance.md item 143).
 // lw: as in quantize_rows_direct (a block is R x 256 / 2^lw rows of 16 * 2^lw columns).
-#ifndef FP4KIT_ROWSK_FAST
-#define FP4KIT_ROWSK_FAST 1
-#endif
 template <int FMT, int DT, bool EXT, int R>
 __device__ __forceinline__ void group_quantize_rows_k(const void* x, i64 G, const i64* meta, const i64* band, i64 K,
                                                       u8* row_data, u8* row_scales, const float* amax_row, int flags,
@@ -791,7 +792,6 @@ __device__ __forceinline__ void group_quantize_rows_k(const void* x, i64 G, cons
         // row 64 i, which starts at or before m0; `one` also needs the block to end inside it)
         const i64 g0 = band[m0 / QT_M];
         const bool one = (m0 + BR < Mt ? m0 + BR : Mt) <= rows[g0 + 1];   // uniform across the CTA
-#if FP4KIT_ROWSK_FAST
         if (one) {   // every row of the block in member g0: its parameters in uniform registers
             const i64 r0 = rows[g0];
             u8* const sbase = row_scales + srow[g0];
@@ -812,7 +812,6 @@ __device__ __forceinline__ void group_quantize_rows_k(const void* x, i64 G, cons
             }
             continue;
         }
-#endif
         if (tid < BR) {
             const i64 gm = m0 + tid;
             const i64 g = (one || gm >= Mt) ? g0 : find_member(rows, G, gm);

@@ -159,7 +159,6 @@ __device__ __forceinline__ void quantize_square(const void* x, i64 M, i64 K, u8*
 // item 142). The extended ones keep the compiler's choice: an explicit minimum of 1 is not the same
 // as none.
 #define FP4KIT_LB_ANY __launch_bounds__(QT_THREADS)
-#define FP4KIT_LB_3 __launch_bounds__(QT_THREADS, 3)
 #define FP4KIT_LB_4 __launch_bounds__(QT_THREADS, 4)
 #define FP4KIT_QUANTIZE_ROWS_KERNEL(F, D, EXT, SUFFIX, R, LB)                                         \
     extern "C" __global__ void LB                                                                     \
