@@ -749,18 +749,29 @@ __device__ __forceinline__ void group_quantize_rows(const void* x, i64 G, const 
 // row prefix) are indexed by the global row; a row's member only gives its scale base, its local
 // row (scale position, stochastic-rounding counter) and, for NVFP4, its amax. A block inside one
 // member (all but those that straddle a member boundary; `one`, CTA-uniform) keeps that member's
-// first row and scale base in uniform registers and uses its NVFP4 multiplier table. For a block
+// first row and scale base in uniform registers and uses its NVFP4 multiplier table (ROWSK_FAST:
+// where that path is compiled; the others take the shared state for every block). For a block
 // that straddles, while the loads are in flight, thread t looks up the member of the block's row t
 // and leaves those in shared memory; either way one barrier per block (shared buffers double-buffered
 // by iteration parity). H200, 65536 x 7168 bfloat16, device dims, swizzled, G = 8 (the per-row
 // shared state for every block before): NVFP4 with supplied amaxes 416.6 -> 395.1 us, MXFP4
 // 403.6 -> 396.3, MXFP8 394.8 -> 389.2 (docs/performance.md item 143).
 // lw: as in quantize_rows_direct (a block is R x 256 / 2^lw rows of 16 * 2^lw columns).
+// The one-member path of group_quantize_rows_k where it was measured and ptxas adds no spills (NVRTC
+// 13.5): the plain kernels from 16-bit input on sm_90. Elsewhere (float32 input, the extended
+// kernels, sm_100a, which no session could run) it cost 4-120 bytes of spills, so there every block
+// keeps the per-row shared state.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+#define FP4KIT_ROWSK_FAST_ARCH 0
+#else
+#define FP4KIT_ROWSK_FAST_ARCH 1
+#endif
 template <int FMT, int DT, bool EXT, int R>
 __device__ __forceinline__ void group_quantize_rows_k(const void* x, i64 G, const i64* meta, const i64* band, i64 K,
                                                       u8* row_data, u8* row_scales, const float* amax_row, int flags,
                                                       u64 seed, int lw) {
     typedef Fmt<FMT> F;
+    constexpr bool ROWSK_FAST = FP4KIT_ROWSK_FAST_ARCH && !EXT && DT != DTYPE_FLOAT32;
     constexpr int V = In<DT>::vec;
     constexpr int BR_MAX = QT_M * R;   // rows per block at lw = 2
     static_assert(BR_MAX <= QT_THREADS, "one thread per row of the block");
@@ -792,7 +803,7 @@ __device__ __forceinline__ void group_quantize_rows_k(const void* x, i64 G, cons
         // row 64 i, which starts at or before m0; `one` also needs the block to end inside it)
         const i64 g0 = band[m0 / QT_M];
         const bool one = (m0 + BR < Mt ? m0 + BR : Mt) <= rows[g0 + 1];   // uniform across the CTA
-        if (one) {   // every row of the block in member g0: its parameters in uniform registers
+        if (ROWSK_FAST && one) {   // every row of the block in member g0: its parameters in uniform registers
             const i64 r0 = rows[g0];
             u8* const sbase = row_scales + srow[g0];
             if constexpr (!F::mx) {
