@@ -806,12 +806,14 @@ def bench_grouped(rows, reps, K=7168, total=65536, groups=(8, 64)):
     x = (torch.randn(total, K, device=DEVICE)).to(torch.bfloat16)
     for G, multiple in ((g, m) for g in groups for m in (128, 2)):
         dims, dims_dev, starts, vname = _moe_dims(G, total, multiple)
-        # NVFP4 "both" also with one supplied amax per member (no statistics pass)
+        # NVFP4 rowwise and "both" also with one supplied amax per member (no statistics pass); MXFP4
+        # rowwise beside MXFP8's (the one-K rows kernel)
         amax = torch.full((G,), 4.0, device=DEVICE)
         # and "both" of MXFP8 (staged squares), MXFP4 and MXFP6 (one-tile kernel), with compact scales
         # too (staged, then group_unswizzle_scales)
         # and "both" of MXFP4 / NVFP4 with stochastic rounding (one K: the one-tile _sr kernel)
         for fmt, axis, sup, layout, sr in (("mxfp8_e4m3", "rowwise", False, "swizzled", False),
+                                           ("mxfp4_e2m1", "rowwise", False, "swizzled", False),
                                            ("mxfp8_e4m3", "both", False, "swizzled", False),
                                            ("mxfp8_e4m3", "both", False, "compact", False),
                                            ("mxfp4_e2m1", "both", False, "swizzled", False),
@@ -819,6 +821,7 @@ def bench_grouped(rows, reps, K=7168, total=65536, groups=(8, 64)):
                                            ("mxfp6_e2m3", "both", False, "swizzled", False),
                                            ("mxfp6_e2m3", "both", False, "compact", False),
                                            ("nvfp4", "rowwise", False, "swizzled", False),
+                                           ("nvfp4", "rowwise", True, "swizzled", False),
                                            ("nvfp4", "both", False, "swizzled", False),
                                            ("nvfp4", "both", True, "swizzled", False),
                                            ("mxfp4_e2m1", "both", False, "swizzled", True),
@@ -994,7 +997,7 @@ def _quantize_rows(shapes, formats, axes) -> int:
     return len(shapes) * sum(per_fmt * (2 if f == "nvfp4" else 1) for f in formats)
 
 
-def expected_rows(shapes, formats, axes, groups=4, grouped_ops=12, grouped_dequantize=16) -> int:
+def expected_rows(shapes, formats, axes, groups=4, grouped_ops=14, grouped_dequantize=16) -> int:
     """Rows the benchmark will print (mirrors the loops below), for the progress line's estimate."""
     quant = _quantize_rows(shapes, formats, axes) + _quantize_rows(RAGGED_SHAPES, RAGGED_FORMATS, ("both",))
     return quant + len(shapes) * len(formats) * 3 + len(shapes) + 3 + groups * grouped_ops + grouped_dequantize

@@ -35,10 +35,11 @@ def test_expected_rows_matches_the_loops(bench):
     quant = 3 + 3 + 6                                   # mxfp8, mxfp4: 1 + 2 rows; nvfp4: 2 x (1 + 2)
     # ragged: MXFP8, MXFP6, MXFP4 and NVFP4 (two variants)
     ragged = 2 + 2 + 2 + 4                              # 8200 x 8192 "both", two layouts; nvfp4 x 2
-    # + dequantize (to bfloat16, float16 and float32), swizzle, recipes, grouped (4 size sets x MXFP8 / NVFP4 rowwise / both + NVFP4
-    # "both" with supplied amaxes + "both" of MXFP8 compact, MXFP4 and MXFP6 in both layouts + MXFP4 /
-    # NVFP4 "both" with stochastic rounding) and grouped dequantize (2 size sets x 4 formats x 2 dtypes)
-    assert n == quant + ragged + 3 * 3 + 1 + 3 + 4 * 12 + 2 * 4 * 2
+    # + dequantize (to bfloat16, float16 and float32), swizzle, recipes, grouped (4 size sets x MXFP8 / NVFP4 rowwise / both +
+    # MXFP4 rowwise + NVFP4 rowwise and "both" with supplied amaxes + "both" of MXFP8 compact, MXFP4 and MXFP6
+    # in both layouts + MXFP4 / NVFP4 "both" with stochastic rounding) and grouped dequantize (2 size sets x 4
+    # formats x 2 dtypes)
+    assert n == quant + ragged + 3 * 3 + 1 + 3 + 4 * 14 + 2 * 4 * 2
 
 
 def test_tail_lines_only_for_sections_that_ran(bench):
@@ -648,7 +649,7 @@ def test_sections_run_on_the_cpu(bench, torch, cpu_sections):
                                                   for f in ("nvfp4", "mxfp4_e2m1")]
     n = len(rows)
     bench.bench_grouped(rows, 5, K=64, total=512, groups=(8,))
-    assert len(rows) - n == 2 * 12 and all(r["baseline_exact"] == "vs per-member launches" for r in rows[n:])
+    assert len(rows) - n == 2 * 14 and all(r["baseline_exact"] == "vs per-member launches" for r in rows[n:])
     n = len(rows)
     bench.bench_group_dequantize(rows, 5, K=64, total=512)
     assert len(rows) - n == 2 * 4 * 2 and all(r["baseline_exact"] == "vs per-member launches" for r in rows[n:])
