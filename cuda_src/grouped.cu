@@ -761,6 +761,9 @@ __device__ __forceinline__ void group_quantize_rows(const void* x, i64 G, const 
 // 13.5): the plain kernels from 16-bit input on sm_90. Elsewhere (float32 input, the extended
 // kernels, sm_100a, which no session could run) it cost 4-120 bytes of spills, so there every block
 // keeps the per-row shared state.
+#ifndef FP4KIT_ROWSK_PK
+#define FP4KIT_ROWSK_PK 1
+#endif
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
 #define FP4KIT_ROWSK_FAST_ARCH 0
 #else
@@ -772,6 +775,7 @@ __device__ __forceinline__ void group_quantize_rows_k(const void* x, i64 G, cons
                                                       u64 seed, int lw) {
     typedef Fmt<FMT> F;
     constexpr bool ROWSK_FAST = FP4KIT_ROWSK_FAST_ARCH && !EXT && DT != DTYPE_FLOAT32;
+    constexpr bool ROWSK_PK = FP4KIT_ROWSK_PK && ROWSK_FAST && PackedE2M1<FMT, DT, EXT>::on;
     constexpr int V = In<DT>::vec;
     constexpr int BR_MAX = QT_M * R;   // rows per block at lw = 2
     static_assert(BR_MAX <= QT_THREADS, "one thread per row of the block");
@@ -816,10 +820,24 @@ __device__ __forceinline__ void group_quantize_rows_k(const void* x, i64 G, cons
 #pragma unroll
             for (int j = 0; j < R; ++j) {
                 const i64 gm = m0 + hi + j * rs;
-                float v[SEG];
-                seg_values<DT>(raw[j], full[j], x, Mt, K, gm, gk, flags & QFLAG_VEC_IN, v);
-                row_segment<FMT>(v, Mt, K, gm, gk, s, row_data, sbase, amax_row, flags, seed, -1.0f, 1.0f, 1.0f,
-                                 use_tab ? rtab[p] : nullptr, r0);
+                if constexpr (ROWSK_PK) {   // MXFP4 from 16-bit input: packed pairs, as quantize_rows_direct
+                    typedef typename PackedE2M1<FMT, DT, EXT>::Seg PSeg;
+                    PSeg pk;
+                    if (full[j]) {
+                        pk = pair_seg_rows<PSeg>(raw[j]);
+                    } else {
+                        uint4 r1[SEG / V];
+                        load_seg_raw<DT>(x, Mt, K, gm, gk, flags & QFLAG_VEC_IN, r1);
+                        pk = pair_seg_rows<PSeg>(r1);
+                    }
+                    row_segment<FMT>(pk, Mt, K, gm, gk, s, row_data, sbase, amax_row, flags, seed, -1.0f, 1.0f, 1.0f,
+                                     nullptr, r0);
+                } else {
+                    float v[SEG];
+                    seg_values<DT>(raw[j], full[j], x, Mt, K, gm, gk, flags & QFLAG_VEC_IN, v);
+                    row_segment<FMT>(v, Mt, K, gm, gk, s, row_data, sbase, amax_row, flags, seed, -1.0f, 1.0f, 1.0f,
+                                     use_tab ? rtab[p] : nullptr, r0);
+                }
             }
             continue;
         }

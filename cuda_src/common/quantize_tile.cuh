@@ -402,6 +402,12 @@ __device__ __forceinline__ void seg_values(const uint4* raw, bool full, const vo
     }
 }
 
+#ifndef FP4KIT_ROWS_PK
+#define FP4KIT_ROWS_PK 1
+#endif
+template <int DT>
+__device__ __forceinline__ void load_seg_raw(const void* xv, i64 M, i64 K, i64 gm, i64 gk, bool vec_ok,
+                                             uint4* raw);
 // Rowwise only, no 2D tiles. lw (2..6): a CTA row is 2^lw segments of 16 (W = 16 * 2^lw columns),
 // rs = 256 / 2^lw rows of them, R such row groups (R * rs rows x W columns per CTA); each thread issues
 // the loads of its R segments before computing (more bytes in flight). With lw = 6 a warp covers 512
@@ -435,13 +441,29 @@ __device__ __forceinline__ void quantize_rows_direct(const void* x, i64 M, i64 K
         }
     }
     constexpr bool TABR = !Fmt<FMT>::mx && !EXT;   // NVFP4 plain: the table and the below-7 encode
+    constexpr bool PK = FP4KIT_ROWS_PK && PackedE2M1<FMT, DT, EXT>::on;   // MXFP4 from 16-bit input
+    typedef typename PackedE2M1<FMT, DT, EXT>::Seg PSeg;
 #pragma unroll
     for (int j = 0; j < R; ++j) {
         const i64 gm = m0 + hi + j * rs;
-        float v[SEG];
-        seg_values<DT>(raw[j], full[j], x, M, K, gm, gk, flags & QFLAG_VEC_IN, v);
-        row_segment<FMT, TABR, FP4KIT_E8M0_SELECT, false>(v, M, K, gm, gk, s, row_data, row_scales, amax_row, flags,
-                                                         seed, -1.0f, s_enc, s_dec, use_tab ? enc_tab : nullptr);
+        if constexpr (PK) {
+            PSeg pk;
+            if (full[j]) {
+                pk = pair_seg_rows<PSeg>(raw[j]);
+            } else {
+                uint4 r1[SEG / In<DT>::vec];
+                load_seg_raw<DT>(x, M, K, gm, gk, flags & QFLAG_VEC_IN, r1);
+                pk = pair_seg_rows<PSeg>(r1);
+            }
+            row_segment<FMT, false, FP4KIT_E8M0_SELECT, false>(pk, M, K, gm, gk, s, row_data, row_scales, amax_row,
+                                                               flags, seed, -1.0f, s_enc, s_dec, nullptr);
+        } else {
+            float v[SEG];
+            seg_values<DT>(raw[j], full[j], x, M, K, gm, gk, flags & QFLAG_VEC_IN, v);
+            row_segment<FMT, TABR, FP4KIT_E8M0_SELECT, false>(v, M, K, gm, gk, s, row_data, row_scales, amax_row,
+                                                             flags, seed, -1.0f, s_enc, s_dec,
+                                                             use_tab ? enc_tab : nullptr);
+        }
     }
 }
 
