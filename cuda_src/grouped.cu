@@ -761,9 +761,6 @@ __device__ __forceinline__ void group_quantize_rows(const void* x, i64 G, const 
 // 13.5): the plain kernels from 16-bit input on sm_90. Elsewhere (float32 input, the extended
 // kernels, sm_100a, which no session could run) it cost 4-120 bytes of spills, so there every block
 // keeps the per-row shared state.
-#ifndef FP4KIT_ROWSK_PK
-#define FP4KIT_ROWSK_PK 1
-#endif
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
 #define FP4KIT_ROWSK_FAST_ARCH 0
 #else
@@ -775,7 +772,7 @@ __device__ __forceinline__ void group_quantize_rows_k(const void* x, i64 G, cons
                                                       u64 seed, int lw) {
     typedef Fmt<FMT> F;
     constexpr bool ROWSK_FAST = FP4KIT_ROWSK_FAST_ARCH && !EXT && DT != DTYPE_FLOAT32;
-    constexpr bool ROWSK_PK = FP4KIT_ROWSK_PK && ROWSK_FAST && PackedE2M1<FMT, DT, EXT>::on;
+    constexpr bool ROWSK_PK = ROWSK_FAST && PackedE2M1<FMT, DT, EXT>::on;   // item 144
     constexpr int V = In<DT>::vec;
     constexpr int BR_MAX = QT_M * R;   // rows per block at lw = 2
     static_assert(BR_MAX <= QT_THREADS, "one thread per row of the block");

@@ -402,12 +402,10 @@ __device__ __forceinline__ void seg_values(const uint4* raw, bool full, const vo
     }
 }
 
-#ifndef FP4KIT_ROWS_PK
-#define FP4KIT_ROWS_PK 1
-#endif
-template <int DT>
+template <int DT>   // below: a segment's raw input words, zero past the matrix
 __device__ __forceinline__ void load_seg_raw(const void* xv, i64 M, i64 K, i64 gm, i64 gk, bool vec_ok,
                                              uint4* raw);
+
 // Rowwise only, no 2D tiles. lw (2..6): a CTA row is 2^lw segments of 16 (W = 16 * 2^lw columns),
 // rs = 256 / 2^lw rows of them, R such row groups (R * rs rows x W columns per CTA); each thread issues
 // the loads of its R segments before computing (more bytes in flight). With lw = 6 a warp covers 512
@@ -441,7 +439,9 @@ __device__ __forceinline__ void quantize_rows_direct(const void* x, i64 M, i64 K
         }
     }
     constexpr bool TABR = !Fmt<FMT>::mx && !EXT;   // NVFP4 plain: the table and the below-7 encode
-    constexpr bool PK = FP4KIT_ROWS_PK && PackedE2M1<FMT, DT, EXT>::on;   // MXFP4 from 16-bit input
+    // MXFP4 from 16-bit input: the tile kernels' packed-pair encode (H200, 8192^2 bfloat16: 52.2 -> 49.0 us,
+    // docs/performance.md item 144; the fp32 values before)
+    constexpr bool PK = PackedE2M1<FMT, DT, EXT>::on;
     typedef typename PackedE2M1<FMT, DT, EXT>::Seg PSeg;
 #pragma unroll
     for (int j = 0; j < R; ++j) {
