@@ -819,14 +819,7 @@ __device__ __forceinline__ void group_quantize_rows_k(const void* x, i64 G, cons
                 const i64 gm = m0 + hi + j * rs;
                 if constexpr (ROWSK_PK) {   // MXFP4 from 16-bit input: packed pairs, as quantize_rows_direct
                     typedef typename PackedE2M1<FMT, DT, EXT>::Seg PSeg;
-                    PSeg pk;
-                    if (full[j]) {
-                        pk = pair_seg_rows<PSeg>(raw[j]);
-                    } else {
-                        uint4 r1[SEG / V];
-                        load_seg_raw<DT>(x, Mt, K, gm, gk, flags & QFLAG_VEC_IN, r1);
-                        pk = pair_seg_rows<PSeg>(r1);
-                    }
+                    const PSeg pk = seg_pairs<DT, PSeg>(raw[j], full[j], x, Mt, K, gm, gk, flags & QFLAG_VEC_IN);
                     row_segment<FMT>(pk, Mt, K, gm, gk, s, row_data, sbase, amax_row, flags, seed, -1.0f, 1.0f, 1.0f,
                                      nullptr, r0);
                 } else {

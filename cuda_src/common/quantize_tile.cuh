@@ -388,6 +388,44 @@ __device__ __forceinline__ void load_rows_raw(const void* x, i64 M, i64 K, i64 g
     }
 }
 
+// Raw input words of the segment x[gm, gk .. gk+15] (SEG / V 16-byte vectors of the input type;
+// 0 bits, i.e. +0, past the end of the row or of the tensor).
+template <int DT>
+__device__ __forceinline__ void load_seg_raw(const void* xv, i64 M, i64 K, i64 gm, i64 gk, bool vec_ok,
+                                             uint4* raw) {
+    typedef typename In<DT>::T T;
+    constexpr int V = In<DT>::vec;
+    const T* x = reinterpret_cast<const T*>(xv) + gm * K + gk;
+    if (vec_ok && gm < M && gk + SEG <= K) {
+#pragma unroll
+        for (int j = 0; j < SEG / V; ++j) raw[j] = load_stream16(x + j * V);
+    } else {
+        u32 w[SEG * sizeof(T) / 4];
+#pragma unroll
+        for (int i = 0; i < SEG * (int)sizeof(T) / 4; ++i) w[i] = 0u;
+#pragma unroll
+        for (int i = 0; i < SEG; ++i) {
+            if (gm < M && gk + i < K) {
+                if constexpr (sizeof(T) == 4) w[i] = f2u(x[i]);
+                else w[i >> 1] |= (u32)x[i] << (16 * (i & 1));
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < SEG / V; ++j) raw[j] = make_uint4(w[4 * j], w[4 * j + 1], w[4 * j + 2], w[4 * j + 3]);
+    }
+}
+
+// The segment x[gm, gk ..] as packed pairs (PackedE2M1's Seg): from raw when load_rows_raw loaded
+// it, else from its raw words read again (zero past the matrix), as seg_values for fp32 values.
+template <int DT, class S>
+__device__ __forceinline__ S seg_pairs(const uint4* raw, bool full, const void* x, i64 M, i64 K, i64 gm, i64 gk,
+                                       bool vec_ok) {
+    if (full) return pair_seg_rows<S>(raw);
+    uint4 r1[SEG / In<DT>::vec];
+    load_seg_raw<DT>(x, M, K, gm, gk, vec_ok, r1);
+    return pair_seg_rows<S>(r1);
+}
+
 // The 16 values of segment x[gm, gk ..]: unpacked from raw when load_rows_raw loaded it, else read
 // element by element (load_seg).
 template <int DT>
@@ -401,10 +439,6 @@ __device__ __forceinline__ void seg_values(const uint4* raw, bool full, const vo
         load_seg<DT>(x, M, K, gm, gk, vec_ok, v);
     }
 }
-
-template <int DT>   // below: a segment's raw input words, zero past the matrix
-__device__ __forceinline__ void load_seg_raw(const void* xv, i64 M, i64 K, i64 gm, i64 gk, bool vec_ok,
-                                             uint4* raw);
 
 // Rowwise only, no 2D tiles. lw (2..6): a CTA row is 2^lw segments of 16 (W = 16 * 2^lw columns),
 // rs = 256 / 2^lw rows of them, R such row groups (R * rs rows x W columns per CTA); each thread issues
@@ -447,14 +481,7 @@ __device__ __forceinline__ void quantize_rows_direct(const void* x, i64 M, i64 K
     for (int j = 0; j < R; ++j) {
         const i64 gm = m0 + hi + j * rs;
         if constexpr (PK) {
-            PSeg pk;
-            if (full[j]) {
-                pk = pair_seg_rows<PSeg>(raw[j]);
-            } else {
-                uint4 r1[SEG / In<DT>::vec];
-                load_seg_raw<DT>(x, M, K, gm, gk, flags & QFLAG_VEC_IN, r1);
-                pk = pair_seg_rows<PSeg>(r1);
-            }
+            const PSeg pk = seg_pairs<DT, PSeg>(raw[j], full[j], x, M, K, gm, gk, flags & QFLAG_VEC_IN);
             row_segment<FMT, false, FP4KIT_E8M0_SELECT, false>(pk, M, K, gm, gk, s, row_data, row_scales, amax_row,
                                                                flags, seed, -1.0f, s_enc, s_dec, nullptr);
         } else {
@@ -464,33 +491,6 @@ __device__ __forceinline__ void quantize_rows_direct(const void* x, i64 M, i64 K
                                                              flags, seed, -1.0f, s_enc, s_dec,
                                                              use_tab ? enc_tab : nullptr);
         }
-    }
-}
-
-// Raw input words of the segment x[gm, gk .. gk+15] (SEG / V 16-byte vectors of the input type;
-// 0 bits, i.e. +0, past the end of the row or of the tensor).
-template <int DT>
-__device__ __forceinline__ void load_seg_raw(const void* xv, i64 M, i64 K, i64 gm, i64 gk, bool vec_ok,
-                                             uint4* raw) {
-    typedef typename In<DT>::T T;
-    constexpr int V = In<DT>::vec;
-    const T* x = reinterpret_cast<const T*>(xv) + gm * K + gk;
-    if (vec_ok && gm < M && gk + SEG <= K) {
-#pragma unroll
-        for (int j = 0; j < SEG / V; ++j) raw[j] = load_stream16(x + j * V);
-    } else {
-        u32 w[SEG * sizeof(T) / 4];
-#pragma unroll
-        for (int i = 0; i < SEG * (int)sizeof(T) / 4; ++i) w[i] = 0u;
-#pragma unroll
-        for (int i = 0; i < SEG; ++i) {
-            if (gm < M && gk + i < K) {
-                if constexpr (sizeof(T) == 4) w[i] = f2u(x[i]);
-                else w[i >> 1] |= (u32)x[i] << (16 * (i & 1));
-            }
-        }
-#pragma unroll
-        for (int j = 0; j < SEG / V; ++j) raw[j] = make_uint4(w[4 * j], w[4 * j + 1], w[4 * j + 2], w[4 * j + 3]);
     }
 }
 
