@@ -205,7 +205,7 @@ def cases_group_rows(torch, fp4kit, quick):
             name = f"G={G} %{mult} {fmt} rowwise"
             yield (name, lambda d=dims_dev, fmt=fmt, kw=kw: _tensors(
                 fp4kit.group_quantize(x, fmt, first_dims=d, axis="rowwise", scale_layout="swizzled", **kw)), nb, part)
-            yield (f"{name} loop", lambda dims=dims, starts=starts, fmt=fmt: [
+            yield (f"{name} loop", lambda dims=dims, starts=starts, fmt=fmt, amaxes=amaxes: [
                 _tensors(fp4kit.quantize(x[s:s + m], fmt, axis="rowwise", scale_layout="swizzled",
                                          **({"amax": amaxes[i]} if fmt == "nvfp4" else {})))
                 for i, (s, m) in enumerate(zip(starts, dims)) if m], nb, None)
