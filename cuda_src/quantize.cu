@@ -160,13 +160,20 @@ __device__ __forceinline__ void quantize_square(const void* x, i64 M, i64 K, u8*
 // as none.
 #define FP4KIT_LB_ANY __launch_bounds__(QT_THREADS)
 #define FP4KIT_LB_4 __launch_bounds__(QT_THREADS, 4)
-#define FP4KIT_QUANTIZE_ROWS_KERNEL(F, D, EXT, SUFFIX, R, LB)                                         \
+// STG: how the 16-bit plain kernels store their scale codes (quantize_rows_direct): MX through the
+// shared-memory stage (1); NVFP4 one by one (0: the stage's barrier cost it 2.3 us at 8192^2 compact,
+// docs/performance.md item 145). FP4KIT_ROWS_STG 0 (A/B): every format one by one.
+#ifndef FP4KIT_ROWS_STG
+#define FP4KIT_ROWS_STG 1
+#endif
+#define FP4KIT_ROWS_STG_OF(F) ((F) == 5 ? 0 : FP4KIT_ROWS_STG)
+#define FP4KIT_QUANTIZE_ROWS_KERNEL(F, D, EXT, SUFFIX, R, LB, STG)                                    \
     extern "C" __global__ void LB                                                                     \
     quantize_f##F##_d##D##SUFFIX(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales,           \
                                  const float* amax_row, int flags, u64 seed, int lw) {                \
         FP4KIT_GRID_DEP();                                                                            \
-        quantize_rows_direct<F, D, EXT, R>(x, M, K, row_data, row_scales, amax_row, flags, seed,      \
-                                           (i64)blockIdx.x, lw);                                      \
+        quantize_rows_direct<F, D, EXT, R, QFLAG_EXT_ALL, STG>(x, M, K, row_data, row_scales, amax_row, \
+                                                               flags, seed, (i64)blockIdx.x, lw);     \
     }
 
 // quantize_f5_d<D>_rowsam: plain rowwise NVFP4 with the computed global amax in one launch, for
@@ -209,9 +216,9 @@ constexpr int RA_CTAS = 8;
     FP4KIT_QUANTIZE_KERNEL(F, 0, false, _plain)  \
     FP4KIT_QUANTIZE_KERNEL(F, 1, false, _plain)  \
     FP4KIT_QUANTIZE_KERNEL(F, 2, false, _plain)  \
-    FP4KIT_QUANTIZE_ROWS_KERNEL(F, 0, false, _rows, 2, FP4KIT_LB_ANY) \
-    FP4KIT_QUANTIZE_ROWS_KERNEL(F, 1, false, _rows, 4, FP4KIT_LB_4) \
-    FP4KIT_QUANTIZE_ROWS_KERNEL(F, 2, false, _rows, 4, FP4KIT_LB_4)
+    FP4KIT_QUANTIZE_ROWS_KERNEL(F, 0, false, _rows, 2, FP4KIT_LB_ANY, 0) \
+    FP4KIT_QUANTIZE_ROWS_KERNEL(F, 1, false, _rows, 4, FP4KIT_LB_4, FP4KIT_ROWS_STG_OF(F)) \
+    FP4KIT_QUANTIZE_ROWS_KERNEL(F, 2, false, _rows, 4, FP4KIT_LB_4, FP4KIT_ROWS_STG_OF(F))
 // quantize_f<F>_d<D> / _rowsx: every option. Only NVFP4 has them: the planner picks them for
 // options other than stochastic rounding alone (fp4kit._plan.needs_ext / sr_only), i.e. NVFP4's
 // tile_2d / row_scaled / rht; MXFP4's only extended option is stochastic rounding (_sr / _rowssr).
@@ -219,9 +226,9 @@ constexpr int RA_CTAS = 8;
     FP4KIT_QUANTIZE_KERNEL(F, 0, true, )         \
     FP4KIT_QUANTIZE_KERNEL(F, 1, true, )         \
     FP4KIT_QUANTIZE_KERNEL(F, 2, true, )         \
-    FP4KIT_QUANTIZE_ROWS_KERNEL(F, 0, true, _rowsx, 2, FP4KIT_LB_ANY) \
-    FP4KIT_QUANTIZE_ROWS_KERNEL(F, 1, true, _rowsx, 2, FP4KIT_LB_ANY) \
-    FP4KIT_QUANTIZE_ROWS_KERNEL(F, 2, true, _rowsx, 2, FP4KIT_LB_ANY)
+    FP4KIT_QUANTIZE_ROWS_KERNEL(F, 0, true, _rowsx, 2, FP4KIT_LB_ANY, 0) \
+    FP4KIT_QUANTIZE_ROWS_KERNEL(F, 1, true, _rowsx, 2, FP4KIT_LB_ANY, 0) \
+    FP4KIT_QUANTIZE_ROWS_KERNEL(F, 2, true, _rowsx, 2, FP4KIT_LB_ANY, 0)
 
 // quantize_f5_d1_rht: NVFP4 from bfloat16 with the fused RHT cast and no other variant (tile_2d,
 // row_scaled, stochastic rounding ignored): the RHT path of quantize_f5_d1 in fewer registers.
@@ -324,6 +331,9 @@ FP4KIT_QUANTIZE_SR_ALL(4)
 #endif
 #if FP4KIT_IN_PART(5)
 FP4KIT_QUANTIZE_PLAIN_DTYPES(5)
+// quantize_f5_d<D>_rowsz: _rows for NVFP4 from 16-bit input with swizzled scales (STG 2)
+FP4KIT_QUANTIZE_ROWS_KERNEL(5, 1, false, _rowsz, 4, FP4KIT_LB_4, 2)
+FP4KIT_QUANTIZE_ROWS_KERNEL(5, 2, false, _rowsz, 4, FP4KIT_LB_4, 2)
 FP4KIT_QUANTIZE_ROWSAM_KERNEL(0, 2)
 FP4KIT_QUANTIZE_ROWSAM_KERNEL(1, 4)
 FP4KIT_QUANTIZE_ROWSAM_KERNEL(2, 4)

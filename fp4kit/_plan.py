@@ -458,6 +458,17 @@ def rows_stack(ext: bool, input_dtype: str) -> int:
     return 2 if ext or input_dtype == "float32" else 4
 
 
+# NVFP4 rowwise from 16-bit input with swizzled scales: the plain rows kernel that stores each
+# quad's codes as a whole swizzled chunk (quantize.cu _rowsz); False: the plain _rows kernel.
+ROWS_NVFP4_SWIZZLED_KERNEL = True
+
+
+def rows_swizzled_kernel(opts, input_dtype: str, layout: str) -> bool:
+    """True when the plain rows kernel of a call is quantize.cu's _rowsz (see ROWS_NVFP4_SWIZZLED_KERNEL)."""
+    return (ROWS_NVFP4_SWIZZLED_KERNEL and FORMATS[opts.format].is_nvfp4 and layout == "swizzled"
+            and input_dtype in ("bfloat16", "float16"))
+
+
 def rows_blocks(M: int, K: int, R: int, lw: int) -> int:
     """Blocks of the rows kernel over an (M, K) matrix: R x 256 / 2^lw rows x 16 x 2^lw columns each."""
     return -(-M // (R * (THREADS >> lw))) * -(-K // (16 << lw))
@@ -713,7 +724,9 @@ def build_quantize_plan(M: int, K: int, input_dtype: str, opts, amax_size: int |
                          (_X, _i64(M), _i64(K), _buf(r[0]), _buf(rs), _buf(r[2]), _i32(flags), _SEED, _i32(lw),  # type: ignore[index, arg-type]  # r is set: rows kernel
                           _i64(nblocks)))
             else:
-                b.launch("quantize", name + ("_rowssr" if sr_only(opts) else "_rowsx" if ext else "_rows"), nblocks,
+                b.launch("quantize", name + ("_rowssr" if sr_only(opts) else "_rowsx" if ext
+                                             else "_rowsz" if rows_swizzled_kernel(opts, input_dtype, layout)
+                                             else "_rows"), nblocks,
                          (_X, _i64(M), _i64(K), _buf(r[0]), _buf(rs), _ptr(r[2]), _i32(flags), _SEED, _i32(lw)))  # type: ignore[index, arg-type]  # r is set
         else:
             tiles = -(-M // QT_M) * -(-K // QT_K)

@@ -168,7 +168,7 @@ def cases_dequantize(torch, fp4kit, quick):
 def cases_rows(torch, fp4kit, quick):
     """quantize of one rowwise operand (8192^2 and 16384^2; --quick: 8192^2): NVFP4 with a supplied
     amax from bfloat16 (swizzled and compact scales) and float16, and MXFP4 / MXFP8 from bfloat16
-    (controls); the rows kernels of quantize.cu."""
+    (both layouts); the rows kernels of quantize.cu."""
     from bench import _bytes_out
     shapes = ((8192, 8192),) if quick else ((8192, 8192), (16384, 16384))
     for M, K in shapes:
@@ -176,7 +176,8 @@ def cases_rows(torch, fp4kit, quick):
             x = torch.randn(M, K, device="cuda").to(getattr(torch, dt))
             amax = x.abs().amax().float().reshape(1)
             specs = (("nvfp4", "swizzled"), ("nvfp4", "compact"), ("mxfp4_e2m1", "swizzled"),
-                     ("mxfp8_e4m3", "swizzled")) if dt == "bfloat16" else (("nvfp4", "swizzled"),)
+                     ("mxfp4_e2m1", "compact"), ("mxfp8_e4m3", "swizzled"), ("mxfp8_e4m3", "compact")
+                     ) if dt == "bfloat16" else (("nvfp4", "swizzled"),)
             for fmt, layout in specs:
                 kw = {"amax": amax} if fmt == "nvfp4" else {}
                 nb = M * K * 2 + _bytes_out(fmt, M, K, "rowwise")

@@ -209,6 +209,25 @@ def test_nvfp4_rowwise_computed_amax():
     assert p.outputs == (OperandSlots(0, 1, 2), None)
 
 
+def test_rows_kernel_for_nvfp4_swizzled_scales():
+    """NVFP4 rowwise from 16-bit input with swizzled scales takes the rows kernel that stores whole
+    swizzled chunks (_rowsz); compact scales, float32 input, the MX formats and the extended options
+    keep theirs."""
+    def rows_launch(dtype, fmt, **kw):
+        amax = ((1024,) if kw.get("row_scaled") else (1,)) if fmt == "nvfp4" else None
+        p = plan_of((1024, 2048), dtype, fmt, amax_shape=amax, **kw)
+        names = [s.kernel for s in p.steps if isinstance(s, Launch) and s.module == "quantize"]
+        return names[-1]
+
+    for dtype, d in (("bfloat16", 1), ("float16", 2)):
+        assert rows_launch(dtype, "nvfp4", scale_layout="swizzled") == f"quantize_f5_d{d}_rowsz"
+        assert rows_launch(dtype, "nvfp4") == f"quantize_f5_d{d}_rows"
+        assert rows_launch(dtype, "mxfp4_e2m1", scale_layout="swizzled") == f"quantize_f4_d{d}_rows"
+        assert rows_launch(dtype, "nvfp4", scale_layout="swizzled", rounding="stochastic") == f"quantize_f5_d{d}_rowssr"
+        assert rows_launch(dtype, "nvfp4", scale_layout="swizzled", row_scaled=True).endswith("_rowsx")
+    assert rows_launch("float32", "nvfp4", scale_layout="swizzled") == "quantize_f5_d0_rows"
+
+
 def test_nvfp4_rowwise_computed_amax_small_one_launch():
     # at most SMALL_FUSED_MAX elements: clusters of 8 CTAs that each compute the amax (written into
     # an uninitialised buffer: no memset), then quantize the rows kernel's blocks, one per CTA
@@ -816,7 +835,8 @@ def test_planned_arguments_match_the_kernel_signatures():
                 {"rounding": "stochastic"}, {"axis": "both", "rht": True}, {"axis": "both", "row_scaled": True},
                 {"tile_2d": True}, {"axis": "both", "amax_shape": (1,)}, {"axis": "both", "rounding": "stochastic"},
                 {"row_scaled": True}, {"axis": "columnwise", "scale_layout": "swizzled"},
-                {"axis": "columnwise", "amax_shape": (1,)}, {"axis": "columnwise", "scale_layout": "swizzled", "amax_shape": (1,)}]
+                {"axis": "columnwise", "amax_shape": (1,)}, {"axis": "columnwise", "scale_layout": "swizzled", "amax_shape": (1,)},
+                {"scale_layout": "swizzled", "amax_shape": (1,)}]
     for fmt in fmts:
         for kw in variants:
             for dtype in ("float32", "bfloat16", "float16"):

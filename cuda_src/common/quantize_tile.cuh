@@ -325,8 +325,11 @@ __device__ __forceinline__ u32 block_scale(float bamax, bool floor_rule, const f
 // enc_tab (NVFP4, one amax for the operand): the 128-entry multiplier table, or null.
 // r0 (grouped rows of one K): row gm is row gm - r0 of the member whose scales start at row_scales,
 // which also numbers its stochastic-rounding counter; codes and per-row amax stay indexed by gm.
-template <int FMT, bool TAB = false, bool SEL = FP4KIT_E8M0_SELECT, bool WIDE = true, class SV>
-__device__ __forceinline__ void row_segment(SV v, i64 M, i64 K, i64 gm, i64 gk, int s, u8* row_data,
+// stash: when not null, stash[s / (block / 16)] takes the scale code instead of row_scales.
+// KEEP: nothing takes the scale code; it is returned (when gm < M and gk < K; else 0) for the
+// caller to store.
+template <int FMT, bool TAB = false, bool SEL = FP4KIT_E8M0_SELECT, bool WIDE = true, bool KEEP = false, class SV>
+__device__ __forceinline__ u32 row_segment(SV v, i64 M, i64 K, i64 gm, i64 gk, int s, u8* row_data,
                                             u8* row_scales, const float* amax_row, int flags, u64 seed,
                                             float tile_amax, float s_enc, float s_dec, const float* enc_tab = nullptr,
                                             i64 r0 = 0, u8* stash = nullptr) {
@@ -338,9 +341,9 @@ __device__ __forceinline__ void row_segment(SV v, i64 M, i64 K, i64 gm, i64 gk, 
     else bamax = seg_amax(v);
     if constexpr (F::block == 32) bamax = fmaxf(bamax, __shfl_xor_sync(0xFFFFFFFFu, bamax, 1));
     if (tile_amax >= 0.0f) bamax = tile_amax;
+    u32 sc = 0u;
     if (gm < M && gk < K) {
         float mul;
-        u32 sc;
         if constexpr (F::mx) {
             sc = block_scale<FMT, SEL>(bamax, flags & QFLAG_RULE_FLOOR, amax_row, 0, mul);
         } else {
@@ -358,7 +361,7 @@ __device__ __forceinline__ void row_segment(SV v, i64 M, i64 K, i64 gm, i64 gk, 
         const int n = (int)((K - gk) < SEG ? (K - gk) : SEG);
         if constexpr (F::packed) store_bytes(row_data + gm * (K / 2) + gk / 2, w, n / 2, SEG / 2);
         else store_bytes(row_data + gm * K + gk, w, n, SEG);
-        if (F::block == 16 || (s & 1) == 0) {
+        if (!KEEP && (F::block == 16 || (s & 1) == 0)) {
             if (stash != nullptr) {
                 stash[s / (F::block / SEG)] = (u8)sc;
             } else {
@@ -367,6 +370,7 @@ __device__ __forceinline__ void row_segment(SV v, i64 M, i64 K, i64 gm, i64 gk, 
             }
         }
     }
+    return sc;
 }
 
 // Issue the 16-byte loads of segments x[gm0 + rs j, gk .. gk + 15] (j < R) that lie wholly inside the
@@ -448,48 +452,143 @@ __device__ __forceinline__ void seg_values(const uint4* raw, bool full, const vo
 // scale sectors, which 16 CTAs completed.
 // Block index b: (b / tiles_k) * R * rs is the first row, (b % tiles_k) * W the first column.
 // XM (with EXT): the extended options the kernel keeps (as quantize_tile_rc).
-template <int FMT, int DT, bool EXT, int R, int XM = QFLAG_EXT_ALL>
+// STG (R = 4; the plain kernels from 16-bit input): how the scale codes leave. In the swizzled layout
+// a 16-byte chunk holds rows i, i + 32, i + 64, i + 96 of 4 scale columns, so a warp's 32 scales of
+// one row (NVFP4) went out as 8 pieces of 4 bytes, a quarter of a chunk each. With swizzled scales
+// (STG 1 or 2), a block inside a complete 128-row band with lw >= 3 (rs <= 32) takes rows band +
+// (its place among the band's 32 / rs blocks) * rs + hi + 32 j instead: the band's blocks cover
+// the same rows and columns, and a block's row groups j are the 4 quarters of its chunks.
+// - STG 1 (MX): the codes gather in shared memory and, after a barrier, leave as 4-byte words,
+//   consecutive threads on consecutive words (swizzled: 4 rs whole chunks per 4 columns; compact:
+//   a row's columns in order). H200, 8192^2 bfloat16: MXFP8 swizzled 59.2 -> 54.4 us, compact
+//   55.8 -> 54.4 (docs/performance.md item 145).
+// - STG 2 (NVFP4, swizzled scales only): a thread keeps its 4 codes in a register and the 4 lanes
+//   of 4 consecutive columns transpose them through shuffles, each storing one word, so a quad
+//   stores a whole chunk. With lw >= 5 a warp takes 16 segments of 2 adjacent rows (not 32 of one),
+//   so that its quads' chunks pair up into whole 32-byte sectors. No barrier: a CTA barrier cost
+//   NVFP4 2.3 us at 8192^2 (its warps' time varies with the data: the below-7 encode).
+template <int FMT, int DT, bool EXT, int R, int XM = QFLAG_EXT_ALL, int STG = 0>
 __device__ __forceinline__ void quantize_rows_direct(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales,
                                                      const float* amax_row, int flags, u64 seed, i64 b, int lw) {
     if constexpr (!EXT) flags &= ~QFLAG_EXT_ALL;
     else flags &= ~(QFLAG_EXT_ALL & ~XM);
+    static_assert(STG == 0 || R == 4, "staged scales: 4 row groups, one per quarter of a swizzled chunk");
+    static_assert(STG != 2 || !Fmt<FMT>::mx, "STG 2: blocks of 16");
+    typedef Fmt<FMT> F;
+    constexpr int PER = F::block / SEG;   // segments per scale
     const int W = SEG << lw, rs = QT_THREADS >> lw;
     const i64 tiles_k = (K + W - 1) / W;
     const i64 bq = div_fast(b, tiles_k);
-    const i64 m0 = bq * (rs * R);
+    i64 m0 = bq * (rs * R);
     const i64 k0 = (b - bq * tiles_k) * W;
-    const int hi = threadIdx.x >> lw, s = threadIdx.x & ((1 << lw) - 1);
+    int hi = threadIdx.x >> lw, s = threadIdx.x & ((1 << lw) - 1);
+    if constexpr (STG == 2) {
+        if (lw >= 5) {   // warp w: 16 segments of rows 2 (w / 2^(lw-4)) and + 1
+            const int w = threadIdx.x >> 5, L = threadIdx.x & 31;
+            s = ((w & ((1 << (lw - 4)) - 1)) << 4) | (L & 15);
+            hi = ((w >> (lw - 4)) << 1) | (L >> 4);
+        }
+    }
     const i64 gk = k0 + s * SEG;
+    const bool swz = STG == 2 || (flags & (QFLAG_SWIZZLED | QFLAG_ROW_SCALES_SWZ));
+    const i64 nb = (K + F::block - 1) / F::block;
+    int step = rs;   // rows between a thread's row groups
+    if constexpr (STG != 0) {
+        if (swz && lw >= 3 && (m0 | 127) < M) {
+            m0 = (m0 & ~(i64)127) + ((m0 & 127) >> 2);
+            step = 32;
+        }
+    }
+    // STG 1: byte c & 3 of word (c / 4) (4 rs + 1) + 4 hi + j holds scale column c of row group j (the
+    // extra word per 4 columns puts consecutive groups on distinct banks): 256 / PER words in at
+    // most 16 / PER groups (lw = 6), or 257 in one (lw = 2)
+    __shared__ u32 st_w[STG == 1 ? QT_THREADS + 16 : 1];
     float s_enc = 1.0f, s_dec = 1.0f;   // NVFP4 with one amax: the multiplier table instead
-    __shared__ float enc_tab[Fmt<FMT>::mx ? 1 : NV_TAB + 1];
-    const bool use_tab = !Fmt<FMT>::mx && !(flags & QFLAG_ROW_SCALED);
+    __shared__ float enc_tab[F::mx ? 1 : NV_TAB + 1];
+    const bool use_tab = !F::mx && !(flags & QFLAG_ROW_SCALED);
     uint4 raw[R][SEG / In<DT>::vec];   // raw input words: R * 32 bytes (bf16/fp16) in registers
     bool full[R];
-    load_rows_raw<DT, R>(x, M, K, m0 + hi, gk, flags & QFLAG_VEC_IN, raw, full, rs);
-    if constexpr (!Fmt<FMT>::mx) {   // while the loads are in flight
+    load_rows_raw<DT, R>(x, M, K, m0 + hi, gk, flags & QFLAG_VEC_IN, raw, full, step);
+    if constexpr (!F::mx) {   // while the loads are in flight
         if (use_tab) {
             nvfp4_fill_table(enc_tab, amax_row[0], 0);
             __syncthreads();
         }
     }
-    constexpr bool TABR = !Fmt<FMT>::mx && !EXT;   // NVFP4 plain: the table and the below-7 encode
+    constexpr bool TABR = !F::mx && !EXT;   // NVFP4 plain: the table and the below-7 encode
     // MXFP4 from 16-bit input: the tile kernels' packed-pair encode (H200, 8192^2 bfloat16: 52.2 -> 49.0 us,
     // docs/performance.md item 144; the fp32 values before)
     constexpr bool PK = PackedE2M1<FMT, DT, EXT>::on;
     typedef typename PackedE2M1<FMT, DT, EXT>::Seg PSeg;
+    const int gw = 4 * rs + 1;
+    // STG 1: row_segment stores stash[s / PER], so the pointer handed to it is the byte less s / PER
+    u8* const st0 = STG == 1 ? reinterpret_cast<u8*>(st_w) + 4 * (((s / PER) >> 2) * gw + 4 * hi) + ((s / PER) & 3)
+                                   - s / PER
+                             : nullptr;
+    u32 kept = 0u;   // STG 2, swizzled: byte j = the scale code of row group j
 #pragma unroll
     for (int j = 0; j < R; ++j) {
-        const i64 gm = m0 + hi + j * rs;
+        const i64 gm = m0 + hi + j * step;
+        u8* const stash = STG == 1 ? st0 + 4 * j : nullptr;
+        u32 sc;
         if constexpr (PK) {
             const PSeg pk = seg_pairs<DT, PSeg>(raw[j], full[j], x, M, K, gm, gk, flags & QFLAG_VEC_IN);
-            row_segment<FMT, false, FP4KIT_E8M0_SELECT, false>(pk, M, K, gm, gk, s, row_data, row_scales, amax_row,
-                                                               flags, seed, -1.0f, s_enc, s_dec, nullptr);
+            sc = row_segment<FMT, false, FP4KIT_E8M0_SELECT, false, STG == 2>(
+                pk, M, K, gm, gk, s, row_data, row_scales, amax_row, flags, seed, -1.0f, s_enc, s_dec, nullptr, 0, stash);
         } else {
             float v[SEG];
             seg_values<DT>(raw[j], full[j], x, M, K, gm, gk, flags & QFLAG_VEC_IN, v);
-            row_segment<FMT, TABR, FP4KIT_E8M0_SELECT, false>(v, M, K, gm, gk, s, row_data, row_scales, amax_row,
-                                                             flags, seed, -1.0f, s_enc, s_dec,
-                                                             use_tab ? enc_tab : nullptr);
+            sc = row_segment<FMT, TABR, FP4KIT_E8M0_SELECT, false, STG == 2>(
+                v, M, K, gm, gk, s, row_data, row_scales, amax_row, flags, seed, -1.0f, s_enc, s_dec,
+                use_tab ? enc_tab : nullptr, 0, stash);
+        }
+        if constexpr (STG == 2) kept |= sc << (8 * j);
+    }
+    if constexpr (STG == 1) {
+        __syncthreads();
+        // 4 rs rows x nc4 words; swizzled: word t is quarter t % 4 of row (t / 4) % rs, columns
+        // 4 (t / 4 rs) ..; compact: row t / nc4, columns 4 (t % nc4) ..
+        const int NC = (1 << lw) / PER, nc4 = (NC + 3) >> 2, t = threadIdx.x;
+        if (t < 4 * rs * nc4) {
+            int c4, w;
+            if (swz) {
+                c4 = t / (4 * rs);
+                w = t - c4 * (4 * rs);
+            } else {
+                const int r = t / nc4;
+                c4 = t - r * nc4;
+                w = 4 * (r % rs) + r / rs;
+            }
+            const i64 gm = m0 + (w >> 2) + (w & 3) * step, cb = k0 / F::block + 4 * c4;
+            const i64 nv = min(min((i64)(NC - 4 * c4), nb - cb), (i64)4);   // columns of this block here
+            if (gm < M && nv > 0) {
+                const u32 word = st_w[c4 * gw + w];
+                u8* const p = row_scales + scale_offset(gm, cb, nb, swz);
+                if (nv == 4 && (reinterpret_cast<u64>(p) & 3u) == 0) {
+                    *reinterpret_cast<u32*>(p) = word;
+                } else {
+                    for (int i = 0; i < nv; ++i) row_scales[scale_offset(gm, cb + i, nb, swz)] = (u8)(word >> (8 * i));
+                }
+            }
+        }
+    }
+    if constexpr (STG == 2) {
+        // lane l = s % 4 of a quad ends with row group l's columns cb .. cb + 3 (lw >= 2: 4 | 2^lw)
+        const int l = s & 3;
+        u32 word = ((kept >> (8 * l)) & 0xFFu) << (8 * l);
+#pragma unroll
+        for (int k = 1; k < 4; ++k) {
+            const u32 o = __shfl_xor_sync(0xFFFFFFFFu, kept, k);   // lane l ^ k's codes
+            word |= ((o >> (8 * l)) & 0xFFu) << (8 * (l ^ k));
+        }
+        const i64 gm = m0 + hi + l * step, cb = gk / F::block - l, Cp = (nb + 3) & ~(i64)3;
+        if (gm < M && cb < nb) {
+            u8* const p = row_scales + swizzled_offset(gm, cb, Cp);
+            if (cb + 4 <= nb && (reinterpret_cast<u64>(p) & 3u) == 0) {
+                *reinterpret_cast<u32*>(p) = word;
+            } else {   // the matrix's last columns
+                for (int i = 0; i < nb - cb && i < 4; ++i) row_scales[swizzled_offset(gm, cb + i, Cp)] = (u8)(word >> (8 * i));
+            }
         }
     }
 }

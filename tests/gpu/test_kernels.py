@@ -435,6 +435,29 @@ def test_quantize_rowwise_kernel(gpu, fmt, dtype):
     assert_bytes_equal(gpu.asnumpy(row["scales"]), want.scales, f"{fmt} {dtype} misaligned: scales")
 
 
+# The 16-bit rows kernels gather their scale codes in shared memory; with swizzled scales a block
+# inside a complete 128-row band (lw >= 3) takes rows 32 apart (quantize_rows_direct, STG). Shapes:
+# lw = 3, 4, 5, 6 in whole bands, a partial last band (300, 129), a partial last CTA column (K = 3000,
+# 1500, 1040), lw = 2 over several bands (K = 64, 96), and a grid of many bands at lw = 6.
+ROWS_BAND_SHAPES = [(128, 128), (256, 256), (384, 512), (256, 1024), (300, 2048), (128, 3000), (129, 1500),
+                    (256, 64), (512, 96), (640, 7168), (2048, 1040)]
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("fmt", FMTS)
+def test_quantize_rowwise_kernel_bands(gpu, fmt, dtype):
+    """The 16-bit rows kernel (quantize_*_rows) in whole and partial 128-row bands, both scale
+    layouts, against the reference (outputs poisoned first)."""
+    for i, (M, K) in enumerate(ROWS_BAND_SHAPES):
+        x = make_input((M, K), dtype, "special" if i % 3 == 2 else "normal", seed=700 + i)
+        for layout in ("swizzled", "compact"):
+            check_against_reference(gpu, x, fmt, axis="rowwise", scale_layout=layout)
+            if FORMATS[fmt].is_nvfp4:   # a supplied amax: the rows kernel at every size (computed: the
+                # fused small kernel up to fp4kit._plan.SMALL_FUSED_MAX elements)
+                amax = np.float32([np.abs(x.astype(np.float32)).max() if i % 3 != 2 else 7.5])
+                check_against_reference(gpu, x, fmt, amax=amax, axis="rowwise", scale_layout=layout)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
 @pytest.mark.parametrize("fmt", FMTS)
 def test_quantize_special_values(gpu, fmt, dtype):
