@@ -190,7 +190,7 @@ def cases_rows(torch, fp4kit, quick):
 def cases_group_rows(torch, fp4kit, quick):
     """group_quantize rowwise at 65536 x 7168 from bfloat16, device dims, swizzled scales: NVFP4 with
     supplied amaxes (one per member), MXFP4 and MXFP8, G = 8 with sizes % 128 and G = 64 with
-    sizes % 2 (--quick: G = 8), and each one's per-member loop."""
+    sizes % 2 (--quick: G = 8), and each one's per-member loop; at G = 8 also compact scales."""
     from bench import _bytes_out, _moe_dims
     total, K = 65536, 7168
     x = torch.randn(total, K, device="cuda").to(torch.bfloat16)
@@ -210,6 +210,9 @@ def cases_group_rows(torch, fp4kit, quick):
                 _tensors(fp4kit.quantize(x[s:s + m], fmt, axis="rowwise", scale_layout="swizzled",
                                          **({"amax": amaxes[i]} if fmt == "nvfp4" else {})))
                 for i, (s, m) in enumerate(zip(starts, dims)) if m], nb, None)
+            if G == 8:   # compact scales (no loop)
+                yield (f"{name} compact", lambda d=dims_dev, fmt=fmt, kw=kw: _tensors(
+                    fp4kit.group_quantize(x, fmt, first_dims=d, axis="rowwise", scale_layout="compact", **kw)), nb, part)
 
 
 def cases_group_both(torch, fp4kit, quick):

@@ -444,6 +444,61 @@ __device__ __forceinline__ void seg_values(const uint4* raw, bool full, const vo
     }
 }
 
+// The lanes of a rows-kernel block (a CTA row of 2^lw segments, rs = 256 / 2^lw rows): thread t
+// takes segment s of row hi. ROWS2 (lw >= 5): a warp takes 16 segments of 2 adjacent rows instead of
+// 32 (or 64 over 2 warps) of one, so that its 4-lane groups' swizzled chunks pair up into 32-byte
+// sectors (store_kept_scales); its loads are 2 runs of 512 bytes, its codes 2 runs of 128 (NVFP4).
+__device__ __forceinline__ void rows_lane(int lw, bool rows2, int& hi, int& s) {
+    hi = threadIdx.x >> lw;
+    s = threadIdx.x & ((1 << lw) - 1);
+    if (rows2 && lw >= 5) {   // warp w: 16 segments of rows 2 (w / 2^(lw-4)) and + 1
+        const int w = threadIdx.x >> 5, L = threadIdx.x & 31;
+        s = ((w & ((1 << (lw - 4)) - 1)) << 4) | (L & 15);
+        hi = ((w >> (lw - 4)) << 1) | (L >> 4);
+    }
+}
+
+// Stores the scale codes a rows-kernel thread kept (byte j: its row group j, row gm0 + j step, of
+// segment s, column gk): the lanes of 4 consecutive scale columns (s / PER % 4 = l: a quad for
+// NVFP4, the even lanes of 8 for MX) transpose them through shuffles and lane l stores row group
+// l's 4 columns as one word, which are adjacent in both layouts (a quarter of a swizzled chunk, so
+// with the row groups 32 rows apart a group of lanes stores a whole chunk). scales: a (rows, nb)
+// matrix whose row gm - r0 is global row gm; rows >= M and columns >= nb are not stored. MX with
+// lw = 2 (2 columns per block row): each code on its own. The whole warp must call this.
+template <int FMT>
+__device__ __forceinline__ void store_kept_scales(u32 kept, u8* scales, i64 gm0, int step, i64 r0, i64 M, i64 K,
+                                                  i64 gk, bool swz, int s, int lw) {
+    typedef Fmt<FMT> F;
+    constexpr int PER = F::block / SEG;
+    const i64 nb = (K + F::block - 1) / F::block;
+    if (PER == 2 && lw == 2) {
+        if ((s & 1) == 0 && gk < K) {
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const i64 gm = gm0 + j * step;
+                if (gm < M) scales[scale_offset(gm - r0, gk / F::block, nb, swz)] = (u8)(kept >> (8 * j));
+            }
+        }
+        return;
+    }
+    const int l = (s / PER) & 3;
+    u32 word = ((kept >> (8 * l)) & 0xFFu) << (8 * l);
+#pragma unroll
+    for (int k = 1; k < 4; ++k) {
+        const u32 o = __shfl_xor_sync(0xFFFFFFFFu, kept, k * PER);   // lane l ^ k's codes
+        word |= ((o >> (8 * l)) & 0xFFu) << (8 * (l ^ k));
+    }
+    const i64 gm = gm0 + l * step, cb = gk / F::block - l;
+    if ((s & (PER - 1)) == 0 && gm < M && cb < nb) {
+        u8* const p = scales + scale_offset(gm - r0, cb, nb, swz);
+        if (cb + 4 <= nb && (reinterpret_cast<u64>(p) & 3u) == 0) {
+            *reinterpret_cast<u32*>(p) = word;
+        } else {   // the matrix's last columns
+            for (int i = 0; i < nb - cb && i < 4; ++i) scales[scale_offset(gm - r0, cb + i, nb, swz)] = (u8)(word >> (8 * i));
+        }
+    }
+}
+
 // Rowwise only, no 2D tiles. lw (2..6): a CTA row is 2^lw segments of 16 (W = 16 * 2^lw columns),
 // rs = 256 / 2^lw rows of them, R such row groups (R * rs rows x W columns per CTA); each thread issues
 // the loads of its R segments before computing (more bytes in flight). With lw = 6 a warp covers 512
@@ -481,14 +536,8 @@ __device__ __forceinline__ void quantize_rows_direct(const void* x, i64 M, i64 K
     const i64 bq = div_fast(b, tiles_k);
     i64 m0 = bq * (rs * R);
     const i64 k0 = (b - bq * tiles_k) * W;
-    int hi = threadIdx.x >> lw, s = threadIdx.x & ((1 << lw) - 1);
-    if constexpr (STG == 2) {
-        if (lw >= 5) {   // warp w: 16 segments of rows 2 (w / 2^(lw-4)) and + 1
-            const int w = threadIdx.x >> 5, L = threadIdx.x & 31;
-            s = ((w & ((1 << (lw - 4)) - 1)) << 4) | (L & 15);
-            hi = ((w >> (lw - 4)) << 1) | (L >> 4);
-        }
-    }
+    int hi, s;
+    rows_lane(lw, STG == 2, hi, s);
     const i64 gk = k0 + s * SEG;
     const bool swz = STG == 2 || (flags & (QFLAG_SWIZZLED | QFLAG_ROW_SCALES_SWZ));
     const i64 nb = (K + F::block - 1) / F::block;
@@ -572,25 +621,7 @@ __device__ __forceinline__ void quantize_rows_direct(const void* x, i64 M, i64 K
             }
         }
     }
-    if constexpr (STG == 2) {
-        // lane l = s % 4 of a quad ends with row group l's columns cb .. cb + 3 (lw >= 2: 4 | 2^lw)
-        const int l = s & 3;
-        u32 word = ((kept >> (8 * l)) & 0xFFu) << (8 * l);
-#pragma unroll
-        for (int k = 1; k < 4; ++k) {
-            const u32 o = __shfl_xor_sync(0xFFFFFFFFu, kept, k);   // lane l ^ k's codes
-            word |= ((o >> (8 * l)) & 0xFFu) << (8 * (l ^ k));
-        }
-        const i64 gm = m0 + hi + l * step, cb = gk / F::block - l, Cp = (nb + 3) & ~(i64)3;
-        if (gm < M && cb < nb) {
-            u8* const p = row_scales + swizzled_offset(gm, cb, Cp);
-            if (cb + 4 <= nb && (reinterpret_cast<u64>(p) & 3u) == 0) {
-                *reinterpret_cast<u32*>(p) = word;
-            } else {   // the matrix's last columns
-                for (int i = 0; i < nb - cb && i < 4; ++i) row_scales[swizzled_offset(gm, cb + i, Cp)] = (u8)(word >> (8 * i));
-            }
-        }
-    }
+    if constexpr (STG == 2) store_kept_scales<FMT>(kept, row_scales, m0 + hi, step, 0, M, K, gk, true, s, lw);
 }
 
 // Shared-memory tile of raw input words: 64 rows of 64 elements (128 or 256 bytes) + 16 bytes of

@@ -332,6 +332,34 @@ def test_rowwise_one_k_blocks_straddle_members(cp, fmt, dtype):
             assert rep.ok, f"{v}, member {g} ({first[g]} x {K}): {rep}"
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_rowwise_one_k_whole_bands(cp, fmt, dtype):
+    """group_quantize_rowsk from 16-bit input over members that start on and off multiples of 128
+    rows and hold whole and partial 128-row bands (the swizzled layout's tiles; docs/performance.md
+    item 146 tried blocks whose rows lie 32 apart in such bands); K = 1040 (lw = 6, a partial last
+    column block), 512 (lw = 5), 128 (lw = 3), 96 (lw = 2); both layouts, host and device dims;
+    NVFP4 with supplied and computed amaxes."""
+    import ml_dtypes
+    npdt = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16}[dtype]
+    first = [256, 128, 200, 56, 384, 0, 130, 126]   # starts 0, 256, 384, 584, 640, 1024, 1024, 1154
+    for i, K in enumerate((1040, 512, 128, 96)):
+        x = _x((sum(first) + 5, K), seed=60 + i, dtype=npdt)   # 5 slack rows (device dims)
+        xd = _dev(cp, x)
+        for j, layout in enumerate(("swizzled", "compact")):
+            kw, ref_kw = {"scale_layout": layout}, {"scale_layout": layout}
+            if fp4kit.FORMATS[fmt].is_nvfp4 and (i + j) % 2 == 0:
+                a = np.abs(np.random.default_rng(i).standard_normal(len(first))).astype(np.float32) * 8
+                kw["amax"], ref_kw["amax"] = cp.asarray(a), a
+            exp = fp4kit.reference.group_quantize(x[:sum(first)], fmt, first_dims=first, axis="rowwise", **ref_kw)
+            _check(fp4kit.group_quantize(xd[:sum(first)], fmt, first_dims=first, axis="rowwise", **kw), exp)
+            got = fp4kit.group_quantize(xd, fmt, first_dims=_dev_dims(cp, first, xd), axis="rowwise", **kw)
+            got.check()
+            for g, (a_, b_) in enumerate(zip(got, exp)):
+                rep = fp4kit.compare(a_, b_)
+                assert rep.ok, f"K = {K}, {layout}, member {g} ({first[g]} rows): {rep}"
+
+
 def _serial_meta_flags(first, K, max_elements, rows_total, packed_both):
     """The error flags of group_meta as a serial scan defines them (grouped.cu): negative dims or a
     running element count past max_elements end the scan; odd packed axes before that point are
