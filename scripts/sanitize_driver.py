@@ -111,6 +111,18 @@ last241 = [int(v) for v in rng.integers(1, 5, 241) * 8]
 flat241 = cp.asarray(rng.standard_normal(sum(m * k for m, k in zip(first241, last241))).astype(np.float32))
 fp4kit.group_dequantize(fp4kit.group_quantize(flat241, "nvfp4", first_dims=first241, last_dims=last241, axis="both"))
 n += 1
+# the 16-bit rows kernels (quantize_rows_direct): MX scale codes gathered in shared memory behind a
+# barrier, NVFP4 with swizzled scales in _rowsz (quad shuffles, warps of 2 rows); blocks of complete
+# 128-row bands take rows 32 apart. Whole and partial bands, a partial last column block, lw 2 to 6.
+for fmt, f in fp4kit.FORMATS.items():
+    for (M, K) in ((300, 2048), (256, 96), (129, 1040), (128, 128)):
+        xr = rng.standard_normal((M, K)).astype(np.float32)
+        for xin in (bf16(xr), cp.asarray(xr.astype(np.float16))):
+            for layout in ("compact", "swizzled"):
+                kw = {"amax": cp.asarray(np.float32([3.0]))} if f.is_nvfp4 else {}
+                fp4kit.quantize(xin, fmt, axis="rowwise", scale_layout=layout, **kw)
+                n += 1
+
 # NVFP4 tile kernels with the multiplier tables of the nvfp4_amax_out launch (QFLAG_ENC_TABS; by
 # default from fp4kit._plan.ENC_TABS_MIN_TILES tiles on, here for every shape); that launch also
 # stores the amaxes (a caller's, the columnwise copy of a computed one)
