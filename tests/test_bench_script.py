@@ -30,9 +30,9 @@ def test_skewed_dims(bench, G, multiple):
 
 
 def test_expected_rows_matches_the_loops(bench):
-    # quick: one shape, three formats (one NVFP4: two variants), rowwise + both (both: 2 layouts)
+    # quick: one shape, three formats (one NVFP4: two variants), rowwise + both (each in 2 layouts)
     n = bench.expected_rows([(8192, 8192)], ("mxfp8_e4m3", "mxfp4_e2m1", "nvfp4"), ("rowwise", "both"))
-    quant = 3 + 3 + 6                                   # mxfp8, mxfp4: 1 + 2 rows; nvfp4: 2 x (1 + 2)
+    quant = 4 + 4 + 8                                   # mxfp8, mxfp4: 2 + 2 rows; nvfp4: 2 x (2 + 2)
     # ragged: MXFP8, MXFP6, MXFP4 and NVFP4 (two variants)
     ragged = 2 + 2 + 2 + 4                              # 8200 x 8192 "both", two layouts; nvfp4 x 2
     # + dequantize (to bfloat16, float16 and float32), swizzle, recipes, grouped (4 size sets x MXFP8 / NVFP4 rowwise / both +
@@ -633,14 +633,14 @@ def test_sections_run_on_the_cpu(bench, torch, cpu_sections):
     rows = []
     fmts = ("mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e3m2", "mxfp4_e2m1", "nvfp4")
     bench.bench_quantize(rows, [(64, 96)], fmts, ("rowwise", "columnwise", "both"), 5)
-    assert len(rows) == bench._quantize_rows([(64, 96)], fmts, ("rowwise", "columnwise", "both")) == 24
+    assert len(rows) == bench._quantize_rows([(64, 96)], fmts, ("rowwise", "columnwise", "both")) == 30
     bench.bench_dequantize(rows, [(64, 96)], fmts, 5)
     bench.bench_swizzle(rows, [(64, 96), (300, 512)], 5)
     for r in rows:
         assert r["baseline_exact"].endswith("(bytes exact vs reference: yes)"), r
         assert r["speedup"] == 40.0 / 40.0 and r["timing"] == "" and r["bytes"] > 0
     assert [r["shape"] for r in rows[-2:]] == ["64x6", "300x32"] and rows[-1]["bytes"] == 2 * 300 * 32
-    assert [r["op"] for r in rows[24:30]] == ["dequantize->bfloat16", "dequantize->float16", "dequantize->float32"] * 2
+    assert [r["op"] for r in rows[30:36]] == ["dequantize->bfloat16", "dequantize->float16", "dequantize->float32"] * 2
     assert {c[0] for c in cpu_sections} == {"quantize", "dequantize"}
     n = len(rows)
     bench.bench_recipes(rows, 5, shape=(64, 96))
