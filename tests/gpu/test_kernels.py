@@ -435,8 +435,9 @@ def test_quantize_rowwise_kernel(gpu, fmt, dtype):
     assert_bytes_equal(gpu.asnumpy(row["scales"]), want.scales, f"{fmt} {dtype} misaligned: scales")
 
 
-# The 16-bit rows kernels gather their scale codes in shared memory; with swizzled scales a block
-# inside a complete 128-row band (lw >= 3) takes rows 32 apart (quantize_rows_direct, STG). Shapes:
+# The 16-bit rows kernels store scale codes as words (MX: through shared memory; NVFP4 with swizzled
+# scales: _rowsz, quad shuffles); with swizzled scales a block inside a complete 128-row band
+# (lw >= 3) takes rows 32 apart (quantize_rows_direct, STG). Shapes:
 # lw = 3, 4, 5, 6 in whole bands, a partial last band (300, 129), a partial last CTA column (K = 3000,
 # 1500, 1040), lw = 2 over several bands (K = 64, 96), and a grid of many bands at lw = 6.
 ROWS_BAND_SHAPES = [(128, 128), (256, 256), (384, 512), (256, 1024), (300, 2048), (128, 3000), (129, 1500),
