@@ -868,6 +868,43 @@ __device__ __forceinline__ void group_quantize_rows_k(const void* x, i64 G, cons
     if (flags & QFLAG_SWIZZLED) group_zero_padding(G, meta, nullptr, K, F::block, row_scales, nullptr);
 }
 
+// Rowwise only, plain recipes, one K, blocks of at most 64 rows (fp4kit._cuda_grouped.rows_direct: R x 256
+// / 2^lw rows <= 64, i.e. K >= 256 from 16-bit input, K >= 128 from float32): every member is tiled
+// exactly as the single-tensor rows kernel tiles it alone (quantize_rows_direct over the member's own
+// (M_g, K) matrix, its own block numbering), so a grouped call does what one launch per member would,
+// in one launch and with no block that straddles two members. CTA b is block row b / tiles_k of the
+// tile list's 64-row bands (group_meta's band descriptors, bit 64: 64 / BR block rows per band), so
+// its input loads wait for one lookup (the band's descriptor: the member's element, scale and amax
+// offsets, its rows and the band's index within it); CTAs past a member's last row, or past the last
+// band (M = 0: the grid is the host's bound), exit. Swizzled padding: group_zero_padding, CTA g for
+// member g. STG: as quantize_rows_direct's (the single-tensor kernels' choices). H200, 65536 x 7168
+// bfloat16, device dims, against group_quantize_rowsk: 2-6 % faster at G = 8 (sizes % 128) and
+// G = 64 (sizes % 2), MXFP8 at G = 8 as fast as one launch per member, NVFP4 / MXFP4 still 6-7 %
+// slower (docs/performance.md items 147-148: loads issued before the lookup did not close it).
+template <int FMT, int DT, int R, int STG>
+__device__ __forceinline__ void group_quantize_rows_direct(const void* x, i64 G, const i64* meta, const i64* desc,
+                                                           i64 K, u8* row_data, u8* row_scales,
+                                                           const float* amax_row, int flags, u64 seed, int lw) {
+    typedef Fmt<FMT> F;
+    flags &= ~(QFLAG_EXT_ALL | QFLAG_VEC_IN);
+    if (flags & QFLAG_SWIZZLED) group_zero_padding(G, meta, nullptr, K, F::block, row_scales, nullptr);
+    const int rs = QT_THREADS >> lw, BR = rs * R, W = SEG << lw;   // BR divides QT_M (the launcher's rule)
+    const int lp = __ffs(QT_M / BR) - 1;                           // log2 of the block rows per band
+    const i64 tiles_k = (K + W - 1) / W;
+    const i64 b = blockIdx.x;
+    const i64 br = div_fast(b, tiles_k);                           // block row of the band list
+    const longlong2* dv = reinterpret_cast<const longlong2*>(desc + (br >> lp) * BAND_DESC);
+    const longlong2 om = dv[0];                                    // member's element offset, rows
+    const i64 m0 = dv[3].x * QT_M + (br & ((1 << lp) - 1)) * BR;   // first row of the block in its member
+    if (m0 >= om.y) return;                                        // past the member (or past every band)
+    const i64 srow = dv[1].x, arow = dv[2].x;
+    const char* xg = reinterpret_cast<const char*>(x) + om.x * input_itemsize(DT);
+    if (((reinterpret_cast<u64>(xg) & 15) == 0) && ((K * input_itemsize(DT)) % 16 == 0)) flags |= QFLAG_VEC_IN;
+    quantize_rows_direct<FMT, DT, false, R, QFLAG_EXT_ALL, STG>(
+        xg, om.y, K, row_data + (F::packed ? om.x / 2 : om.x), row_scales + srow,
+        amax_row != nullptr ? amax_row + arow : amax_row, flags, seed, (m0 / BR) * tiles_k + (b - br * tiles_k), lw);
+}
+
 // Persistent tile kernel (kinds without one K, the NVFP4 recipes, stochastic rounding when the one-tile
 // grid would exceed the launch limit): CTA b takes tiles b, b + grid, ...
 // of the tile list; a tile's member comes from band_tiles (one K) or a binary search.
@@ -1377,6 +1414,23 @@ __device__ __forceinline__ void group_dequantize_cols(const u8* data, const u8* 
         group_quantize_rows_k<F, D, EXT, R>(x, G, meta, band, K, row_data, row_scales, amax_row, flags, seed, lw); \
     }
 
+// group_quantize_rowsd[z]_f<F>_d<D>_plain: rowwise, plain recipes, one K, blocks of at most 64 rows
+// (group_quantize_rows_direct): the launch bounds, R and scale stores of quantize.cu's _rows kernels
+// (z: NVFP4 with swizzled scales from 16-bit input, the stores of _rowsz).
+#define FP4KIT_GROUP_QUANTIZE_ROWSD(F, D, Z, R, LB, STG)                                                \
+    extern "C" __global__ void LB                                                                      \
+    group_quantize_rowsd##Z##_f##F##_d##D##_plain(const void* x, i64 G, const i64* meta, const i64* desc, \
+                                                  i64 K, u8* row_data, u8* row_scales,                 \
+                                                  const float* amax_row, int flags, u64 seed, int lw) { \
+        FP4KIT_GRID_DEP();                                                                             \
+        group_quantize_rows_direct<F, D, R, STG>(x, G, meta, desc, K, row_data, row_scales, amax_row,  \
+                                                 flags, seed, lw);                                     \
+    }
+#define FP4KIT_GROUP_QUANTIZE_ROWSD_ALL(F)                                                              \
+    FP4KIT_GROUP_QUANTIZE_ROWSD(F, 0, , 2, FP4KIT_LB_ANY, 0)                                            \
+    FP4KIT_GROUP_QUANTIZE_ROWSD(F, 1, , 4, FP4KIT_LB_4, FP4KIT_ROWS_STG_OF(F))                          \
+    FP4KIT_GROUP_QUANTIZE_ROWSD(F, 2, , 4, FP4KIT_LB_4, FP4KIT_ROWS_STG_OF(F))
+
 // U = 4 tiles per iteration for 16-bit input with the plain recipes (FP6: 2, chosen when its integer
 // encode needed the registers; not re-measured since FP6 goes through the FP8 cvt), else 2;
 // fp4kit/_cuda_grouped.py mirrors this (rows_unit).
@@ -1390,6 +1444,7 @@ __device__ __forceinline__ void group_dequantize_cols(const u8* data, const u8* 
     FP4KIT_GROUP_QUANTIZE_ROWS(F, 2, false, _plain, FP4KIT_ROWS_U(F))                                   \
     FP4KIT_GROUP_QUANTIZE_ROWSK(F, 0, false, _plain, 2)                                                 \
     FP4KIT_GROUP_QUANTIZE_ROWSK(F, 1, false, _plain, 4) FP4KIT_GROUP_QUANTIZE_ROWSK(F, 2, false, _plain, 4) \
+    FP4KIT_GROUP_QUANTIZE_ROWSD_ALL(F)                                                                  \
     FP4KIT_GROUP_QUANTIZE(F, 0, false, _plain) FP4KIT_GROUP_QUANTIZE(F, 1, false, _plain)               \
     FP4KIT_GROUP_QUANTIZE(F, 2, false, _plain)
 #define FP4KIT_GROUP_QUANTIZE_EXT(F)                                                                    \
@@ -1472,6 +1527,8 @@ FP4KIT_GROUP_QUANTIZE_EXT(4)
 FP4KIT_GROUP_QUANTIZE1_ALL(5)
 FP4KIT_GROUP_QUANTIZE1_BOTH(5)
 FP4KIT_GROUP_QUANTIZE_PLAIN(5)
+FP4KIT_GROUP_QUANTIZE_ROWSD(5, 1, z, 4, FP4KIT_LB_4, 2)
+FP4KIT_GROUP_QUANTIZE_ROWSD(5, 2, z, 4, FP4KIT_LB_4, 2)
 FP4KIT_GROUP_DEQUANTIZE_ALL(5)
 #endif
 #if FP4KIT_IN_PART(FP4KIT_PART_RECIPES(5))

@@ -158,15 +158,8 @@ __device__ __forceinline__ void quantize_square(const void* x, i64 M, i64 K, u8*
 // 63 at 4: H200, 8192^2 bfloat16, supplied amax, compact scales 56.5 -> 51.9 us (docs/performance.md
 // item 142). The extended ones keep the compiler's choice: an explicit minimum of 1 is not the same
 // as none.
-#define FP4KIT_LB_ANY __launch_bounds__(QT_THREADS)
-#define FP4KIT_LB_4 __launch_bounds__(QT_THREADS, 4)
-// STG: how the 16-bit plain kernels store their scale codes (quantize_rows_direct): MX through the
-// shared-memory stage (1); NVFP4 one by one (0: the stage's barrier cost it 2.3 us at 8192^2 compact,
-// docs/performance.md item 145). FP4KIT_ROWS_STG 0 (A/B): every format one by one.
-#ifndef FP4KIT_ROWS_STG
-#define FP4KIT_ROWS_STG 1
-#endif
-#define FP4KIT_ROWS_STG_OF(F) ((F) == 5 ? 0 : FP4KIT_ROWS_STG)
+// FP4KIT_LB_ANY / FP4KIT_LB_4 and FP4KIT_ROWS_STG_OF: common/quantize_tile.cuh (grouped.cu's
+// group_quantize_rowsd kernels take the same).
 #define FP4KIT_QUANTIZE_ROWS_KERNEL(F, D, EXT, SUFFIX, R, LB, STG)                                    \
     extern "C" __global__ void LB                                                                     \
     quantize_f##F##_d##D##SUFFIX(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales,           \

@@ -176,6 +176,32 @@ def quad_squares(f, ext, opts, input_dtype, rows_only, one_k, G, Kshared, rows_t
             and (opts.scale_layout == "swizzled" or _staged_size(f.name, rows_total, Kshared)))
 
 
+# A/B probe: False sends every plain one-K rowwise call to group_quantize_rowsk (the grid-strided
+# kernel whose blocks span the whole (sum M_i, K) matrix) instead of group_quantize_rowsd
+ROWS_DIRECT = True
+
+
+def rows_direct(ext: bool, input_dtype: str, rows_only: bool, one_k: bool, G: int, Kshared, rows_total) -> bool:
+    """Whether a grouped rowwise call takes grouped.cu group_quantize_rowsd[z]: plain recipes, one K,
+    and rows-kernel blocks of at most 64 rows (rows_stack x 256 / 2^rows_lw(K): K >= 256 from 16-bit
+    input, K >= 128 from float32), so that every member is tiled as the single-tensor rows kernel
+    tiles it alone, 64 / BR block rows per 64-row band of the tile list (group_meta's band
+    descriptors); the grid (one CTA per possible block) must fit the launch limit."""
+    if not (ROWS_DIRECT and rows_only and one_k and not ext and Kshared):
+        return False
+    lw = rows_lw(Kshared)
+    br = rows_stack(False, input_dtype) * (_THREADS >> lw)
+    return br <= _QT and _rows_direct_grid(Kshared, rows_total, G, input_dtype) <= _MAX_GRID
+
+
+def _rows_direct_grid(Kshared: int, rows_total: int, G: int, input_dtype: str) -> int:
+    """CTAs of group_quantize_rowsd: every block row of every possible 64-row band, times the blocks
+    across K (the bands past the members' last one exit at once)."""
+    lw = rows_lw(Kshared)
+    br = rows_stack(False, input_dtype) * (_THREADS >> lw)
+    return _tile_bands_bound(rows_total, G) * (_QT // br) * -(-Kshared // (16 << lw))
+
+
 def _band_desc_offset(n_rows: int, n_tiles: int) -> int:
     """Where group_meta's band descriptors start in its band buffer (grouped.cu band_desc_offset)."""
     return (n_rows + n_tiles + 1) & ~1
@@ -270,6 +296,8 @@ def build_group_quantize_plan(input_dtype, opts, G, n_el, caps, amax_size, dbias
     # the grid covers every tile: the loop-free tile kernel (with the bands' descriptors for the
     # packed formats, MXFP4 and NVFP4, and MXFP6 from 16-bit input: grouped.cu group_quantize_one)
     one = one_tile_per_cta(f, ext, rows_only, one_k, G, Kshared, rows_total, P.sr_only(opts))
+    # plain rowwise with one K: each member tiled as the single-tensor rows kernel tiles it
+    direct = rows_direct(ext, input_dtype, rows_only, one_k, G, Kshared, rows_total)
     # MXFP8 "both", one K % 128: 128 x 128 squares (group_quantize4; compact scales staged)
     quad = quad_squares(f, ext, opts, input_dtype, rows_only, one_k, G, Kshared, rows_total)
     # compact scales of the one-tile kernel through swizzled staging buffers (stage_one_tile)
@@ -327,7 +355,8 @@ def build_group_quantize_plan(input_dtype, opts, G, n_el, caps, amax_size, dbias
     # group_stats (computed ones), read by the tile kernel
     tabs = b.buffer((G * ENC_TAB,), "float32", P.EMPTY) if tabs_on or tabs_sup else None
     meta, err, band, n_band_rows, n_band_tiles, meta_k, sq_desc = _meta(
-        b, G, fd, ld, f, opts, n_el, caps, rows_total, Kshared, descriptors=one and _band_descriptors(f, input_dtype),
+        b, G, fd, ld, f, opts, n_el, caps, rows_total, Kshared,
+        descriptors=(one and _band_descriptors(f, input_dtype)) or direct,
         squares=quad or staged1,
         tables=tabs_on or tabs_sup, tab_amax=Arg("amax") if tabs_sup else _NULL_ARG, tabs=tabs if tabs_sup else None,
         staged=staged1, fill_last=fill_last,
@@ -430,6 +459,13 @@ def build_group_quantize_plan(input_dtype, opts, G, n_el, caps, amax_size, dbias
         b.launch("grouped", f"group_quantize4_f{f.format_id}_d{dt}", max(1, n_sq * (Kshared // 128)), (
             Arg("x"), P._i64(G), P._buf(meta), P._buf(out["row_data"]), st_row, P._buf(out["col_data"]), st_col,  # type: ignore[arg-type]  # quad: both operands
             P._i32(flags), sq_desc, P._i64(Kshared)), block=4 * _THREADS)
+    elif direct:
+        z = "z" if _plan.rows_swizzled_kernel(opts, input_dtype, opts.scale_layout) else ""
+        b.launch("grouped", f"group_quantize_rowsd{z}_f{f.format_id}_d{dt}_plain",
+                 _rows_direct_grid(Kshared, rows_total, G, input_dtype), (
+                     Arg("x"), P._i64(G), P._buf(meta), P._at(band, 8 * _band_desc_offset(n_band_rows, n_band_tiles)),  # type: ignore[arg-type]  # direct: one K
+                     P._i64(Kshared), P._buf(out["row_data"]), P._buf(out["row_scales"]), ptr(a_row),  # type: ignore[arg-type]  # rows_only: rowwise
+                     P._i32(flags), Arg("seed"), P._i32(rows_lw(Kshared))))
     elif rows_only and one_k:
         b.launch("grouped", qname, grid, (
             Arg("x"), P._i64(G), P._buf(meta), ptr(band), P._i64(Kshared), P._buf(out["row_data"]),  # type: ignore[arg-type]  # rows_only: rowwise

@@ -26,6 +26,9 @@ of its source (OLD_EDITS). Since the forty-fourth session host dims start their 
 on too (after a padding int64 when G is odd): the old side's upload has the same gap. Since the
 fifty-fourth session the MXFP6 one-tile kernel reads the bands' descriptors from 16-bit input: the
 old side takes the same rule by an edit (OLD_EDITS).
+Since the fifty-eighth session plain one-K rowwise calls with rows-kernel blocks of at most 64 rows
+take group_quantize_rowsd (each member tiled on its own, from the band descriptors): those cases are
+compared with fp4kit._cuda_grouped.ROWS_DIRECT off, i.e. with the kernel they replaced.
 Output poisoning is off (the planned launcher poisons every EMPTY buffer when it is on, the old
 one did not poison its metadata buffers).
 
@@ -247,7 +250,7 @@ SHAPES = [
     ("same", [64] * 3, 256), ("same", [8192] * 8, 7168),
     ("varying_last", [5] * 3, [64, 0, 32]), ("varying_both", [32, 16, 64], [64, 32, 0]),
 ]
-n = bad = moved = 0
+n = bad = moved = direct = 0
 kernels = set()
 for fmt in FORMATS:
     for (kind, first, last), host, axis, layout, dtype, rec, given, dbias in itertools.product(
@@ -310,6 +313,17 @@ for fmt in FORMATS:
             # persistent kernel; the GPU tests check its bytes against the reference
             moved += 1
             continue
+        if any(e[0] == "launch" and e[2].startswith("group_quantize_rowsd") for e in b[0]):
+            # plain one-K rowwise with blocks of at most 64 rows takes group_quantize_rowsd since the
+            # fifty-eighth session (members tiled one by one: another grid and the band descriptors);
+            # compared with the kernel it replaced (ROWS_DIRECT off), the GPU tests check its bytes
+            direct += 1
+            new.ROWS_DIRECT = False
+            try:
+                _plan.clear_plans()
+                b = trace("new", *args)
+            finally:
+                new.ROWS_DIRECT = True
         n += 1
         if a != b:
             bad += 1
@@ -323,6 +337,7 @@ for fmt in FORMATS:
                 if a[2] != b[2]:
                     print("    results:", a[2], "|", b[2])
 print(f"group_quantize: {n} cases, {bad} with different traces ({moved} more with stochastic rounding and one K "
-      f"run group_quantize1_..._sr, not compared); {len(kernels)} kernels launched: "
+      f"run group_quantize1_..._sr, not compared; {direct} run group_quantize_rowsd, compared with ROWS_DIRECT "
+      f"off); {len(kernels)} kernels launched: "
       + ", ".join(sorted({k.split('_f')[0] if '_f' in k else k for k in kernels})))
 sys.exit(1 if bad or not n else 0)

@@ -972,7 +972,8 @@ def test_grouped_planned_launches_name_defined_kernels():
     defined = {}
     seen = set()
     G = 3
-    variants = [dict(axis="rowwise"), dict(axis="columnwise"), dict(axis="both"),
+    variants = [dict(axis="rowwise"), dict(axis="rowwise", scale_layout="swizzled"), dict(axis="columnwise"),
+                dict(axis="both"),
                 dict(axis="both", scale_layout="swizzled"), dict(axis="both", scale_rule="floor"),
                 dict(axis="both", scale_layout="swizzled", scale_rule="floor"),
                 dict(axis="both", rounding="stochastic"), dict(axis="both", rht=True),
@@ -1022,6 +1023,7 @@ def test_grouped_planned_launches_name_defined_kernels():
                  "group_meta", "group_meta_dims", "group_unswizzle_scales", "group_stats_d1"):
         assert name in seen, (name, sorted(seen))
     assert any(k.startswith("group_quantize_rowsk_") for k in seen) and any(k.startswith("group_quantize_f") for k in seen)
+    assert any(k.startswith("group_quantize_rowsd_") for k in seen)
     # host dims past the kernel parameter's DIMS_ARG_MAX values: group_dims_store launches
     g_big = _plan.DIMS_ARG_MAX + 1
     opts, _ = group_options("bfloat16", "mxfp8_e4m3", dict(axis="rowwise"), False)
@@ -2862,3 +2864,50 @@ def test_output_views_sit_at_16_byte_offsets():
                         grouped.setdefault(G, set()).update(_misaligned_output_views(p))
     assert n_grouped > 500 and sorted(grouped) == [1, 2, 3, 5, 8], (n_grouped, sorted(grouped))
     assert all(v == set() for v in grouped.values()), grouped
+
+
+def test_grouped_rowwise_one_k_direct_kernel():
+    """Plain one-K rowwise calls whose rows-kernel blocks hold at most 64 rows take
+    group_quantize_rowsd (each member tiled as the single-tensor rows kernel tiles it; _rowsdz for
+    NVFP4 with swizzled scales from 16-bit input, as quantize.cu's _rowsz): one CTA per block row of
+    every possible 64-row band times the blocks across K, the band descriptors from group_meta
+    (bit 64) as its fourth argument. Larger blocks (K < 256 from 16-bit input), the extended recipes
+    and ROWS_DIRECT off keep group_quantize_rowsk."""
+    from fp4kit import _cuda_grouped as cg
+    from fp4kit._grouped_device import _bounds
+    from fp4kit._validate import group_options
+
+    def launches(dtype, fmt, K, rows, G=8, **kw):
+        opts, _ = group_options(dtype, fmt, dict(axis="rowwise", **kw), False)
+        caps = _bounds("varying_first", FORMATS[fmt], opts, G, rows * K, None, K)
+        return cg.build_group_quantize_plan(dtype, opts, G, rows * K, caps, None, False, K, rows, ("dev", None, True),
+                                            SM, lambda module, kernel, cap: cap).launches()
+
+    for dtype, d, R in (("float32", 0, 2), ("bfloat16", 1, 4), ("float16", 2, 4)):
+        for fmt in ("mxfp8_e4m3", "mxfp6_e3m2", "mxfp4_e2m1", "nvfp4"):
+            fid = FORMATS[fmt].format_id
+            for layout in ("compact", "swizzled"):
+                ls = launches(dtype, fmt, 7168, 65536, scale_layout=layout)
+                meta, q = ls[0], ls[-1]   # NVFP4: the statistics pass (computed amaxes) between
+                z = "z" if fmt == "nvfp4" and layout == "swizzled" and d else ""
+                assert q.kernel == f"group_quantize_rowsd{z}_f{fid}_d{d}_plain", (dtype, fmt, layout, q.kernel)
+                assert meta.kernel == "group_meta" and meta.args[4].value & 64   # band descriptors
+                # lw = 6: blocks of R x 4 rows x 1024 columns; 65536 // 64 + 8 bands
+                assert q.grid == (65536 // 64 + 8) * (64 // (4 * R)) * 7, (dtype, fmt, q.grid)
+                assert q.args[-1] == Arg("i32", 6)
+                n_rows, n_tiles = 65536 // 64, 65536 // 64 + 8 + 1
+                assert q.args[3] == _plan._at(meta.args[14].value, 8 * cg._band_desc_offset(n_rows, n_tiles))
+    # K = 200: lw = 3, blocks of 128 rows from 16-bit input (too tall), 64 from float32
+    assert launches("bfloat16", "mxfp8_e4m3", 200, 4096)[-1].kernel == "group_quantize_rowsk_f0_d1_plain"
+    assert launches("float32", "mxfp8_e4m3", 200, 4096)[-1].kernel == "group_quantize_rowsd_f0_d0_plain"
+    assert launches("bfloat16", "mxfp8_e4m3", 256, 4096)[-1].kernel == "group_quantize_rowsd_f0_d1_plain"
+    # the extended recipes keep the grid-strided kernel
+    assert launches("bfloat16", "nvfp4", 7168, 4096, row_scaled=True)[-1].kernel == "group_quantize_rowsk_f5_d1"
+    assert launches("bfloat16", "mxfp4_e2m1", 7168, 4096, rounding="stochastic")[-1].kernel == \
+        "group_quantize_rowsk_f4_d1"
+    old = cg.ROWS_DIRECT
+    try:
+        cg.ROWS_DIRECT = False
+        assert launches("bfloat16", "mxfp4_e2m1", 7168, 4096)[-1].kernel == "group_quantize_rowsk_f4_d1_plain"
+    finally:
+        cg.ROWS_DIRECT = old

@@ -499,6 +499,18 @@ __device__ __forceinline__ void store_kept_scales(u32 kept, u8* scales, i64 gm0,
     }
 }
 
+// The launch bounds and scale stores (STG below) of the rows kernels: quantize.cu's _rows and
+// grouped.cu's group_quantize_rowsd.
+#define FP4KIT_LB_ANY __launch_bounds__(QT_THREADS)
+#define FP4KIT_LB_4 __launch_bounds__(QT_THREADS, 4)
+// STG: how the 16-bit plain kernels store their scale codes (quantize_rows_direct): MX through the
+// shared-memory stage (1); NVFP4 one by one (0: the stage's barrier cost it 2.3 us at 8192^2 compact,
+// docs/performance.md item 145). FP4KIT_ROWS_STG 0 (A/B): every format one by one.
+#ifndef FP4KIT_ROWS_STG
+#define FP4KIT_ROWS_STG 1
+#endif
+#define FP4KIT_ROWS_STG_OF(F) ((F) == 5 ? 0 : FP4KIT_ROWS_STG)
+
 // Rowwise only, no 2D tiles. lw (2..6): a CTA row is 2^lw segments of 16 (W = 16 * 2^lw columns),
 // rs = 256 / 2^lw rows of them, R such row groups (R * rs rows x W columns per CTA); each thread issues
 // the loads of its R segments before computing (more bytes in flight). With lw = 6 a warp covers 512

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import fp4kit
+from fp4kit import _plan
 from fp4kit._plan import DTYPE_IDS
 
 pytestmark = pytest.mark.gpu
@@ -244,7 +245,8 @@ def _dev_dims(cp, dims, like):
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_rowwise_only_grouped(cp, fmt, dtype):
-    """axis="rowwise" takes group_quantize_rowsk for kinds with one K (blocks of the whole matrix,
+    """axis="rowwise" takes group_quantize_rowsd / rowsk for kinds with one K (members tiled one by
+    one where blocks hold at most 64 rows, here K = 200 from float32; else blocks of the whole matrix,
     test_rowwise_one_k_blocks_straddle_members) and group_quantize_rows (runs of tiles per CTA
     iteration, member changes inside an iteration) for the others: every kind, G = 1, 3, 64, 257
     with empty members at front, middle and end, host and device dims, both scale layouts, against
@@ -300,8 +302,9 @@ def test_nvfp4_rowwise_only_grouped_variants(cp, variant):
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_rowwise_one_k_blocks_straddle_members(cp, fmt, dtype):
-    """axis="rowwise" with one K (kinds same / varying_first) takes group_quantize_rowsk: blocks of
-    128 or 256 rows of the whole (sum M_i, K) matrix. Here blocks straddle member boundaries, hold
+    """axis="rowwise" with one K (kinds same / varying_first): K = 320 takes group_quantize_rowsd
+    with the plain recipes (blocks of 64 or 32 rows of one member) and group_quantize_rowsk with the
+    extended ones (blocks of 128 rows of the whole (sum M_i, K) matrix). Here blocks straddle member boundaries, hold
     several members (and empty ones), or lie inside one member; the input has slack rows past the
     members (device dims); both layouts; NVFP4 / MXFP4 recipes that change per row or per member."""
     import ml_dtypes
@@ -335,11 +338,12 @@ def test_rowwise_one_k_blocks_straddle_members(cp, fmt, dtype):
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_rowwise_one_k_whole_bands(cp, fmt, dtype):
-    """group_quantize_rowsk from 16-bit input over members that start on and off multiples of 128
-    rows and hold whole and partial 128-row bands (the swizzled layout's tiles; docs/performance.md
-    item 146 tried blocks whose rows lie 32 apart in such bands); K = 1040 (lw = 6, a partial last
-    column block), 512 (lw = 5), 128 (lw = 3), 96 (lw = 2); both layouts, host and device dims;
-    NVFP4 with supplied and computed amaxes."""
+    """The one-K rows kernels from 16-bit input over members that start on and off multiples of 128
+    rows and hold whole and partial 128-row bands (the swizzled layout's tiles): K = 1040 (lw = 6, a
+    partial last column block) and 512 (lw = 5) take group_quantize_rowsd[z], whose blocks inside a
+    member's complete bands take rows 32 apart (quantize_rows_direct), 128 (lw = 3) and 96 (lw = 2)
+    group_quantize_rowsk (docs/performance.md item 146 tried that remap there); both layouts, host
+    and device dims; NVFP4 with supplied and computed amaxes."""
     import ml_dtypes
     npdt = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16}[dtype]
     first = [256, 128, 200, 56, 384, 0, 130, 126]   # starts 0, 256, 384, 584, 640, 1024, 1024, 1154
@@ -358,6 +362,52 @@ def test_rowwise_one_k_whole_bands(cp, fmt, dtype):
             for g, (a_, b_) in enumerate(zip(got, exp)):
                 rep = fp4kit.compare(a_, b_)
                 assert rep.ok, f"K = {K}, {layout}, member {g} ({first[g]} rows): {rep}"
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_rowwise_one_k_direct_kernel_members(cp, fmt, dtype):
+    """group_quantize_rowsd[z] (plain one-K rowwise, blocks of at most 64 rows: each member tiled as
+    the single-tensor rows kernel tiles it): 40 members of 0-300 rows (sizes % 2 for the packed
+    formats; members of 1 row, of exactly one block row, empty ones at both ends), K = 1040 and
+    2048 (a partial and no partial column block), 64 slack rows (device dims: CTAs of the bands
+    past the last member exit), both layouts, NVFP4 with computed and supplied amaxes: the bytes of
+    the reference, and of group_quantize_rowsk (ROWS_DIRECT off) for the same call."""
+    import ml_dtypes
+    from fp4kit import _cuda_grouped as cg
+    f = fp4kit.FORMATS[fmt]
+    npdt = {"float32": np.float32, "bfloat16": ml_dtypes.bfloat16, "float16": np.float16}[dtype]
+    first = _dims(40, 77, even=f.packed)
+    first[3], first[7], first[11] = (2 if f.packed else 1), 16, 64
+    for i, K in enumerate((1040, 2048)):
+        x = _x((sum(first) + 64, K), seed=80 + i, dtype=npdt)
+        xd = _dev(cp, x)
+        for j, layout in enumerate(("swizzled", "compact")):
+            kw, ref_kw = {"scale_layout": layout}, {"scale_layout": layout}
+            if f.is_nvfp4 and (i + j) % 2:
+                a = np.abs(np.random.default_rng(i).standard_normal(len(first))).astype(np.float32) * 8
+                kw["amax"], ref_kw["amax"] = cp.asarray(a), a
+            exp = fp4kit.reference.group_quantize(x[:sum(first)], fmt, first_dims=first, axis="rowwise", **ref_kw)
+            dims = _dev_dims(cp, first, xd)
+            got = fp4kit.group_quantize(xd, fmt, first_dims=dims, axis="rowwise", **kw)
+            got.check()
+            for g, (a_, b_) in enumerate(zip(got, exp)):
+                rep = fp4kit.compare(a_, b_)
+                assert rep.ok, f"K = {K}, {layout}, member {g} ({first[g]} rows): {rep}"
+            cg.ROWS_DIRECT = False   # plans are memoised: cleared on both sides of the switch
+            _plan.clear_plans()
+            try:
+                old = fp4kit.group_quantize(xd, fmt, first_dims=dims, axis="rowwise", **kw)
+            finally:
+                cg.ROWS_DIRECT = True
+                _plan.clear_plans()
+            for name in ("rowwise_data", "rowwise_scales", "rowwise_amax"):
+                a_, b_ = getattr(got, name), getattr(old, name)
+                if a_ is None:
+                    assert b_ is None
+                    continue
+                assert np.array_equal(cp.asnumpy(cp.asarray(a_)).view(np.uint8),
+                                      cp.asnumpy(cp.asarray(b_)).view(np.uint8)), (K, layout, name)
 
 
 def _serial_meta_flags(first, K, max_elements, rows_total, packed_both):
