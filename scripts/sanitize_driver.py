@@ -122,6 +122,19 @@ for fmt, f in fp4kit.FORMATS.items():
                 kw = {"amax": cp.asarray(np.float32([3.0]))} if f.is_nvfp4 else {}
                 fp4kit.quantize(xin, fmt, axis="rowwise", scale_layout=layout, **kw)
                 n += 1
+# the grouped one-K rows kernel that tiles each member on its own (group_quantize_rowsd[z]: blocks of
+# at most 64 rows, K >= 256 from 16-bit input, K >= 128 from float32): members of 1 row, partial and
+# whole 128-row bands, empty ones, slack rows past the members (CTAs of the bands past the last one
+# exit), a partial last column block; device dims, both layouts
+first_d = [0, 1, 130, 0, 64, 257, 0]
+for fmt, f in fp4kit.FORMATS.items():
+    fd = [m + (m & 1) if f.packed else m for m in first_d]
+    xr = rng.standard_normal((sum(fd) + 9, 1040)).astype(np.float32)
+    for xin in (cp.asarray(xr), bf16(xr)):
+        for layout in ("compact", "swizzled"):
+            fp4kit.group_quantize(xin, fmt, first_dims=cp.asarray(np.array(fd, np.int64)), axis="rowwise",
+                                  scale_layout=layout).check()
+            n += 1
 
 # NVFP4 tile kernels with the multiplier tables of the nvfp4_amax_out launch (QFLAG_ENC_TABS; by
 # default from fp4kit._plan.ENC_TABS_MIN_TILES tiles on, here for every shape); that launch also
