@@ -884,25 +884,30 @@ __device__ __forceinline__ void group_quantize_rows_k(const void* x, i64 G, cons
 template <int FMT, int DT, int R, int STG>
 __device__ __forceinline__ void group_quantize_rows_direct(const void* x, i64 G, const i64* meta, const i64* desc,
                                                            i64 K, u8* row_data, u8* row_scales,
-                                                           const float* amax_row, int flags, u64 seed, int lw) {
+                                                           const float* amax_row, int flags, u64 seed, int lw,
+                                                           u32 km, u32 kp) {
     typedef Fmt<FMT> F;
     flags &= ~(QFLAG_EXT_ALL | QFLAG_VEC_IN);
     if (flags & QFLAG_SWIZZLED) group_zero_padding(G, meta, nullptr, K, F::block, row_scales, nullptr);
-    const int rs = QT_THREADS >> lw, BR = rs * R, W = SEG << lw;   // BR divides QT_M (the launcher's rule)
-    const int lp = __ffs(QT_M / BR) - 1;                           // log2 of the block rows per band
-    const i64 tiles_k = (K + W - 1) / W;
+    // BR = R x 256 / 2^lw divides QT_M (the launcher's rule): shifts, not divisions, and the block row
+    // from the host's (km, kp) of tiles_k (div_magic): the FP4 kernels are bound by issue, and every
+    // thread runs this prologue (H200, G = 8 sizes % 128: NVFP4 375.8 -> 368.9 us, MXFP4 334.6 ->
+    // 329.5 with the shifts alone, docs/performance.md item 150)
+    const int lbr = (R == 4 ? 10 : 9) - lw;                        // log2 BR
+    const int lp = 6 - lbr;                                        // log2 of the block rows per band
+    const i64 tiles_k = (K + (SEG << lw) - 1) >> (lw + 4);
     const i64 b = blockIdx.x;
-    const i64 br = div_fast(b, tiles_k);                           // block row of the band list
+    const i64 br = div_magic((u32)b, km, kp);                      // block row of the band list
     const longlong2* dv = reinterpret_cast<const longlong2*>(desc + (br >> lp) * BAND_DESC);
     const longlong2 om = dv[0];                                    // member's element offset, rows
-    const i64 m0 = dv[3].x * QT_M + (br & ((1 << lp) - 1)) * BR;   // first row of the block in its member
-    if (m0 >= om.y) return;                                        // past the member (or past every band)
+    const i64 bq = (dv[3].x << lp) + (br & ((1 << lp) - 1));       // block row within the member
+    if ((bq << lbr) >= om.y) return;                               // past the member (or past every band)
     const i64 srow = dv[1].x, arow = dv[2].x;
     const char* xg = reinterpret_cast<const char*>(x) + om.x * input_itemsize(DT);
     if (((reinterpret_cast<u64>(xg) & 15) == 0) && ((K * input_itemsize(DT)) % 16 == 0)) flags |= QFLAG_VEC_IN;
     quantize_rows_direct<FMT, DT, false, R, QFLAG_EXT_ALL, STG>(
         xg, om.y, K, row_data + (F::packed ? om.x / 2 : om.x), row_scales + srow,
-        amax_row != nullptr ? amax_row + arow : amax_row, flags, seed, (m0 / BR) * tiles_k + (b - br * tiles_k), lw);
+        amax_row != nullptr ? amax_row + arow : amax_row, flags, seed, bq * tiles_k + (b - br * tiles_k), lw);
 }
 
 // Persistent tile kernel (kinds without one K, the NVFP4 recipes, stochastic rounding when the one-tile
@@ -1421,10 +1426,11 @@ __device__ __forceinline__ void group_dequantize_cols(const u8* data, const u8* 
     extern "C" __global__ void LB                                                                      \
     group_quantize_rowsd##Z##_f##F##_d##D##_plain(const void* x, i64 G, const i64* meta, const i64* desc, \
                                                   i64 K, u8* row_data, u8* row_scales,                 \
-                                                  const float* amax_row, int flags, u64 seed, int lw) { \
+                                                  const float* amax_row, int flags, u64 seed, int lw,  \
+                                                  u32 km, u32 kp) {                                    \
         FP4KIT_GRID_DEP();                                                                             \
         group_quantize_rows_direct<F, D, R, STG>(x, G, meta, desc, K, row_data, row_scales, amax_row,  \
-                                                 flags, seed, lw);                                     \
+                                                 flags, seed, lw, km, kp);                             \
     }
 #define FP4KIT_GROUP_QUANTIZE_ROWSD_ALL(F)                                                              \
     FP4KIT_GROUP_QUANTIZE_ROWSD(F, 0, , 2, FP4KIT_LB_ANY, 0)                                            \

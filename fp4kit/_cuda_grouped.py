@@ -465,7 +465,9 @@ def build_group_quantize_plan(input_dtype, opts, G, n_el, caps, amax_size, dbias
                  _rows_direct_grid(Kshared, rows_total, G, input_dtype), (
                      Arg("x"), P._i64(G), P._buf(meta), P._at(band, 8 * _band_desc_offset(n_band_rows, n_band_tiles)),  # type: ignore[arg-type]  # direct: one K
                      P._i64(Kshared), P._buf(out["row_data"]), P._buf(out["row_scales"]), ptr(a_row),  # type: ignore[arg-type]  # rows_only: rowwise
-                     P._i32(flags), Arg("seed"), P._i32(rows_lw(Kshared))))
+                     P._i32(flags), Arg("seed"), P._i32(rows_lw(Kshared)))
+                 # the block row b // tiles_k as (b m) >> p (grouped.cu div_magic)
+                 + tuple(P._u32(v) for v in div_magic(-(-Kshared // (16 << rows_lw(Kshared))))))
     elif rows_only and one_k:
         b.launch("grouped", qname, grid, (
             Arg("x"), P._i64(G), P._buf(meta), ptr(band), P._i64(Kshared), P._buf(out["row_data"]),  # type: ignore[arg-type]  # rows_only: rowwise

@@ -2894,7 +2894,7 @@ def test_grouped_rowwise_one_k_direct_kernel():
                 assert meta.kernel == "group_meta" and meta.args[4].value & 64   # band descriptors
                 # lw = 6: blocks of R x 4 rows x 1024 columns; 65536 // 64 + 8 bands
                 assert q.grid == (65536 // 64 + 8) * (64 // (4 * R)) * 7, (dtype, fmt, q.grid)
-                assert q.args[-1] == Arg("i32", 6)
+                assert q.args[-3:] == (Arg("i32", 6), Arg("u32", 2**34 // 7 + 1), Arg("u32", 34))   # lw; b // 7
                 n_rows, n_tiles = 65536 // 64, 65536 // 64 + 8 + 1
                 assert q.args[3] == _plan._at(meta.args[14].value, 8 * cg._band_desc_offset(n_rows, n_tiles))
     # K = 200: lw = 3, blocks of 128 rows from 16-bit input (too tall), 64 from float32
