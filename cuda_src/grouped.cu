@@ -878,9 +878,10 @@ __device__ __forceinline__ void group_quantize_rows_k(const void* x, i64 G, cons
 // offsets, its rows and the band's index within it); CTAs past a member's last row, or past the last
 // band (M = 0: the grid is the host's bound), exit. Swizzled padding: group_zero_padding, CTA g for
 // member g. STG: as quantize_rows_direct's (the single-tensor kernels' choices). H200, 65536 x 7168
-// bfloat16, device dims, against group_quantize_rowsk: 2-6 % faster at G = 8 (sizes % 128) and
-// G = 64 (sizes % 2), MXFP8 at G = 8 as fast as one launch per member, NVFP4 / MXFP4 still 6-7 %
-// slower (docs/performance.md items 147-148: loads issued before the lookup did not close it).
+// bfloat16, device dims, against group_quantize_rowsk: 2-10 % faster at G = 8 (sizes % 128) and
+// G = 64 (sizes % 2); at G = 8 against one launch per member NVFP4 0.99x, MXFP4 0.96x, MXFP8 1.02x
+// (docs/performance.md items 147-150: loads issued before the lookup and two blocks per CTA were
+// tried and dropped).
 template <int FMT, int DT, int R, int STG>
 __device__ __forceinline__ void group_quantize_rows_direct(const void* x, i64 G, const i64* meta, const i64* desc,
                                                            i64 K, u8* row_data, u8* row_scales,
