@@ -454,7 +454,7 @@ def small_fused(opts, M: int, K: int, amax_given: bool) -> bool:
 
 def rows_stack(ext: bool, input_dtype: str) -> int:
     """R, the row groups of a rows-kernel block: 4 for 16-bit input with the plain recipes, else 2
-    (quantize.cu _rows / _rowsx, grouped.cu group_quantize_rowsk)."""
+    (quantize.cu _rows / _rowsx, grouped.cu group_quantize_rowsk / group_quantize_rowsd)."""
     return 2 if ext or input_dtype == "float32" else 4
 
 
