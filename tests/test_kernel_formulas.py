@@ -615,3 +615,52 @@ def test_fp6_direct_16bit_dequantize_equals_reference_for_every_code_and_scale()
     assert taken == {"bfloat16": 2 * 255, "float16": 2 * 40}
     wrong = dq_fp6x2(w, 0x4140, dq_fp6_mult_x2(127, "bfloat16"), "e2m3", "bfloat16", k2=0x7F007F00)
     assert not np.array_equal(wrong, dq_fp6x2(w, 0x4140, dq_fp6_mult_x2(127, "bfloat16"), "e2m3", "bfloat16"))
+
+
+def test_grouped_rows_direct_block_map_covers_each_members_blocks_once():
+    """grouped.cu group_quantize_rows_direct: CTA b takes block row br = (b km) >> kp (the host's
+    div_magic of tiles_k) of the members' 64-row tile bands, band br >> lp, and block
+    ((band's index in its member) << lp) + (br & (2^lp - 1)), (b - br tiles_k) of its member, with
+    log2 BR = (R == 4 ? 10 : 9) - lw and tiles_k by a shift. Emulated over the launcher's grid
+    (fp4kit._cuda_grouped._rows_direct_grid) for members of every size class: the CTAs that do not
+    exit take every block of the single-tensor rows kernel over each member (fp4kit._plan.rows_blocks)
+    exactly once, and no CTA reads a band descriptor past group_meta's (rows // 64 + G + 1)."""
+    from fp4kit import _cuda_grouped as cg
+    from fp4kit._plan import div_magic, rows_blocks, rows_lw, rows_stack
+
+    rng = np.random.default_rng(7)
+    for dtype in ("float32", "bfloat16"):
+        for K in (128, 200, 256, 512, 1040, 7168):
+            lw, R = rows_lw(K), rows_stack(False, dtype)
+            if not cg.rows_direct(False, dtype, True, True, 5, K, 10**6):
+                assert R * (256 >> lw) > 64, (dtype, K)
+                continue
+            lbr = (10 if R == 4 else 9) - lw
+            assert 1 << lbr == R * (256 >> lw) <= 64
+            lp = 6 - lbr
+            tiles_k = (K + (16 << lw) - 1) >> (lw + 4)
+            assert tiles_k == -(-K // (16 << lw))
+            km, kp = div_magic(tiles_k)
+            for first in ([0, 1, 63, 64, 65, 0, 300, 128], list(rng.integers(0, 200, 12))):
+                G, rows = len(first), sum(first) + 9          # 9 slack rows, as device dims allow
+                bands = [(g, j) for g, m in enumerate(first) for j in range(-(-m // 64))]
+                n_desc = rows // 64 + G + 1
+                grid = cg._rows_direct_grid(K, rows, G, dtype)
+                seen = {}
+                for b in range(grid):
+                    br = (b * km) >> kp
+                    assert br == b // tiles_k
+                    band = br >> lp
+                    assert band < n_desc
+                    if band >= len(bands):
+                        continue                               # M = 0: past every band
+                    g, j = bands[band]
+                    bq = (j << lp) + (br & ((1 << lp) - 1))
+                    if bq << lbr >= first[g]:
+                        continue                               # past the member's last row
+                    key = (g, bq * tiles_k + (b - br * tiles_k))
+                    assert key not in seen, key
+                    seen[key] = b
+                for g, m in enumerate(first):
+                    got = sorted(bl for (h, bl) in seen if h == g)
+                    assert got == list(range(rows_blocks(m, K, R, lw))), (dtype, K, g, m)
