@@ -888,6 +888,7 @@ __device__ __forceinline__ void group_quantize_rows_direct(const void* x, i64 G,
                                                            const float* amax_row, int flags, u64 seed, int lw,
                                                            u32 km, u32 kp) {
     typedef Fmt<FMT> F;
+    static_assert(R == 2 || R == 4, "log2 BR below: 8 - lw + log2 R");
     flags &= ~(QFLAG_EXT_ALL | QFLAG_VEC_IN);
     if (flags & QFLAG_SWIZZLED) group_zero_padding(G, meta, nullptr, K, F::block, row_scales, nullptr);
     // BR = R x 256 / 2^lw divides QT_M (the launcher's rule): shifts, not divisions, and the block row

@@ -189,17 +189,22 @@ def rows_direct(ext: bool, input_dtype: str, rows_only: bool, one_k: bool, G: in
     descriptors); the grid (one CTA per possible block) must fit the launch limit."""
     if not (ROWS_DIRECT and rows_only and one_k and not ext and Kshared):
         return False
-    lw = rows_lw(Kshared)
-    br = rows_stack(False, input_dtype) * (_THREADS >> lw)
+    _, br, _ = _rows_direct_blocks(Kshared, input_dtype)
     return br <= _QT and _rows_direct_grid(Kshared, rows_total, G, input_dtype) <= _MAX_GRID
+
+
+def _rows_direct_blocks(Kshared: int, input_dtype: str) -> tuple[int, int, int]:
+    """(lw, BR, tiles_k) of group_quantize_rowsd's blocks: the single-tensor rows kernel's (BR rows of
+    16 x 2^lw columns; tiles_k blocks across K)."""
+    lw = rows_lw(Kshared)
+    return lw, rows_stack(False, input_dtype) * (_THREADS >> lw), -(-Kshared // (16 << lw))
 
 
 def _rows_direct_grid(Kshared: int, rows_total: int, G: int, input_dtype: str) -> int:
     """CTAs of group_quantize_rowsd: every block row of every possible 64-row band, times the blocks
     across K (the bands past the members' last one exit at once)."""
-    lw = rows_lw(Kshared)
-    br = rows_stack(False, input_dtype) * (_THREADS >> lw)
-    return _tile_bands_bound(rows_total, G) * (_QT // br) * -(-Kshared // (16 << lw))
+    _, br, tiles_k = _rows_direct_blocks(Kshared, input_dtype)
+    return _tile_bands_bound(rows_total, G) * (_QT // br) * tiles_k
 
 
 def _band_desc_offset(n_rows: int, n_tiles: int) -> int:
@@ -461,13 +466,14 @@ def build_group_quantize_plan(input_dtype, opts, G, n_el, caps, amax_size, dbias
             P._i32(flags), sq_desc, P._i64(Kshared)), block=4 * _THREADS)
     elif direct:
         z = "z" if _plan.rows_swizzled_kernel(opts, input_dtype, opts.scale_layout) else ""
+        lw, _, tiles_k = _rows_direct_blocks(Kshared, input_dtype)
         b.launch("grouped", f"group_quantize_rowsd{z}_f{f.format_id}_d{dt}_plain",
                  _rows_direct_grid(Kshared, rows_total, G, input_dtype), (
                      Arg("x"), P._i64(G), P._buf(meta), P._at(band, 8 * _band_desc_offset(n_band_rows, n_band_tiles)),  # type: ignore[arg-type]  # direct: one K
                      P._i64(Kshared), P._buf(out["row_data"]), P._buf(out["row_scales"]), ptr(a_row),  # type: ignore[arg-type]  # rows_only: rowwise
-                     P._i32(flags), Arg("seed"), P._i32(rows_lw(Kshared)))
+                     P._i32(flags), Arg("seed"), P._i32(lw))
                  # the block row b // tiles_k as (b m) >> p (grouped.cu div_magic)
-                 + tuple(P._u32(v) for v in div_magic(-(-Kshared // (16 << rows_lw(Kshared))))))
+                 + tuple(P._u32(v) for v in div_magic(tiles_k)))
     elif rows_only and one_k:
         b.launch("grouped", qname, grid, (
             Arg("x"), P._i64(G), P._buf(meta), ptr(band), P._i64(Kshared), P._buf(out["row_data"]),  # type: ignore[arg-type]  # rows_only: rowwise
