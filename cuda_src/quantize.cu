@@ -150,8 +150,8 @@ __device__ __forceinline__ void quantize_square(const void* x, i64 M, i64 K, u8*
     }
 
 // quantize_f<F>_d<D>_rows (plain; R = 2 for float32 input, 4 for 16-bit input) and _rowsx (every
-// option but 2D tiles; R = 2): rowwise only; ceil(M / (R * 256 / 2^lw)) * ceil(K / (16 * 2^lw)) CTAs
-// of 256 threads (quantize_rows_direct; the launcher picks lw).
+// option but 2D tiles; R = 2): rowwise only; ceil(K / (16 * 2^lw)) x ceil(M / (R * 256 / 2^lw)) CTAs
+// of 256 threads (quantize_rows_at; the launcher picks lw).
 // LB: the launch bounds. The plain kernels from 16-bit input ask for 4 CTAs per SM (64 registers, no
 // spills; the compiler's choice with a run-time lw is 69-80, i.e. 3 CTAs per SM). NVFP4's asked for
 // 3 (79 registers) until its blocks took the below-7 encode (row_segment's B7), which brought it to
@@ -160,13 +160,31 @@ __device__ __forceinline__ void quantize_square(const void* x, i64 M, i64 K, u8*
 // as none.
 // FP4KIT_LB_ANY / FP4KIT_LB_4 and FP4KIT_ROWS_STG_OF: common/quantize_tile.cuh (grouped.cu's
 // group_quantize_rowsd kernels take the same).
-#define FP4KIT_QUANTIZE_ROWS_KERNEL(F, D, EXT, SUFFIX, R, LB, STG)                                    \
+// G1: the kernel's grid. false: (column blocks, gy, gz) over the block rows (grid_rows,
+// fp4kit._plan.rows_grid), which spares every thread a 64-bit division for the column blocks and a
+// division of the block index; true (_rowsz, fp4kit._plan.ROWS_1D_KERNELS): one CTA per block in a
+// 1-D grid, block b = blockIdx.x, which measured 1 % faster for it (H200, docs/performance.md item
+// 151). FP4KIT_ROWS_GRID1 (common/quantize_tile.cuh; A/B only, with fp4kit._plan.ROWS_GRID_3D =
+// False): every rows kernel on the 1-D grid; FP4KIT_ROWSZ_GRID3 (A/B only, with ROWS_1D_KERNELS =
+// ()): _rowsz on the 3-D grid.
+#ifndef FP4KIT_ROWSZ_GRID3
+#define FP4KIT_ROWSZ_GRID3 0
+#endif
+#define FP4KIT_ROWS_BLOCK(F, D, EXT, R, XM, STG, G1)                                                  \
+    if constexpr ((G1) || FP4KIT_ROWS_GRID1) {                                                        \
+        quantize_rows_direct<F, D, EXT, R, XM, STG, true>(x, M, K, row_data, row_scales, amax_row, flags, \
+                                                          seed, (i64)blockIdx.x, lw);                 \
+    } else {                                                                                          \
+        i64 bq, kt;                                                                                   \
+        if (!grid_rows(M, R, lw, bq, kt)) return;                                                     \
+        quantize_rows_at<F, D, EXT, R, XM, STG>(x, M, K, row_data, row_scales, amax_row, flags, seed, bq, kt, lw); \
+    }
+#define FP4KIT_QUANTIZE_ROWS_KERNEL(F, D, EXT, SUFFIX, R, LB, STG, G1)                                \
     extern "C" __global__ void LB                                                                     \
     quantize_f##F##_d##D##SUFFIX(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales,           \
                                  const float* amax_row, int flags, u64 seed, int lw) {                \
         FP4KIT_GRID_DEP();                                                                            \
-        quantize_rows_direct<F, D, EXT, R, QFLAG_EXT_ALL, STG>(x, M, K, row_data, row_scales, amax_row, \
-                                                               flags, seed, (i64)blockIdx.x, lw);     \
+        FP4KIT_ROWS_BLOCK(F, D, EXT, R, QFLAG_EXT_ALL, STG, G1)                                       \
     }
 
 // quantize_f5_d<D>_rowsam: plain rowwise NVFP4 with the computed global amax in one launch, for
@@ -209,9 +227,9 @@ constexpr int RA_CTAS = 8;
     FP4KIT_QUANTIZE_KERNEL(F, 0, false, _plain)  \
     FP4KIT_QUANTIZE_KERNEL(F, 1, false, _plain)  \
     FP4KIT_QUANTIZE_KERNEL(F, 2, false, _plain)  \
-    FP4KIT_QUANTIZE_ROWS_KERNEL(F, 0, false, _rows, 2, FP4KIT_LB_ANY, 0) \
-    FP4KIT_QUANTIZE_ROWS_KERNEL(F, 1, false, _rows, 4, FP4KIT_LB_4, FP4KIT_ROWS_STG_OF(F)) \
-    FP4KIT_QUANTIZE_ROWS_KERNEL(F, 2, false, _rows, 4, FP4KIT_LB_4, FP4KIT_ROWS_STG_OF(F))
+    FP4KIT_QUANTIZE_ROWS_KERNEL(F, 0, false, _rows, 2, FP4KIT_LB_ANY, 0, false) \
+    FP4KIT_QUANTIZE_ROWS_KERNEL(F, 1, false, _rows, 4, FP4KIT_LB_4, FP4KIT_ROWS_STG_OF(F), false) \
+    FP4KIT_QUANTIZE_ROWS_KERNEL(F, 2, false, _rows, 4, FP4KIT_LB_4, FP4KIT_ROWS_STG_OF(F), false)
 // quantize_f<F>_d<D> / _rowsx: every option. Only NVFP4 has them: the planner picks them for
 // options other than stochastic rounding alone (fp4kit._plan.needs_ext / sr_only), i.e. NVFP4's
 // tile_2d / row_scaled / rht; MXFP4's only extended option is stochastic rounding (_sr / _rowssr).
@@ -219,9 +237,9 @@ constexpr int RA_CTAS = 8;
     FP4KIT_QUANTIZE_KERNEL(F, 0, true, )         \
     FP4KIT_QUANTIZE_KERNEL(F, 1, true, )         \
     FP4KIT_QUANTIZE_KERNEL(F, 2, true, )         \
-    FP4KIT_QUANTIZE_ROWS_KERNEL(F, 0, true, _rowsx, 2, FP4KIT_LB_ANY, 0) \
-    FP4KIT_QUANTIZE_ROWS_KERNEL(F, 1, true, _rowsx, 2, FP4KIT_LB_ANY, 0) \
-    FP4KIT_QUANTIZE_ROWS_KERNEL(F, 2, true, _rowsx, 2, FP4KIT_LB_ANY, 0)
+    FP4KIT_QUANTIZE_ROWS_KERNEL(F, 0, true, _rowsx, 2, FP4KIT_LB_ANY, 0, false) \
+    FP4KIT_QUANTIZE_ROWS_KERNEL(F, 1, true, _rowsx, 2, FP4KIT_LB_ANY, 0, false) \
+    FP4KIT_QUANTIZE_ROWS_KERNEL(F, 2, true, _rowsx, 2, FP4KIT_LB_ANY, 0, false)
 
 // quantize_f5_d1_rht: NVFP4 from bfloat16 with the fused RHT cast and no other variant (tile_2d,
 // row_scaled, stochastic rounding ignored): the RHT path of quantize_f5_d1 in fewer registers.
@@ -255,8 +273,7 @@ quantize_f5_d1_rht(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales, u8
     quantize_f##F##_d##D##_rowssr(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales,          \
                                   const float* amax_row, int flags, u64 seed, int lw) {               \
         FP4KIT_GRID_DEP();                                                                             \
-        quantize_rows_direct<F, D, true, 2, QFLAG_STOCHASTIC>(x, M, K, row_data, row_scales, amax_row, \
-                                                              flags, seed, (i64)blockIdx.x, lw);       \
+        FP4KIT_ROWS_BLOCK(F, D, true, 2, QFLAG_STOCHASTIC, 0, false)                                   \
     }
 
 // The small NVFP4 steps of one quantize call, in one launch ahead of its main kernel:
@@ -325,8 +342,8 @@ FP4KIT_QUANTIZE_SR_ALL(4)
 #if FP4KIT_IN_PART(5)
 FP4KIT_QUANTIZE_PLAIN_DTYPES(5)
 // quantize_f5_d<D>_rowsz: _rows for NVFP4 from 16-bit input with swizzled scales (STG 2)
-FP4KIT_QUANTIZE_ROWS_KERNEL(5, 1, false, _rowsz, 4, FP4KIT_LB_4, 2)
-FP4KIT_QUANTIZE_ROWS_KERNEL(5, 2, false, _rowsz, 4, FP4KIT_LB_4, 2)
+FP4KIT_QUANTIZE_ROWS_KERNEL(5, 1, false, _rowsz, 4, FP4KIT_LB_4, 2, !FP4KIT_ROWSZ_GRID3)
+FP4KIT_QUANTIZE_ROWS_KERNEL(5, 2, false, _rowsz, 4, FP4KIT_LB_4, 2, !FP4KIT_ROWSZ_GRID3)
 FP4KIT_QUANTIZE_ROWSAM_KERNEL(0, 2)
 FP4KIT_QUANTIZE_ROWSAM_KERNEL(1, 4)
 FP4KIT_QUANTIZE_ROWSAM_KERNEL(2, 4)

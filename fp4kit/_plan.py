@@ -474,6 +474,26 @@ def rows_blocks(M: int, K: int, R: int, lw: int) -> int:
     return -(-M // (R * (THREADS >> lw))) * -(-K // (16 << lw))
 
 
+# The single-tensor rows kernels' grid: (column blocks, gy, gz) over the block rows (rows_grid), but
+# for the kernels (suffixes) of ROWS_1D_KERNELS: one CTA per block in a 1-D grid (quantize.cu's
+# FP4KIT_ROWS_BLOCK: _rowsz measured 1 % faster on it, docs/performance.md item 151). A/B only:
+# ROWS_GRID_3D = False with the kernels built with FP4KIT_ROWS_GRID1 (every one 1-D), ROWS_1D_KERNELS
+# = () with FP4KIT_ROWSZ_GRID3.
+ROWS_GRID_3D = True
+ROWS_1D_KERNELS = ("_rowsz",)
+
+
+def rows_grid(M: int, K: int, R: int, lw: int, suffix: str = "_rows") -> tuple[int, int, int]:
+    """(x, y, z) grid of the single-tensor rows kernel quantize_f<F>_d<D><suffix> (quantize_tile.cuh
+    grid_rows): x the column blocks of 16 x 2^lw, y * z >= the block rows of R x 256 / 2^lw with
+    y <= 65535; block row z * y + y. The kernels of ROWS_1D_KERNELS: (blocks, 1, 1)."""
+    if not ROWS_GRID_3D or suffix in ROWS_1D_KERNELS:
+        return rows_blocks(M, K, R, lw), 1, 1
+    tm, tk = -(-M // (R * (THREADS >> lw))), -(-K // (16 << lw))
+    gz = -(-tm // 65535)
+    return tk, -(-tm // gz), gz
+
+
 # unswizzle_scales converts two matrices per launch; the second one's arguments when there is one.
 UNSWIZZLE_NO_JOB = (Arg("null"), Arg("i64", 0), Arg("i64", 0), Arg("i64", 0), Arg("null"))
 
@@ -716,7 +736,7 @@ def build_quantize_plan(M: int, K: int, input_dtype: str, opts, amax_size: int |
                      (_X, _i64(M), _i64(K), _buf(c[0]), _buf(c[1]), _ptr(c[2]), _i32(flags)), threads)  # type: ignore[index]  # c is set: cols is columnwise alone
         elif rows_kernel:
             # rowwise alone: CTAs of R x (256 / 2^lw) rows x 16 * 2^lw columns, loads issued up front
-            # (quantize_rows_direct in cuda_src/common/quantize_tile.cuh)
+            # (quantize_rows_at in cuda_src/common/quantize_tile.cuh)
             lw = rows_lw(K, M)
             nblocks = rows_blocks(M, K, rows_stack(ext, input_dtype), lw)
             if fused:       # the same blocks, after every cluster of the grid has computed the amax
@@ -724,9 +744,9 @@ def build_quantize_plan(M: int, K: int, input_dtype: str, opts, amax_size: int |
                          (_X, _i64(M), _i64(K), _buf(r[0]), _buf(rs), _buf(r[2]), _i32(flags), _SEED, _i32(lw),  # type: ignore[index, arg-type]  # r is set: rows kernel
                           _i64(nblocks)))
             else:
-                b.launch("quantize", name + ("_rowssr" if sr_only(opts) else "_rowsx" if ext
-                                             else "_rowsz" if rows_swizzled_kernel(opts, input_dtype, layout)
-                                             else "_rows"), nblocks,
+                suffix = ("_rowssr" if sr_only(opts) else "_rowsx" if ext
+                          else "_rowsz" if rows_swizzled_kernel(opts, input_dtype, layout) else "_rows")
+                b.launch("quantize", name + suffix, rows_grid(M, K, rows_stack(ext, input_dtype), lw, suffix),
                          (_X, _i64(M), _i64(K), _buf(r[0]), _buf(rs), _ptr(r[2]), _i32(flags), _SEED, _i32(lw)))  # type: ignore[index, arg-type]  # r is set
         else:
             tiles = -(-M // QT_M) * -(-K // QT_K)

@@ -167,22 +167,30 @@ def cases_dequantize(torch, fp4kit, quick):
 
 def cases_rows(torch, fp4kit, quick):
     """quantize of one rowwise operand (8192^2 and 16384^2; --quick: 8192^2): NVFP4 with a supplied
-    amax from bfloat16 (swizzled and compact scales) and float16, and MXFP4 / MXFP8 from bfloat16
-    (both layouts); the rows kernels of quantize.cu."""
+    amax from bfloat16 (swizzled and compact scales), float16 and float32, MXFP4 / MXFP8 from
+    bfloat16 (both layouts), MXFP8 from float32; the rows kernels of quantize.cu (_rows, _rowsz).
+    Not --quick, at 8192^2 also stochastic rounding (MXFP4, _rowssr) and NVFP4 row-scaled (_rowsx)."""
     from bench import _bytes_out
     shapes = ((8192, 8192),) if quick else ((8192, 8192), (16384, 16384))
     for M, K in shapes:
-        for dt in ("bfloat16", "float16"):
+        for dt in ("bfloat16", "float16", "float32"):
             x = torch.randn(M, K, device="cuda").to(getattr(torch, dt))
             amax = x.abs().amax().float().reshape(1)
-            specs = (("nvfp4", "swizzled"), ("nvfp4", "compact"), ("mxfp4_e2m1", "swizzled"),
-                     ("mxfp4_e2m1", "compact"), ("mxfp8_e4m3", "swizzled"), ("mxfp8_e4m3", "compact")
-                     ) if dt == "bfloat16" else (("nvfp4", "swizzled"),)
-            for fmt, layout in specs:
-                kw = {"amax": amax} if fmt == "nvfp4" else {}
-                nb = M * K * 2 + _bytes_out(fmt, M, K, "rowwise")
-                part = _loader.part_of("quantize", f"quantize_f{fp4kit.FORMATS[fmt].format_id}_d{_cuda._DTYPE_IDS[dt]}_rows")
-                yield (f"{M}x{K} {fmt} {dt} {layout}", lambda x=x, fmt=fmt, layout=layout, kw=kw: _tensors(
+            specs = ((("nvfp4", "swizzled", {}), ("nvfp4", "compact", {}), ("mxfp4_e2m1", "swizzled", {}),
+                      ("mxfp4_e2m1", "compact", {}), ("mxfp8_e4m3", "swizzled", {}), ("mxfp8_e4m3", "compact", {}))
+                     if dt == "bfloat16" else (("nvfp4", "swizzled", {}),) if dt == "float16"
+                     else (("nvfp4", "swizzled", {}), ("mxfp8_e4m3", "compact", {})))
+            if dt == "bfloat16" and not quick and M == 8192:
+                specs += (("mxfp4_e2m1", "swizzled", {"rounding": "stochastic"}),
+                          ("nvfp4", "swizzled", {"row_scaled": True}))
+            for fmt, layout, opt in specs:
+                kw = {"amax": amax} if fmt == "nvfp4" and not opt else {}
+                kw.update(opt)
+                nb = M * K * x.element_size() + _bytes_out(fmt, M, K, "rowwise")
+                suffix = "_rowssr" if "rounding" in opt else "_rowsx" if opt else "_rows"
+                part = _loader.part_of("quantize", f"quantize_f{fp4kit.FORMATS[fmt].format_id}_d{_cuda._DTYPE_IDS[dt]}{suffix}")
+                tag = "".join(f" {k}={v}" for k, v in opt.items())
+                yield (f"{M}x{K} {fmt} {dt} {layout}{tag}", lambda x=x, fmt=fmt, layout=layout, kw=kw: _tensors(
                     fp4kit.quantize(x, fmt, axis="rowwise", scale_layout=layout, **kw)), nb, part)
             del x
 

@@ -57,7 +57,7 @@ def test_mxfp8_rowwise_bf16_aligned():
         Buffer(0, (16, 4096), "uint8", EMPTY),
         Buffer(1, (16, 128), "uint8", EMPTY),
         # rowwise alone: _rows kernel, R = 4 for 16-bit input, lw = 4 (CTA rows of 16 segments of 16,
-        # 16 rows per row group: M = 16 fits one): ceil(16 / (4 * 256 / 16)) * ceil(4096 / 256) CTAs
+        # 16 rows per row group: M = 16 fits one): ceil(4096 / 256) x ceil(16 / (4 * 256 / 16)) CTAs
         Launch("quantize", "quantize_f0_d1_rows", 16, 256,
                (X, i64(16), i64(4096), buf(0), buf(1), NULL, i32(1 | 256), SEED, i32(4))),   # ROWWISE | VEC_IN
     )
@@ -102,8 +102,8 @@ def test_mxfp8_compact_scales_staged_swizzled(size_rules_off):
     # rowwise alone: the rows kernel writes whole sectors of compact scales itself (no staging)
     p = plan_of((256, 512), "bfloat16", "mxfp8_e5m2")
     assert p.launches() == [
-        Launch("quantize", "quantize_f1_d1_rows", 8, 256,     # lw = 5: 32 x 512 per CTA
-               (X, i64(256), i64(512), buf(0), buf(1), NULL, i32(1 | 256), SEED, i32(5)))]
+        Launch("quantize", "quantize_f1_d1_rows", 1, 256,     # lw = 5: 32 x 512 per CTA, 1 x 8 of them
+               (X, i64(256), i64(512), buf(0), buf(1), NULL, i32(1 | 256), SEED, i32(5)), 8)]
     # columnwise alone; E5M2 too
     assert [s.kernel for s in plan_of((256, 512), "float32", "mxfp8_e4m3", axis="columnwise").launches()] == [
         "quantize_f0_d0_plain", "unswizzle_scales"]
@@ -202,9 +202,9 @@ def test_nvfp4_rowwise_computed_amax():
         Buffer(2, (1,), "float32", ZEROS),
         # 2^21 elements in 16-byte vectors of 8: 2^18 items -> 1024 CTAs (8 per SM at most, 132 SMs)
         Launch("amax", "amax_global_d1", 1024, 256, (X, i64(1 << 21), i32(1), buf(2))),
-        # 1024 / (4 x 4) row groups x 2048 / 1024 column blocks
-        Launch("quantize", "quantize_f5_d1_rows", 128, 256,
-               (X, i64(1024), i64(2048), buf(0), buf(1), buf(2), i32(1 | 256), SEED, i32(6))),
+        # 2048 / 1024 column blocks x 1024 / (4 x 4) block rows
+        Launch("quantize", "quantize_f5_d1_rows", 2, 256,
+               (X, i64(1024), i64(2048), buf(0), buf(1), buf(2), i32(1 | 256), SEED, i32(6)), 64),
     )
     assert p.outputs == (OperandSlots(0, 1, 2), None)
 
@@ -334,6 +334,30 @@ def test_nvfp4_both_given_amax_and_plain_copy():
     assert "nvfp4_amax_out" not in [s.kernel for s in p.launches()]
 
 
+def test_rows_kernel_grid():
+    # the rows kernels: (column blocks, block rows) with block rows past 65535 split over grid z (as
+    # tile_grid); the CTAs past the last block row exit (quantize_tile.cuh grid_rows)
+    assert _plan.rows_grid(8192, 8192, 4, 6) == (8, 512, 1)          # blocks of 16 x 1024
+    assert _plan.rows_grid(1, 1, 2, 2) == (1, 1, 1)
+    assert _plan.rows_grid(65535 * 16, 1024, 4, 6) == (1, 65535, 1)
+    assert _plan.rows_grid(65535 * 16 + 1, 1024, 4, 6) == (1, 32768, 2)
+    assert _plan.rows_grid(3 * 65535 * 8, 2048, 2, 6) == (2, 65535, 3)
+    for M, K, R, lw in ((1, 1, 2, 2), (130, 200, 2, 2), (8192, 7168, 4, 6), (10**6 + 7, 96, 4, 3), (3 * 65535 * 8 + 5, 64, 2, 6)):
+        gx, gy, gz = _plan.rows_grid(M, K, R, lw)
+        block_rows = -(-M // (R * (256 >> lw)))
+        assert gy <= 65535 and gx == -(-K // (16 << lw)), (M, K, R, lw)
+        assert 0 <= gy * gz - block_rows < gz, (M, K, R, lw)          # every block row, fewer than gz spare
+        assert gx * block_rows == _plan.rows_blocks(M, K, R, lw), (M, K, R, lw)
+    p = plan_of((65535 * 16 + 1, 1024), "bfloat16", "mxfp8_e4m3")
+    assert [(s.kernel, s.grid, s.grid_y, s.grid_z) for s in p.launches()] == [("quantize_f0_d1_rows", 1, 32768, 2)]
+    # _rowsz (NVFP4, 16-bit input, swizzled scales) stays on one CTA per block in a 1-D grid
+    assert _plan.rows_grid(8192, 8192, 4, 6, "_rowsz") == (512 * 8, 1, 1)
+    p = plan_of((8192, 8192), "bfloat16", "nvfp4", amax_shape=(1,), scale_layout="swizzled")
+    assert [(s.kernel, s.grid, s.grid_y, s.grid_z) for s in p.launches()][-1] == ("quantize_f5_d1_rowsz", 4096, 1, 1)
+    p = plan_of((8192, 8192), "bfloat16", "nvfp4", amax_shape=(1,))
+    assert [(s.kernel, s.grid, s.grid_y, s.grid_z) for s in p.launches()][-1] == ("quantize_f5_d1_rows", 8, 512, 1)
+
+
 def test_tile_kernel_grid():
     # one CTA per 64 x 64 tile on a (tiles along K, tiles along M) grid; past 65535 tile rows, 1-D
     assert _plan.tile_grid(8192, 8192) == (128, 128, 1)
@@ -410,12 +434,12 @@ def test_nvfp4_row_scaled_stochastic():
 def test_rowwise_ext_and_tile_2d_kernels():
     p = plan_of((130, 200), "bfloat16", "mxfp4_e2m1", rounding="stochastic")
     # _rowssr (stochastic rounding alone): R = 2, lw = 2 (K = 200 would take 3, but M = 130 < 256
-    # rows: 64-row groups): ceil(130/128) * ceil(200/64); K*2 = 400 bytes is a multiple of 16
-    assert p.launches() == [Launch("quantize", "quantize_f4_d1_rowssr", 8, 256,
-                                   (X, i64(130), i64(200), buf(0), buf(1), NULL, i32(1 | 16 | 256), SEED, i32(2)))]
+    # rows: 64-row groups): ceil(200/64) x ceil(130/128); K*2 = 400 bytes is a multiple of 16
+    assert p.launches() == [Launch("quantize", "quantize_f4_d1_rowssr", 4, 256,
+                                   (X, i64(130), i64(200), buf(0), buf(1), NULL, i32(1 | 16 | 256), SEED, i32(2)), 2)]
     # with another extended option: _rowsx, the same grid
     p = plan_of((130, 200), "bfloat16", "nvfp4", rounding="stochastic", row_scaled=True)
-    assert [(s.kernel, s.grid) for s in p.launches()][-1] == ("quantize_f5_d1_rowsx", 8)
+    assert [(s.kernel, s.grid, s.grid_y, s.grid_z) for s in p.launches()][-1] == ("quantize_f5_d1_rowsx", 4, 2, 1)
     # the tile kernels: _sr for stochastic rounding alone, the full kernel with 2-D tiles too
     p = plan_of((130, 200), "float16", "mxfp4_e2m1", axis="both", rounding="stochastic")
     assert [s.kernel for s in p.launches()] == ["quantize_f4_d2_sr"]

@@ -517,7 +517,8 @@ __device__ __forceinline__ void store_kept_scales(u32 kept, u8* scales, i64 gm0,
 // consecutive elements of one row, so its codes and scales (16 MX / 32 NVFP4 bytes of a scale row)
 // go out as whole 32-byte sectors; with lw = 2 (64 columns) a CTA wrote 2 bytes of each of its rows'
 // scale sectors, which 16 CTAs completed.
-// Block index b: (b / tiles_k) * R * rs is the first row, (b % tiles_k) * W the first column.
+// Block row bq, column block kt: rows bq * R * rs .., columns kt * W .. (quantize_rows_direct's block
+// index b: bq = b / tiles_k, kt = b % tiles_k).
 // XM (with EXT): the extended options the kernel keeps (as quantize_tile_rc).
 // STG (R = 4; the plain kernels from 16-bit input): how the scale codes leave. In the swizzled layout
 // a 16-byte chunk holds rows i, i + 32, i + 64, i + 96 of 4 scale columns, so a warp's 32 scales of
@@ -534,20 +535,29 @@ __device__ __forceinline__ void store_kept_scales(u32 kept, u8* scales, i64 gm0,
 //   stores a whole chunk. With lw >= 5 a warp takes 16 segments of 2 adjacent rows (not 32 of one),
 //   so that its quads' chunks pair up into whole 32-byte sectors. No barrier: a CTA barrier cost
 //   NVFP4 2.3 us at 8192^2 (its warps' time varies with the data: the below-7 encode).
-template <int FMT, int DT, bool EXT, int R, int XM = QFLAG_EXT_ALL, int STG = 0>
-__device__ __forceinline__ void quantize_rows_direct(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales,
-                                                     const float* amax_row, int flags, u64 seed, i64 b, int lw) {
+// FP4KIT_ROWS_GRID1 (A/B only): the rows kernels as before docs/performance.md item 151 (a 1-D grid,
+// quantize.cu; the first column of a block as kt * W, not a shift)
+#ifndef FP4KIT_ROWS_GRID1
+#define FP4KIT_ROWS_GRID1 0
+#endif
+// quantize_rows_at: the block of block row bq (rows bq * R * rs ..) and column block kt (columns
+// kt * W ..); quantize_rows_direct (below): block b of the row-major block numbering.
+// KMUL: the first column as kt * W (as before item 151; quantize.cu's _rowsz, on its 1-D grid), else
+// as a shift.
+template <int FMT, int DT, bool EXT, int R, int XM = QFLAG_EXT_ALL, int STG = 0, bool KMUL = false>
+__device__ __forceinline__ void quantize_rows_at(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales,
+                                                 const float* amax_row, int flags, u64 seed, i64 bq, i64 kt, int lw) {
     if constexpr (!EXT) flags &= ~QFLAG_EXT_ALL;
     else flags &= ~(QFLAG_EXT_ALL & ~XM);
     static_assert(STG == 0 || R == 4, "staged scales: 4 row groups, one per quarter of a swizzled chunk");
     static_assert(STG != 2 || !Fmt<FMT>::mx, "STG 2: blocks of 16");
     typedef Fmt<FMT> F;
     constexpr int PER = F::block / SEG;   // segments per scale
-    const int W = SEG << lw, rs = QT_THREADS >> lw;
-    const i64 tiles_k = (K + W - 1) / W;
-    const i64 bq = div_fast(b, tiles_k);
+    const int rs = QT_THREADS >> lw;   // rows of a row group; a block is W = SEG << lw columns wide
     i64 m0 = bq * (rs * R);
-    const i64 k0 = (b - bq * tiles_k) * W;
+    static_assert(SEG == 16, "W = 2^(lw + 4)");
+    // kt * W; as a shift on the 3-D grid (kt * W spilled _rowsz from bfloat16 at 64 registers there)
+    const i64 k0 = (KMUL || FP4KIT_ROWS_GRID1) ? kt * (SEG << lw) : kt << (lw + 4);
     int hi, s;
     rows_lane(lw, STG == 2, hi, s);
     const i64 gk = k0 + s * SEG;
@@ -634,6 +644,26 @@ __device__ __forceinline__ void quantize_rows_direct(const void* x, i64 M, i64 K
         }
     }
     if constexpr (STG == 2) store_kept_scales<FMT>(kept, row_scales, m0 + hi, step, 0, M, K, gk, true, s, lw);
+}
+
+template <int FMT, int DT, bool EXT, int R, int XM = QFLAG_EXT_ALL, int STG = 0, bool KMUL = false>
+__device__ __forceinline__ void quantize_rows_direct(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales,
+                                                     const float* amax_row, int flags, u64 seed, i64 b, int lw) {
+    const int W = SEG << lw;
+    const i64 tiles_k = (K + W - 1) / W;
+    const i64 bq = div_fast(b, tiles_k);
+    quantize_rows_at<FMT, DT, EXT, R, XM, STG, KMUL>(x, M, K, row_data, row_scales, amax_row, flags, seed, bq,
+                                               b - bq * tiles_k, lw);
+}
+
+// The block of this CTA in a single-tensor rows launch: grid (column blocks, gy, gz) with gy * gz >=
+// the block rows (fp4kit._plan.rows_grid, as grid_tile's), block row blockIdx.z * gy + blockIdx.y.
+// False for a CTA past the last block row. The 1-D grid before cost every thread a 64-bit division
+// for the column blocks and a division of the block index (docs/performance.md item 151).
+__device__ __forceinline__ bool grid_rows(i64 M, int R, int lw, i64& bq, i64& kt) {
+    bq = (i64)blockIdx.z * gridDim.y + blockIdx.y;
+    kt = blockIdx.x;
+    return bq * (R * (QT_THREADS >> lw)) < M;
 }
 
 // Shared-memory tile of raw input words: 64 rows of 64 elements (128 or 256 bytes) + 16 bytes of

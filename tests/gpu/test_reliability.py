@@ -185,6 +185,48 @@ def test_more_than_2_31_elements(cp):
 
 
 @pytest.mark.xdist_group("big_memory")
+def test_rows_kernel_past_65535_block_rows(cp):
+    """The rows kernels' grid over more than 65535 block rows (fp4kit._plan.rows_grid: grid z = 2, a
+    spare CTA row that exits): NVFP4 rowwise from bfloat16 with K = 1024 (blocks of 16 rows) and
+    compact and swizzled scales, and MXFP8 from float32 (blocks of 8 rows); rows on both sides of
+    the grid-z boundary and the last rows against the reference (outputs poisoned)."""
+    import torch
+    from fp4kit import _plan
+    free, _ = cp.cuda.runtime.memGetInfo()
+    if free < 12 * 2**30:
+        pytest.skip("needs about 12 GiB of free GPU memory")
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    for dtype, fmt, br, layouts in (("bfloat16", "nvfp4", 16, ("compact", "swizzled")),
+                                    ("float32", "mxfp8_e4m3", 8, ("compact",))):
+        K = 1024
+        M = 65535 * br + 3 * br + 5                     # 65539 block rows, the last one partial
+        R = _plan.rows_stack(False, dtype)
+        assert _plan.rows_lw(K, M) == 6 and R * 256 >> 6 == br
+        gx, gy, gz = _plan.rows_grid(M, K, R, 6)
+        assert (gx, gz) == (1, 2) and gy * gz > -(-M // br), (gx, gy, gz)
+        x = (torch.randn(M, K, device="cuda", generator=gen) * 3).to(getattr(torch, dtype))
+        z1 = gy * br                                    # first row of grid z = 1
+        rows = np.array([0, 1, z1 - 1, z1, z1 + 1, M - br - 1, M - 6, M - 5, M - 1])
+        xs = x[torch.from_numpy(rows).cuda()].cpu()
+        xs = (xs.view(torch.int16).numpy().view(ml_dtypes.bfloat16) if dtype == "bfloat16" else xs.numpy())
+        kw = {}
+        if fmt == "nvfp4":
+            kw["amax"] = np.array([11.0], np.float32)
+        for layout in layouts:
+            q = fp4kit.quantize(x, fmt, scale_layout=layout,
+                                **{k: torch.from_numpy(v).cuda() for k, v in kw.items()})
+            exp = fp4kit.reference.quantize(xs, fmt, **kw)
+            idx = torch.from_numpy(rows).cuda()
+            assert np.array_equal(q.rowwise.data[idx].cpu().numpy(), exp.rowwise.data), (fmt, layout)
+            sc = q.rowwise.scales
+            if layout == "swizzled":     # back to compact on the device, then the sampled rows
+                sc = fp4kit.unswizzle_scales(sc, (M, K // fp4kit.FORMATS[fmt].block))
+            assert np.array_equal(sc[:M][idx].cpu().numpy(), exp.rowwise.scales), (fmt, layout)
+            del q, sc
+        del x
+
+
+@pytest.mark.xdist_group("big_memory")
 def test_grouped_more_than_2_31_elements(cp):
     """A group whose last member lies past element 2^31 (256 experts of 2048 x 7168 weights hold
     3.8e9 elements): NVFP4 "both" with the members' amaxes computed on the device, then
