@@ -882,6 +882,13 @@ __device__ __forceinline__ void group_quantize_rows_k(const void* x, i64 G, cons
 // G = 64 (sizes % 2); at G = 8 against one launch per member NVFP4 0.99x, MXFP4 0.96x, MXFP8 1.02x
 // (docs/performance.md items 147-150: loads issued before the lookup and two blocks per CTA were
 // tried and dropped).
+// FP4KIT_RD_AT (default 1): from 16-bit input the block's row and column go to quantize_rows_at as
+// they are (no division there; docs/performance.md item 152), 0 (A/B): through quantize_rows_direct's
+// block index, as from float32 input (quantize_rows_at took the float32 kernels from 53-59 to 72-75
+// registers).
+#ifndef FP4KIT_RD_AT
+#define FP4KIT_RD_AT 1
+#endif
 template <int FMT, int DT, int R, int STG>
 __device__ __forceinline__ void group_quantize_rows_direct(const void* x, i64 G, const i64* meta, const i64* desc,
                                                            i64 K, u8* row_data, u8* row_scales,
@@ -907,9 +914,15 @@ __device__ __forceinline__ void group_quantize_rows_direct(const void* x, i64 G,
     const i64 srow = dv[1].x, arow = dv[2].x;
     const char* xg = reinterpret_cast<const char*>(x) + om.x * input_itemsize(DT);
     if (((reinterpret_cast<u64>(xg) & 15) == 0) && ((K * input_itemsize(DT)) % 16 == 0)) flags |= QFLAG_VEC_IN;
-    quantize_rows_direct<FMT, DT, false, R, QFLAG_EXT_ALL, STG>(
-        xg, om.y, K, row_data + (F::packed ? om.x / 2 : om.x), row_scales + srow,
-        amax_row != nullptr ? amax_row + arow : amax_row, flags, seed, bq * tiles_k + (b - br * tiles_k), lw);
+    if constexpr (DT != 0 && FP4KIT_RD_AT) {
+        quantize_rows_at<FMT, DT, false, R, QFLAG_EXT_ALL, STG>(
+            xg, om.y, K, row_data + (F::packed ? om.x / 2 : om.x), row_scales + srow,
+            amax_row != nullptr ? amax_row + arow : amax_row, flags, seed, bq, b - br * tiles_k, lw);
+    } else {
+        quantize_rows_direct<FMT, DT, false, R, QFLAG_EXT_ALL, STG>(
+            xg, om.y, K, row_data + (F::packed ? om.x / 2 : om.x), row_scales + srow,
+            amax_row != nullptr ? amax_row + arow : amax_row, flags, seed, bq * tiles_k + (b - br * tiles_k), lw);
+    }
 }
 
 // Persistent tile kernel (kinds without one K, the NVFP4 recipes, stochastic rounding when the one-tile
