@@ -151,16 +151,18 @@ def cases_group_dequantize(torch, fp4kit, quick):
 def cases_dequantize(torch, fp4kit, quick):
     """dequantize of one rowwise operand (8192^2 and 16384^2; --quick: 8192^2) to bfloat16 and
     float16: MXFP6 E2M3 / E3M2, MXFP4, and MXFP8 E4M3 (which FP4KIT_DQ_FP6_DIRECT and _FP4_DIRECT
-    leave alone: a control)."""
+    leave alone: a control); NVFP4 to bfloat16, and MXFP8 E4M3 and NVFP4 to float32."""
     from bench import _bytes_out
     shapes = ((8192, 8192),) if quick else ((8192, 8192), (16384, 16384))
     for M, K in shapes:
         x = torch.randn(M, K, device="cuda").to(torch.bfloat16)
-        for fmt in ("mxfp6_e2m3", "mxfp6_e3m2", "mxfp4_e2m1", "mxfp8_e4m3"):
+        for fmt in ("mxfp6_e2m3", "mxfp6_e3m2", "mxfp4_e2m1", "mxfp8_e4m3", "nvfp4"):
             q = fp4kit.quantize(x, fmt, axis="rowwise", scale_layout="swizzled")
             part = _loader.part_of("dequantize", f"dequantize_f{fp4kit.FORMATS[fmt].format_id}_o1")
-            for dt in ("bfloat16", "float16"):
-                nb = _bytes_out(fmt, M, K, "rowwise") + M * K * 2
+            dts = (("bfloat16", "float32") if fmt == "nvfp4" else ("bfloat16", "float16", "float32")
+                   if fmt == "mxfp8_e4m3" else ("bfloat16", "float16"))
+            for dt in dts:
+                nb = _bytes_out(fmt, M, K, "rowwise") + M * K * (4 if dt == "float32" else 2)
                 yield (f"{M}x{K} {fmt} -> {dt}", lambda q=q, dt=dt: fp4kit.dequantize(q, dtype=dt), nb, part)
         del x
 
