@@ -889,14 +889,19 @@ __device__ __forceinline__ void group_quantize_rows_k(const void* x, i64 G, cons
 #ifndef FP4KIT_RD_AT
 #define FP4KIT_RD_AT 1
 #endif
-template <int FMT, int DT, int R, int STG>
+// EXT (NVFP4's full kernels, R = 2): the extended options as quantize.cu's _rowsx takes them (a
+// row-scaled amax and stochastic rounding's Philox counter are the member's own rows', as
+// group_quantize_rows_k's; docs/performance.md item 154).
+template <int FMT, int DT, int R, int STG, bool EXT = false, int XM = QFLAG_EXT_ALL>
 __device__ __forceinline__ void group_quantize_rows_direct(const void* x, i64 G, const i64* meta, const i64* desc,
                                                            i64 K, u8* row_data, u8* row_scales,
                                                            const float* amax_row, int flags, u64 seed, int lw,
                                                            u32 km, u32 kp) {
     typedef Fmt<FMT> F;
     static_assert(R == 2 || R == 4, "log2 BR below: 8 - lw + log2 R");
-    flags &= ~(QFLAG_EXT_ALL | QFLAG_VEC_IN);
+    static_assert(!EXT || (R == 2 && STG == 0), "the extended kernels: R = 2, scale codes one by one");
+    flags &= ~QFLAG_VEC_IN;
+    if constexpr (!EXT) flags &= ~QFLAG_EXT_ALL;
     if (flags & QFLAG_SWIZZLED) group_zero_padding(G, meta, nullptr, K, F::block, row_scales, nullptr);
     // BR = R x 256 / 2^lw divides QT_M (the launcher's rule): shifts, not divisions, and the block row
     // from the host's (km, kp) of tiles_k (div_magic): the FP4 kernels are bound by issue, and every
@@ -915,11 +920,11 @@ __device__ __forceinline__ void group_quantize_rows_direct(const void* x, i64 G,
     const char* xg = reinterpret_cast<const char*>(x) + om.x * input_itemsize(DT);
     if (((reinterpret_cast<u64>(xg) & 15) == 0) && ((K * input_itemsize(DT)) % 16 == 0)) flags |= QFLAG_VEC_IN;
     if constexpr (DT != 0 && FP4KIT_RD_AT) {
-        quantize_rows_at<FMT, DT, false, R, QFLAG_EXT_ALL, STG>(
+        quantize_rows_at<FMT, DT, EXT, R, XM, STG>(
             xg, om.y, K, row_data + (F::packed ? om.x / 2 : om.x), row_scales + srow,
             amax_row != nullptr ? amax_row + arow : amax_row, flags, seed, bq, b - br * tiles_k, lw);
     } else {
-        quantize_rows_direct<FMT, DT, false, R, QFLAG_EXT_ALL, STG>(
+        quantize_rows_direct<FMT, DT, EXT, R, XM, STG>(
             xg, om.y, K, row_data + (F::packed ? om.x / 2 : om.x), row_scales + srow,
             amax_row != nullptr ? amax_row + arow : amax_row, flags, seed, bq * tiles_k + (b - br * tiles_k), lw);
     }
@@ -1447,6 +1452,19 @@ __device__ __forceinline__ void group_dequantize_cols(const u8* data, const u8* 
         group_quantize_rows_direct<F, D, R, STG>(x, G, meta, desc, K, row_data, row_scales, amax_row,  \
                                                  flags, seed, lw, km, kp);                             \
     }
+// group_quantize_rowsd_f5_d<D>: NVFP4's extended rowwise recipe, row_scaled (with stochastic rounding
+// or not), with R = 2, as quantize.cu's _rowsx (fp4kit._cuda_grouped.rows_direct;
+// stochastic rounding alone keeps group_quantize_rowsk, which measured faster: docs/performance.md
+// item 154).
+#define FP4KIT_GROUP_QUANTIZE_ROWSD_EXT(F, D)                                                            \
+    extern "C" __global__ void FP4KIT_LB_ANY                                                            \
+    group_quantize_rowsd_f##F##_d##D(const void* x, i64 G, const i64* meta, const i64* desc, i64 K,     \
+                                     u8* row_data, u8* row_scales, const float* amax_row, int flags,    \
+                                     u64 seed, int lw, u32 km, u32 kp) {                                \
+        FP4KIT_GRID_DEP();                                                                             \
+        group_quantize_rows_direct<F, D, 2, 0, true>(x, G, meta, desc, K, row_data, row_scales, amax_row, \
+                                                     flags, seed, lw, km, kp);                         \
+    }
 #define FP4KIT_GROUP_QUANTIZE_ROWSD_ALL(F)                                                              \
     FP4KIT_GROUP_QUANTIZE_ROWSD(F, 0, , 2, FP4KIT_LB_ANY, 0)                                            \
     FP4KIT_GROUP_QUANTIZE_ROWSD(F, 1, , 4, FP4KIT_LB_4, FP4KIT_ROWS_STG_OF(F))                          \
@@ -1478,7 +1496,8 @@ __device__ __forceinline__ void group_dequantize_cols(const u8* data, const u8* 
 // the full tile kernels: NVFP4's tile_2d / row_scaled / rht (MXFP4's one option, stochastic
 // rounding, takes the _sr kernels above)
 #define FP4KIT_GROUP_QUANTIZE_FULL(F)                                                                   \
-    FP4KIT_GROUP_QUANTIZE(F, 0, true, ) FP4KIT_GROUP_QUANTIZE(F, 1, true, ) FP4KIT_GROUP_QUANTIZE(F, 2, true, )
+    FP4KIT_GROUP_QUANTIZE(F, 0, true, ) FP4KIT_GROUP_QUANTIZE(F, 1, true, ) FP4KIT_GROUP_QUANTIZE(F, 2, true, ) \
+    FP4KIT_GROUP_QUANTIZE_ROWSD_EXT(F, 0) FP4KIT_GROUP_QUANTIZE_ROWSD_EXT(F, 1) FP4KIT_GROUP_QUANTIZE_ROWSD_EXT(F, 2)
 
 #define FP4KIT_GROUP_DEQUANTIZE(F, O)                                                                   \
     extern "C" __global__ void __launch_bounds__(DQ_THREADS, DqGroupTune<O>::min_ctas)                  \

@@ -181,29 +181,38 @@ def quad_squares(f, ext, opts, input_dtype, rows_only, one_k, G, Kshared, rows_t
 ROWS_DIRECT = True
 
 
-def rows_direct(ext: bool, input_dtype: str, rows_only: bool, one_k: bool, G: int, Kshared, rows_total) -> bool:
-    """Whether a grouped rowwise call takes grouped.cu group_quantize_rowsd[z]: plain recipes, one K,
-    and rows-kernel blocks of at most 64 rows (rows_stack x 256 / 2^rows_lw(K): K >= 256 from 16-bit
-    input, K >= 128 from float32), so that every member is tiled as the single-tensor rows kernel
+# False (A/B only): NVFP4's extended rowwise recipe (row_scaled, with stochastic rounding or not) keeps
+# group_quantize_rowsk where rows_direct would give it group_quantize_rowsd_f5_d<D>
+ROWS_DIRECT_EXT = True
+
+
+def rows_direct(ext: bool, input_dtype: str, rows_only: bool, one_k: bool, G: int, Kshared, rows_total,
+                sr: bool = False) -> bool:
+    """Whether a grouped rowwise call takes grouped.cu group_quantize_rowsd: one K and rows-kernel
+    blocks of at most 64 rows (rows_stack x 256 / 2^rows_lw(K): K >= 256 from 16-bit input with the
+    plain recipes, else K >= 128), so that every member is tiled as the single-tensor rows kernel
     tiles it alone, 64 / BR block rows per 64-row band of the tile list (group_meta's band
-    descriptors); the grid (one CTA per possible block) must fit the launch limit."""
-    if not (ROWS_DIRECT and rows_only and one_k and not ext and Kshared):
+    descriptors); the grid (one CTA per possible block) must fit the launch limit. NVFP4 row_scaled
+    (rowwise: no tile_2d, no rht) takes its full kernel (ROWS_DIRECT_EXT), but stochastic rounding
+    alone (`sr`) keeps group_quantize_rowsk: the rowsd kernels measured 1-10 % slower for it
+    (docs/performance.md item 154)."""
+    if not (ROWS_DIRECT and rows_only and one_k and Kshared and (not ext or (ROWS_DIRECT_EXT and not sr))):
         return False
-    _, br, _ = _rows_direct_blocks(Kshared, input_dtype)
-    return br <= _QT and _rows_direct_grid(Kshared, rows_total, G, input_dtype) <= _MAX_GRID
+    _, br, _ = _rows_direct_blocks(Kshared, input_dtype, ext)
+    return br <= _QT and _rows_direct_grid(Kshared, rows_total, G, input_dtype, ext) <= _MAX_GRID
 
 
-def _rows_direct_blocks(Kshared: int, input_dtype: str) -> tuple[int, int, int]:
+def _rows_direct_blocks(Kshared: int, input_dtype: str, ext: bool = False) -> tuple[int, int, int]:
     """(lw, BR, tiles_k) of group_quantize_rowsd's blocks: the single-tensor rows kernel's (BR rows of
     16 x 2^lw columns; tiles_k blocks across K)."""
     lw = rows_lw(Kshared)
-    return lw, rows_stack(False, input_dtype) * (_THREADS >> lw), -(-Kshared // (16 << lw))
+    return lw, rows_stack(ext, input_dtype) * (_THREADS >> lw), -(-Kshared // (16 << lw))
 
 
-def _rows_direct_grid(Kshared: int, rows_total: int, G: int, input_dtype: str) -> int:
+def _rows_direct_grid(Kshared: int, rows_total: int, G: int, input_dtype: str, ext: bool = False) -> int:
     """CTAs of group_quantize_rowsd: every block row of every possible 64-row band, times the blocks
     across K (the bands past the members' last one exit at once)."""
-    _, br, tiles_k = _rows_direct_blocks(Kshared, input_dtype)
+    _, br, tiles_k = _rows_direct_blocks(Kshared, input_dtype, ext)
     return _tile_bands_bound(rows_total, G) * (_QT // br) * tiles_k
 
 
@@ -302,7 +311,7 @@ def build_group_quantize_plan(input_dtype, opts, G, n_el, caps, amax_size, dbias
     # packed formats, MXFP4 and NVFP4, and MXFP6 from 16-bit input: grouped.cu group_quantize_one)
     one = one_tile_per_cta(f, ext, rows_only, one_k, G, Kshared, rows_total, P.sr_only(opts))
     # plain rowwise with one K: each member tiled as the single-tensor rows kernel tiles it
-    direct = rows_direct(ext, input_dtype, rows_only, one_k, G, Kshared, rows_total)
+    direct = rows_direct(ext, input_dtype, rows_only, one_k, G, Kshared, rows_total, P.sr_only(opts))
     # MXFP8 "both", one K % 128: 128 x 128 squares (group_quantize4; compact scales staged)
     quad = quad_squares(f, ext, opts, input_dtype, rows_only, one_k, G, Kshared, rows_total)
     # compact scales of the one-tile kernel through swizzled staging buffers (stage_one_tile)
@@ -465,10 +474,11 @@ def build_group_quantize_plan(input_dtype, opts, G, n_el, caps, amax_size, dbias
             Arg("x"), P._i64(G), P._buf(meta), P._buf(out["row_data"]), st_row, P._buf(out["col_data"]), st_col,  # type: ignore[arg-type]  # quad: both operands
             P._i32(flags), sq_desc, P._i64(Kshared)), block=4 * _THREADS)
     elif direct:
-        z = "z" if _plan.rows_swizzled_kernel(opts, input_dtype, opts.scale_layout) else ""
-        lw, _, tiles_k = _rows_direct_blocks(Kshared, input_dtype)
-        b.launch("grouped", f"group_quantize_rowsd{z}_f{f.format_id}_d{dt}_plain",
-                 _rows_direct_grid(Kshared, rows_total, G, input_dtype), (
+        z = "z" if not ext and _plan.rows_swizzled_kernel(opts, input_dtype, opts.scale_layout) else ""
+        suffix = "" if ext else "_plain"   # NVFP4's extended recipes: the full kernel (R = 2)
+        lw, _, tiles_k = _rows_direct_blocks(Kshared, input_dtype, ext)
+        b.launch("grouped", f"group_quantize_rowsd{z}_f{f.format_id}_d{dt}{suffix}",
+                 _rows_direct_grid(Kshared, rows_total, G, input_dtype, ext), (
                      Arg("x"), P._i64(G), P._buf(meta), P._at(band, 8 * _band_desc_offset(n_band_rows, n_band_tiles)),  # type: ignore[arg-type]  # direct: one K
                      P._i64(Kshared), P._buf(out["row_data"]), P._buf(out["row_scales"]), ptr(a_row),  # type: ignore[arg-type]  # rows_only: rowwise
                      P._i32(flags), Arg("seed"), P._i32(lw))

@@ -225,6 +225,33 @@ def cases_group_rows(torch, fp4kit, quick):
                     fp4kit.group_quantize(x, fmt, first_dims=d, axis="rowwise", scale_layout="compact", **kw)), nb, part)
 
 
+def cases_group_rows_ext(torch, fp4kit, quick):
+    """group_quantize rowwise at 65536 x 7168 from bfloat16 with the extended recipes, device dims,
+    swizzled scales: MXFP4 and NVFP4 (supplied amaxes) with stochastic rounding, NVFP4 row-scaled
+    (amaxes computed per row), G = 8 with sizes % 128 and G = 64 with sizes % 2 (--quick: G = 8), and
+    each one's per-member loop (the seed of every member's call the group's: the same Philox stream)."""
+    from bench import _bytes_out, _moe_dims
+    total, K = 65536, 7168
+    x = torch.randn(total, K, device="cuda").to(torch.bfloat16)
+    for G, mult in ((8, 128),) if quick else ((8, 128), (64, 2)):
+        dims, dims_dev, starts, _ = _moe_dims(G, total, mult)
+        amaxes = [x[s:s + m].abs().amax().float().reshape(1) if m else torch.zeros(1, device="cuda")
+                  for s, m in zip(starts, dims)]
+        am_dev = torch.cat(amaxes)
+        for fmt, opt in (("mxfp4_e2m1", dict(rounding="stochastic", seed=5)),
+                         ("nvfp4", dict(rounding="stochastic", seed=5)), ("nvfp4", dict(row_scaled=True))):
+            kw = dict(opt, amax=am_dev) if fmt == "nvfp4" and "rounding" in opt else dict(opt)
+            nb = total * K * 2 + _bytes_out(fmt, total, K, "rowwise")
+            part = _loader.part_of("grouped", f"group_quantize_rowsk_f{fp4kit.FORMATS[fmt].format_id}_d1")
+            name = f"G={G} %{mult} {fmt} rowwise {'row_scaled' if 'row_scaled' in opt else 'stochastic'}"
+            yield (name, lambda d=dims_dev, fmt=fmt, kw=kw: _tensors(
+                fp4kit.group_quantize(x, fmt, first_dims=d, axis="rowwise", scale_layout="swizzled", **kw)), nb, part)
+            yield (f"{name} loop", lambda dims=dims, starts=starts, fmt=fmt, amaxes=amaxes, opt=opt: [
+                _tensors(fp4kit.quantize(x[s:s + m], fmt, axis="rowwise", scale_layout="swizzled", **opt,
+                                         **({"amax": amaxes[i]} if fmt == "nvfp4" and "rounding" in opt else {})))
+                for i, (s, m) in enumerate(zip(starts, dims)) if m], nb, None)
+
+
 def cases_group_both(torch, fp4kit, quick):
     """group_quantize "both" at 65536 x 7168, device dims, through the one-tile kernel of the unpacked
     MX formats (MXFP6 at G = 8 and 64 with sizes % 128 and G = 8 with sizes % 2, swizzled and compact
@@ -311,7 +338,7 @@ def cases_sequence(torch, fp4kit, quick):
                        lambda qs=qs: [fp4kit.dequantize(q, dtype="bfloat16") for q in qs], nb, "")
 
 
-CASES = {"dequantize": cases_dequantize, "rows": cases_rows, "group_rows": cases_group_rows, "group_both": cases_group_both, "group_dequantize": cases_group_dequantize, "multi_launch": cases_multi_launch, "sequence": cases_sequence}
+CASES = {"dequantize": cases_dequantize, "rows": cases_rows, "group_rows": cases_group_rows, "group_rows_ext": cases_group_rows_ext, "group_both": cases_group_both, "group_dequantize": cases_group_dequantize, "multi_launch": cases_multi_launch, "sequence": cases_sequence}
 
 
 def _bytes_of(out):

@@ -135,6 +135,16 @@ for fmt, f in fp4kit.FORMATS.items():
             fp4kit.group_quantize(xin, fmt, first_dims=cp.asarray(np.array(fd, np.int64)), axis="rowwise",
                                   scale_layout=layout).check()
             n += 1
+# its NVFP4 full kernels (row_scaled, with stochastic rounding too): the same members (even sizes),
+# K = 1040 and 160 (blocks of 8 and 64 rows), float32 and bfloat16, both layouts
+fd = [m + (m & 1) for m in first_d]
+for K in (1040, 160):
+    xr = rng.standard_normal((sum(fd) + 9, K)).astype(np.float32)
+    for xin in (cp.asarray(xr), bf16(xr)):
+        for kw in (dict(row_scaled=True), dict(row_scaled=True, rounding="stochastic", scale_layout="swizzled")):
+            fp4kit.group_quantize(xin, "nvfp4", first_dims=cp.asarray(np.array(fd, np.int64)), axis="rowwise",
+                                  **kw).check()
+            n += 1
 
 # NVFP4 tile kernels with the multiplier tables of the nvfp4_amax_out launch (QFLAG_ENC_TABS; by
 # default from fp4kit._plan.ENC_TABS_MIN_TILES tiles on, here for every shape); that launch also

@@ -629,10 +629,10 @@ def test_grouped_rows_direct_block_map_covers_each_members_blocks_once():
     from fp4kit._plan import div_magic, rows_blocks, rows_lw, rows_stack
 
     rng = np.random.default_rng(7)
-    for dtype in ("float32", "bfloat16"):
-        for K in (128, 200, 256, 512, 1040, 7168):
-            lw, R = rows_lw(K), rows_stack(False, dtype)
-            if not cg.rows_direct(False, dtype, True, True, 5, K, 10**6):
+    for dtype, ext in (("float32", False), ("bfloat16", False), ("bfloat16", True)):   # ext: the _sr / full kernels
+        for K in (127, 128, 200, 256, 512, 1040, 7168):
+            lw, R = rows_lw(K), rows_stack(ext, dtype)
+            if not cg.rows_direct(ext, dtype, True, True, 5, K, 10**6):
                 assert R * (256 >> lw) > 64, (dtype, K)
                 continue
             lbr = (10 if R == 4 else 9) - lw
@@ -645,7 +645,7 @@ def test_grouped_rows_direct_block_map_covers_each_members_blocks_once():
                 G, rows = len(first), sum(first) + 9          # 9 slack rows, as device dims allow
                 bands = [(g, j) for g, m in enumerate(first) for j in range(-(-m // 64))]
                 n_desc = rows // 64 + G + 1
-                grid = cg._rows_direct_grid(K, rows, G, dtype)
+                grid = cg._rows_direct_grid(K, rows, G, dtype, ext)
                 seen = {}
                 for b in range(grid):
                     br = (b * km) >> kp

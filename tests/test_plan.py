@@ -2895,8 +2895,9 @@ def test_grouped_rowwise_one_k_direct_kernel():
     group_quantize_rowsd (each member tiled as the single-tensor rows kernel tiles it; _rowsdz for
     NVFP4 with swizzled scales from 16-bit input, as quantize.cu's _rowsz): one CTA per block row of
     every possible 64-row band times the blocks across K, the band descriptors from group_meta
-    (bit 64) as its fourth argument. Larger blocks (K < 256 from 16-bit input), the extended recipes
-    and ROWS_DIRECT off keep group_quantize_rowsk."""
+    (bit 64) as its fourth argument; NVFP4's extended recipes its full kernel (R = 2). Larger blocks
+    (K < 256 from 16-bit input with the plain recipes, K < 128 else), stochastic rounding alone and
+    ROWS_DIRECT off keep group_quantize_rowsk."""
     from fp4kit import _cuda_grouped as cg
     from fp4kit._grouped_device import _bounds
     from fp4kit._validate import group_options
@@ -2925,10 +2926,26 @@ def test_grouped_rowwise_one_k_direct_kernel():
     assert launches("bfloat16", "mxfp8_e4m3", 200, 4096)[-1].kernel == "group_quantize_rowsk_f0_d1_plain"
     assert launches("float32", "mxfp8_e4m3", 200, 4096)[-1].kernel == "group_quantize_rowsd_f0_d0_plain"
     assert launches("bfloat16", "mxfp8_e4m3", 256, 4096)[-1].kernel == "group_quantize_rowsd_f0_d1_plain"
-    # the extended recipes keep the grid-strided kernel
-    assert launches("bfloat16", "nvfp4", 7168, 4096, row_scaled=True)[-1].kernel == "group_quantize_rowsk_f5_d1"
-    assert launches("bfloat16", "mxfp4_e2m1", 7168, 4096, rounding="stochastic")[-1].kernel == \
-        "group_quantize_rowsk_f4_d1"
+    # NVFP4's extended recipes (R = 2: blocks of 2 x 4 rows at lw = 6, of at most 64 rows from K = 128
+    # up): its full kernel; stochastic rounding alone, and below K = 128, the grid-strided kernel
+    for dtype, d in (("float32", 0), ("bfloat16", 1), ("float16", 2)):
+        for fmt, kw, name in (("nvfp4", dict(row_scaled=True), f"group_quantize_rowsd_f5_d{d}"),
+                              ("nvfp4", dict(rounding="stochastic", row_scaled=True), f"group_quantize_rowsd_f5_d{d}"),
+                              ("nvfp4", dict(rounding="stochastic"), f"group_quantize_rowsk_f5_d{d}"),
+                              ("mxfp4_e2m1", dict(rounding="stochastic"), f"group_quantize_rowsk_f4_d{d}")):
+            q = launches(dtype, fmt, 7168, 65536, **kw)[-1]
+            assert q.kernel == name, (dtype, fmt, kw, q.kernel)
+            if "rowsd" in name:
+                assert q.grid == (65536 // 64 + 8) * (64 // 8) * 7 and q.args[-3] == Arg("i32", 6), (dtype, fmt, kw)
+                assert launches(dtype, fmt, 128, 4096, **kw)[-1].kernel == name              # lw = 3: 64 rows
+                assert launches(dtype, fmt, 127, 4096, **kw)[-1].kernel == f"group_quantize_rowsk_f5_d{d}"
+    old_ext = cg.ROWS_DIRECT_EXT
+    try:
+        cg.ROWS_DIRECT_EXT = False
+        assert launches("bfloat16", "nvfp4", 7168, 4096, row_scaled=True)[-1].kernel == "group_quantize_rowsk_f5_d1"
+        assert launches("bfloat16", "mxfp4_e2m1", 7168, 4096)[-1].kernel == "group_quantize_rowsd_f4_d1_plain"
+    finally:
+        cg.ROWS_DIRECT_EXT = old_ext
     old = cg.ROWS_DIRECT
     try:
         cg.ROWS_DIRECT = False

@@ -303,8 +303,8 @@ def test_nvfp4_rowwise_only_grouped_variants(cp, variant):
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_rowwise_one_k_blocks_straddle_members(cp, fmt, dtype):
     """axis="rowwise" with one K (kinds same / varying_first): K = 320 takes group_quantize_rowsd
-    with the plain recipes (blocks of 64 or 32 rows of one member) and group_quantize_rowsk with the
-    extended ones (blocks of 128 rows of the whole (sum M_i, K) matrix). Here blocks straddle member boundaries, hold
+    with the plain recipes (blocks of 64 or 32 rows of one member) and with the extended ones (its
+    _sr / full kernels, blocks of 16 rows). Here blocks straddle member boundaries, hold
     several members (and empty ones), or lie inside one member; the input has slack rows past the
     members (device dims); both layouts; NVFP4 / MXFP4 recipes that change per row or per member."""
     import ml_dtypes
@@ -408,6 +408,64 @@ def test_rowwise_one_k_direct_kernel_members(cp, fmt, dtype):
                     continue
                 assert np.array_equal(cp.asnumpy(cp.asarray(a_)).view(np.uint8),
                                       cp.asnumpy(cp.asarray(b_)).view(np.uint8)), (K, layout, name)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_rowwise_one_k_direct_extended_kernels(cp, dtype, launched):
+    """group_quantize_rowsd_f5_d<D> (NVFP4 row_scaled, alone and with stochastic rounding): 24 members of even sizes 0-300 (members of 2 rows, empty ones at both ends),
+    K = 1040 (blocks of 8 rows, a partial column block) and K = 160 (lw = 3: blocks of 64 rows), 64
+    slack rows (device dims), both layouts, two seeds: the reference's bytes (per-row amaxes, its
+    Philox stream), and group_quantize_rowsk's for the same call (ROWS_DIRECT_EXT off). Stochastic
+    rounding alone (MXFP4, NVFP4 with supplied amaxes) and K = 96 (blocks of 128 rows) keep
+    group_quantize_rowsk."""
+    import ml_dtypes
+    from fp4kit import _cuda_grouped as cg
+    d = DTYPE_IDS[dtype]
+    npdt = {"float32": np.float32, "bfloat16": ml_dtypes.bfloat16, "float16": np.float16}[dtype]
+    first = _dims(24, 78, even=True)
+    first[0], first[3], first[-1], first[9] = 0, 2, 0, 64
+    variants = [("mxfp4_e2m1", dict(rounding="stochastic", seed=7)),
+                ("nvfp4", dict(rounding="stochastic", seed=3, amax="given")),
+                ("nvfp4", dict(row_scaled=True)),
+                ("nvfp4", dict(row_scaled=True, rounding="stochastic", seed=2 ** 64 - 5))]
+    for i, K in enumerate((1040, 160, 96)):
+        x = _x((sum(first) + 64, K), seed=60 + i, dtype=npdt)
+        xd = _dev(cp, x)
+        dims = _dev_dims(cp, first, xd)
+        for j, (fmt, v) in enumerate(variants):
+            layout = ("swizzled", "compact")[(i + j) % 2]
+            kw, ref_kw = dict(v, scale_layout=layout), dict(v, scale_layout=layout)
+            if v.get("amax") == "given":
+                a = np.abs(np.random.default_rng(j).standard_normal(len(first))).astype(np.float32) * 8
+                kw["amax"], ref_kw["amax"] = cp.asarray(a), a
+            exp = fp4kit.reference.group_quantize(x[:sum(first)], fmt, first_dims=first, axis="rowwise", **ref_kw)
+            del launched[:]
+            got = fp4kit.group_quantize(xd, fmt, first_dims=dims, axis="rowwise", **kw)
+            got.check()
+            fid = fp4kit.FORMATS[fmt].format_id
+            direct = K != 96 and bool(v.get("row_scaled"))
+            want = f"group_quantize_{'rowsd' if direct else 'rowsk'}_f{fid}_d{d}"
+            assert launched[-1] == want, (K, fmt, v, launched)
+            for g, (a_, b_) in enumerate(zip(got, exp)):
+                rep = fp4kit.compare(a_, b_)
+                assert rep.ok, f"K = {K}, {fmt} {v}, {layout}, member {g} ({first[g]} rows): {rep}"
+            if not direct:
+                continue
+            cg.ROWS_DIRECT_EXT = False   # plans are memoised: cleared on both sides of the switch
+            _plan.clear_plans()
+            try:
+                old = fp4kit.group_quantize(xd, fmt, first_dims=dims, axis="rowwise", **kw)
+            finally:
+                cg.ROWS_DIRECT_EXT = True
+                _plan.clear_plans()
+            assert launched[-1] == f"group_quantize_rowsk_f{fid}_d{d}", launched
+            for name in ("rowwise_data", "rowwise_scales", "rowwise_amax"):
+                a_, b_ = getattr(got, name), getattr(old, name)
+                if a_ is None:
+                    assert b_ is None
+                    continue
+                assert np.array_equal(cp.asnumpy(cp.asarray(a_)).view(np.uint8),
+                                      cp.asnumpy(cp.asarray(b_)).view(np.uint8)), (K, fmt, v, name)
 
 
 def _serial_meta_flags(first, K, max_elements, rows_total, packed_both):
