@@ -197,18 +197,29 @@ def cases_rows(torch, fp4kit, quick):
             del x
 
 
-def cases_group_rows(torch, fp4kit, quick):
-    """group_quantize rowwise at 65536 x 7168 from bfloat16, device dims, swizzled scales: NVFP4 with
-    supplied amaxes (one per member), MXFP4 and MXFP8, G = 8 with sizes % 128 and G = 64 with
-    sizes % 2 (--quick: G = 8), and each one's per-member loop; at G = 8 also compact scales."""
-    from bench import _bytes_out, _moe_dims
+def _group_rows_inputs(torch, quick):
+    """(x, total, K) and per (G, sizes multiple): G, mult, host dims, device dims, member starts, one
+    amax tensor per member and all of them on the device: 65536 x 7168 bfloat16, G = 8 with sizes %
+    128 and G = 64 with sizes % 2 (--quick: G = 8); the group_rows cases' inputs."""
+    from bench import _moe_dims
     total, K = 65536, 7168
     x = torch.randn(total, K, device="cuda").to(torch.bfloat16)
+    groups = []
     for G, mult in ((8, 128),) if quick else ((8, 128), (64, 2)):
         dims, dims_dev, starts, _ = _moe_dims(G, total, mult)
         amaxes = [x[s:s + m].abs().amax().float().reshape(1) if m else torch.zeros(1, device="cuda")
                   for s, m in zip(starts, dims)]
-        am_dev = torch.cat(amaxes)
+        groups.append((G, mult, dims, dims_dev, starts, amaxes, torch.cat(amaxes)))
+    return x, total, K, groups
+
+
+def cases_group_rows(torch, fp4kit, quick):
+    """group_quantize rowwise at 65536 x 7168 from bfloat16, device dims, swizzled scales: NVFP4 with
+    supplied amaxes (one per member), MXFP4 and MXFP8, G = 8 with sizes % 128 and G = 64 with
+    sizes % 2 (--quick: G = 8), and each one's per-member loop; at G = 8 also compact scales."""
+    from bench import _bytes_out
+    x, total, K, groups = _group_rows_inputs(torch, quick)
+    for G, mult, dims, dims_dev, starts, amaxes, am_dev in groups:
         for fmt in ("nvfp4", "mxfp4_e2m1", "mxfp8_e4m3"):
             kw = {"amax": am_dev} if fmt == "nvfp4" else {}
             nb = total * K * 2 + _bytes_out(fmt, total, K, "rowwise")
@@ -230,14 +241,9 @@ def cases_group_rows_ext(torch, fp4kit, quick):
     swizzled scales: MXFP4 and NVFP4 (supplied amaxes) with stochastic rounding, NVFP4 row-scaled
     (amaxes computed per row), G = 8 with sizes % 128 and G = 64 with sizes % 2 (--quick: G = 8), and
     each one's per-member loop (the seed of every member's call the group's: the same Philox stream)."""
-    from bench import _bytes_out, _moe_dims
-    total, K = 65536, 7168
-    x = torch.randn(total, K, device="cuda").to(torch.bfloat16)
-    for G, mult in ((8, 128),) if quick else ((8, 128), (64, 2)):
-        dims, dims_dev, starts, _ = _moe_dims(G, total, mult)
-        amaxes = [x[s:s + m].abs().amax().float().reshape(1) if m else torch.zeros(1, device="cuda")
-                  for s, m in zip(starts, dims)]
-        am_dev = torch.cat(amaxes)
+    from bench import _bytes_out
+    x, total, K, groups = _group_rows_inputs(torch, quick)
+    for G, mult, dims, dims_dev, starts, amaxes, am_dev in groups:
         for fmt, opt in (("mxfp4_e2m1", dict(rounding="stochastic", seed=5)),
                          ("nvfp4", dict(rounding="stochastic", seed=5)), ("nvfp4", dict(row_scaled=True))):
             kw = dict(opt, amax=am_dev) if fmt == "nvfp4" and "rounding" in opt else dict(opt)

@@ -364,6 +364,29 @@ def test_rowwise_one_k_whole_bands(cp, fmt, dtype):
                 assert rep.ok, f"K = {K}, {layout}, member {g} ({first[g]} rows): {rep}"
 
 
+def _with_switch(module, name, call):
+    """call() with the boolean module.name off (the planner's switch; plans are memoised, so they are
+    cleared on both sides of the switch)."""
+    setattr(module, name, False)
+    _plan.clear_plans()
+    try:
+        return call()
+    finally:
+        setattr(module, name, True)
+        _plan.clear_plans()
+
+
+def _rowwise_bytes_equal(cp, got, old, tag):
+    """Two grouped results hold the same rowwise codes, scales and amaxes, byte for byte."""
+    for name in ("rowwise_data", "rowwise_scales", "rowwise_amax"):
+        a_, b_ = getattr(got, name), getattr(old, name)
+        if a_ is None:
+            assert b_ is None, (tag, name)
+            continue
+        assert np.array_equal(cp.asnumpy(cp.asarray(a_)).view(np.uint8),
+                              cp.asnumpy(cp.asarray(b_)).view(np.uint8)), (tag, name)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_rowwise_one_k_direct_kernel_members(cp, fmt, dtype):
@@ -394,20 +417,8 @@ def test_rowwise_one_k_direct_kernel_members(cp, fmt, dtype):
             for g, (a_, b_) in enumerate(zip(got, exp)):
                 rep = fp4kit.compare(a_, b_)
                 assert rep.ok, f"K = {K}, {layout}, member {g} ({first[g]} rows): {rep}"
-            cg.ROWS_DIRECT = False   # plans are memoised: cleared on both sides of the switch
-            _plan.clear_plans()
-            try:
-                old = fp4kit.group_quantize(xd, fmt, first_dims=dims, axis="rowwise", **kw)
-            finally:
-                cg.ROWS_DIRECT = True
-                _plan.clear_plans()
-            for name in ("rowwise_data", "rowwise_scales", "rowwise_amax"):
-                a_, b_ = getattr(got, name), getattr(old, name)
-                if a_ is None:
-                    assert b_ is None
-                    continue
-                assert np.array_equal(cp.asnumpy(cp.asarray(a_)).view(np.uint8),
-                                      cp.asnumpy(cp.asarray(b_)).view(np.uint8)), (K, layout, name)
+            _rowwise_bytes_equal(cp, got, _with_switch(cg, "ROWS_DIRECT", lambda: fp4kit.group_quantize(
+                xd, fmt, first_dims=dims, axis="rowwise", **kw)), (K, layout))
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
@@ -451,21 +462,10 @@ def test_rowwise_one_k_direct_extended_kernels(cp, dtype, launched):
                 assert rep.ok, f"K = {K}, {fmt} {v}, {layout}, member {g} ({first[g]} rows): {rep}"
             if not direct:
                 continue
-            cg.ROWS_DIRECT_EXT = False   # plans are memoised: cleared on both sides of the switch
-            _plan.clear_plans()
-            try:
-                old = fp4kit.group_quantize(xd, fmt, first_dims=dims, axis="rowwise", **kw)
-            finally:
-                cg.ROWS_DIRECT_EXT = True
-                _plan.clear_plans()
+            old = _with_switch(cg, "ROWS_DIRECT_EXT", lambda: fp4kit.group_quantize(
+                xd, fmt, first_dims=dims, axis="rowwise", **kw))
             assert launched[-1] == f"group_quantize_rowsk_f{fid}_d{d}", launched
-            for name in ("rowwise_data", "rowwise_scales", "rowwise_amax"):
-                a_, b_ = getattr(got, name), getattr(old, name)
-                if a_ is None:
-                    assert b_ is None
-                    continue
-                assert np.array_equal(cp.asnumpy(cp.asarray(a_)).view(np.uint8),
-                                      cp.asnumpy(cp.asarray(b_)).view(np.uint8)), (K, fmt, v, name)
+            _rowwise_bytes_equal(cp, got, old, (K, fmt, v))
 
 
 def _serial_meta_flags(first, K, max_elements, rows_total, packed_both):
