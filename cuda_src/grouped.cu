@@ -892,7 +892,7 @@ __device__ __forceinline__ void group_quantize_rows_k(const void* x, i64 G, cons
 // EXT (NVFP4's full kernels, R = 2): the extended options as quantize.cu's _rowsx takes them (a
 // row-scaled amax and stochastic rounding's Philox counter are the member's own rows', as
 // group_quantize_rows_k's; docs/performance.md item 154).
-template <int FMT, int DT, int R, int STG, bool EXT = false, int XM = QFLAG_EXT_ALL>
+template <int FMT, int DT, int R, int STG, bool EXT = false>
 __device__ __forceinline__ void group_quantize_rows_direct(const void* x, i64 G, const i64* meta, const i64* desc,
                                                            i64 K, u8* row_data, u8* row_scales,
                                                            const float* amax_row, int flags, u64 seed, int lw,
@@ -920,11 +920,11 @@ __device__ __forceinline__ void group_quantize_rows_direct(const void* x, i64 G,
     const char* xg = reinterpret_cast<const char*>(x) + om.x * input_itemsize(DT);
     if (((reinterpret_cast<u64>(xg) & 15) == 0) && ((K * input_itemsize(DT)) % 16 == 0)) flags |= QFLAG_VEC_IN;
     if constexpr (DT != 0 && FP4KIT_RD_AT) {
-        quantize_rows_at<FMT, DT, EXT, R, XM, STG>(
+        quantize_rows_at<FMT, DT, EXT, R, QFLAG_EXT_ALL, STG>(
             xg, om.y, K, row_data + (F::packed ? om.x / 2 : om.x), row_scales + srow,
             amax_row != nullptr ? amax_row + arow : amax_row, flags, seed, bq, b - br * tiles_k, lw);
     } else {
-        quantize_rows_direct<FMT, DT, EXT, R, XM, STG>(
+        quantize_rows_direct<FMT, DT, EXT, R, QFLAG_EXT_ALL, STG>(
             xg, om.y, K, row_data + (F::packed ? om.x / 2 : om.x), row_scales + srow,
             amax_row != nullptr ? amax_row + arow : amax_row, flags, seed, bq * tiles_k + (b - br * tiles_k), lw);
     }

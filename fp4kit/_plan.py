@@ -432,12 +432,18 @@ def div_magic(d: int) -> tuple[int, int]:
     return -(-(1 << p) // d), p
 
 
-def tile_grid(M: int, K: int) -> tuple[int, int, int]:
-    """(x, y, z) grid of the single-tensor 64 x 64 tile kernels (quantize_tile.cuh grid_tile): x the
-    tiles along K, y * z >= the tiles along M with y <= 65535 (grid y's limit); tile row z * y + y."""
-    tm, tk = -(-M // QT_M), -(-K // QT_K)
+def block_grid(M: int, K: int, rows: int, cols: int) -> tuple[int, int, int]:
+    """(x, y, z) grid over the rows x cols blocks of an (M, K) matrix (quantize_tile.cuh grid_tile /
+    grid_rows): x the blocks along K, y * z >= the blocks along M with y <= 65535 (grid y's limit);
+    block row z * y + y."""
+    tm, tk = -(-M // rows), -(-K // cols)
     gz = -(-tm // 65535)
     return tk, -(-tm // gz), gz
+
+
+def tile_grid(M: int, K: int) -> tuple[int, int, int]:
+    """(x, y, z) grid of the single-tensor 64 x 64 tile kernels (quantize_tile.cuh grid_tile)."""
+    return block_grid(M, K, QT_M, QT_K)
 
 
 def enc_tables(opts, tiles: int) -> bool:
@@ -485,13 +491,11 @@ ROWS_1D_KERNELS = ("_rowsz",)
 
 def rows_grid(M: int, K: int, R: int, lw: int, suffix: str = "_rows") -> tuple[int, int, int]:
     """(x, y, z) grid of the single-tensor rows kernel quantize_f<F>_d<D><suffix> (quantize_tile.cuh
-    grid_rows): x the column blocks of 16 x 2^lw, y * z >= the block rows of R x 256 / 2^lw with
-    y <= 65535; block row z * y + y. The kernels of ROWS_1D_KERNELS: (blocks, 1, 1)."""
+    grid_rows): block_grid over its blocks of R x 256 / 2^lw rows x 16 x 2^lw columns; the kernels
+    of ROWS_1D_KERNELS: (blocks, 1, 1)."""
     if not ROWS_GRID_3D or suffix in ROWS_1D_KERNELS:
         return rows_blocks(M, K, R, lw), 1, 1
-    tm, tk = -(-M // (R * (THREADS >> lw))), -(-K // (16 << lw))
-    gz = -(-tm // 65535)
-    return tk, -(-tm // gz), gz
+    return block_grid(M, K, R * (THREADS >> lw), 16 << lw)
 
 
 # unswizzle_scales converts two matrices per launch; the second one's arguments when there is one.
