@@ -23,36 +23,6 @@ __device__ __forceinline__ void amax_global(const void* xv, i64 n, int vec_ok, u
     block_atomic_max(acc, out);
 }
 
-// Per-row (out_rows, M entries) and per-column (out_cols, K entries) amax; either may be null.
-// One CTA per 16 rows x 256 columns.
-template <int DT>
-__device__ __forceinline__ void amax_rows_cols(const void* xv, i64 M, i64 K, u32* out_rows, u32* out_cols) {
-    typedef typename In<DT>::T T;
-    const T* x = reinterpret_cast<const T*>(xv);
-    __shared__ u32 row_part[AM_THREADS / 32][16];
-    const i64 tiles_k = (K + AM_THREADS - 1) / AM_THREADS;
-    const i64 bq = div_fast((i64)blockIdx.x, tiles_k);
-    const i64 m0 = bq * 16;
-    const i64 gk = ((i64)blockIdx.x - bq * tiles_k) * AM_THREADS + threadIdx.x;
-    u32 col_acc = 0;
-#pragma unroll
-    for (int r = 0; r < 16; ++r) {
-        const i64 gm = m0 + r;
-        u32 b = 0;
-        if (gm < M && gk < K) b = absmax_bits(0u, In<DT>::cvt(x[gm * K + gk]));
-        col_acc = b > col_acc ? b : col_acc;
-        const u32 wmax = __reduce_max_sync(0xFFFFFFFFu, b);
-        if ((threadIdx.x & 31) == 0) row_part[threadIdx.x >> 5][r] = wmax;
-    }
-    if (out_cols != nullptr && gk < K && col_acc != 0u) atomicMax(out_cols + gk, col_acc);
-    __syncthreads();
-    if (out_rows != nullptr && threadIdx.x < 16 && m0 + threadIdx.x < M) {
-        u32 acc = 0;
-        for (int w = 0; w < AM_THREADS / 32; ++w) acc = row_part[w][threadIdx.x] > acc ? row_part[w][threadIdx.x] : acc;
-        if (acc != 0u) atomicMax(out_rows + m0 + threadIdx.x, acc);
-    }
-}
-
 // max |u| over the RHT-transformed columnwise operand (bfloat16 input, M % 16 == 0).
 // Thread per (group of 16 rows, column); grid-stride.
 __device__ __forceinline__ void amax_rht(const u16* x, i64 M, i64 K, u32 sign_mask, u32* out) {
@@ -114,16 +84,27 @@ __device__ __forceinline__ void amax_plain_rht(const u32* x, i64 M, i64 K, u32 s
 
 using namespace fp4kit;
 
+// amax_rows_cols_d<D>: no minimum of CTAs per SM (63 registers from 16-bit input, 4 CTAs per SM);
+// FP4KIT_ARC_MINB > 0: that minimum (A/B probes).
+#ifndef FP4KIT_ARC_MINB
+#define FP4KIT_ARC_MINB 0
+#endif
+#if FP4KIT_ARC_MINB > 0
+#define FP4KIT_ARC_LB __launch_bounds__(ARC_THREADS, FP4KIT_ARC_MINB)
+#else
+#define FP4KIT_ARC_LB __launch_bounds__(ARC_THREADS)
+#endif
+
 #define FP4KIT_AMAX_KERNELS(D)                                                                          \
     extern "C" __global__ void __launch_bounds__(AM_THREADS)                                           \
     amax_global_d##D(const void* x, i64 n, int vec_ok, u32* out) {                                   \
         FP4KIT_GRID_DEP();                                                                              \
         amax_global<D>(x, n, vec_ok, out);                                                              \
     }                                                                                                   \
-    extern "C" __global__ void __launch_bounds__(AM_THREADS)                                           \
+    extern "C" __global__ void FP4KIT_ARC_LB                                                           \
     amax_rows_cols_d##D(const void* x, i64 M, i64 K, u32* out_rows, u32* out_cols) {                   \
         FP4KIT_GRID_DEP();                                                                              \
-        amax_rows_cols<D>(x, M, K, out_rows, out_cols);                                                 \
+        amax_rows_cols_vec<D, false>(x, M, K, out_rows, out_cols, nullptr, 0, nullptr);                 \
     }
 
 FP4KIT_AMAX_KERNELS(0)

@@ -10,6 +10,8 @@
 //                   plain NVFP4, a descriptor of every tile band (BandDesc).
 // group_stats_d*    persistent: per-member NVFP4 amax (plain, per row / per column, post-RHT) and
 //                   dbias column sums (float64 atomics), one pass over the input.
+// group_amax_rows_cols_d* row-scaled NVFP4 with one K: per-row / per-column amaxes over the (sum M_i,
+//                   K) matrix with 16-byte loads (common/amax.cuh amax_rows_cols_vec).
 // group_quantize_*  persistent, statically scheduled: CTA b takes tiles b, b + grid, ... of the
 //                   concatenated 64x64 tile list and finds each tile's member by binary search.
 // group_quantize1_* MX and plain NVFP4, one K: the tile kernel with one tile per CTA (no loop); the
@@ -22,6 +24,7 @@
 #include "common/parts.cuh"
 #include "common/quantize_tile.cuh"
 #include "common/dequantize_op.cuh"
+#include "common/amax.cuh"
 
 // The MX one-tile kernel's scale stash (quantize_tile_rc's STASH 1) where it reads no descriptors,
 // bit F for format F: MXFP6 (bits 2, 3), from float32 input (and bfloat16 when FP4KIT_GQ1_DESC is
@@ -70,16 +73,6 @@ __device__ __forceinline__ i64 roundup_i64(i64 a, i64 m) { return (a + m - 1) / 
 __device__ __forceinline__ i64 scale_bytes(i64 rows, i64 cols, int block, int swizzled) {
     const i64 nb = (cols + block - 1) / block;
     return swizzled ? roundup_i64(rows, 128) * roundup_i64(nb, 4) : rows * nb;
-}
-
-// Largest g in [0, G) with prefix[g] <= t (prefix non-decreasing, prefix[0] = 0 <= t < prefix[G]).
-__device__ __forceinline__ i64 find_member(const i64* prefix, i64 G, i64 t) {
-    i64 lo = 0, hi = G;   // invariant: prefix[lo] <= t < prefix[hi]
-    while (hi - lo > 1) {
-        const i64 mid = (lo + hi) >> 1;
-        if (prefix[mid] <= t) lo = mid; else hi = mid;
-    }
-    return lo;
 }
 
 __device__ __forceinline__ int input_itemsize(int dt) { return dt == DTYPE_FLOAT32 ? 4 : 2; }
@@ -984,13 +977,16 @@ __device__ __forceinline__ void group_quantize(const void* x, i64 G, const i64* 
 // kernels leave out RUN4 (FP4 code rows off 8-byte boundaries then go through the single-tensor
 // kernels' writer; H100, G = 8, 65536 x 7168, "both", kernel time, sizes % 128 1778 -> 1724 us,
 // even sizes 1915 -> 1879, G = 64 1785 -> 1731); MXFP4's keep it (1721 against 1719 us without).
-template <int FMT, int DT, bool BOTH = false, bool SWZ = false, bool SR = false>
+// FULL (NVFP4's _ext kernels): every extended option (tile_2d, row_scaled, rht, stochastic rounding),
+// rows_total holding the seed as for SR, rht_mask the sign mask.
+template <int FMT, int DT, bool BOTH = false, bool SWZ = false, bool SR = false, bool FULL = false>
 __device__ __forceinline__ void group_quantize_one(const void* x, i64 G, const i64* meta, const i64* first,
                                                    const i64* last, u8* row_data, u8* row_scales, u8* col_data,
                                                    u8* col_scales, const float* amax_row, const float* amax_col,
                                                    int flags, const i64* band, i64 K, u64 rows_total, u32 tk_m,
-                                                   u32 tk_p) {
+                                                   u32 tk_p, u32 rht_mask = 0u) {
     typedef Fmt<FMT> F;
+    static_assert(!FULL || (!F::mx && !BOTH && !SR), "FULL: NVFP4's own kernels");
     const i64 tiles_k = (K + QT_K - 1) / QT_K;
     // the CTA's tile: band j (a multiply and shift, not a division), column kt
     const i64 j = div_magic(blockIdx.x, tk_m, tk_p), kt = (i64)blockIdx.x - j * tiles_k;
@@ -1069,11 +1065,13 @@ __device__ __forceinline__ void group_quantize_one(const void* x, i64 G, const i
                         ~(SWZ ? QFLAG_RULE_FLOOR : 0),
                     0ull, 0u, d3.x, (i64)blockIdx.x - j * tiles_k);
             } else {
-                quantize_tile_rc<FMT, DT, SR, SR ? QFLAG_STOCHASTIC : QFLAG_EXT_ALL, 0, true, F::packed && !(SR && !F::mx)>(
+                // NVFP4's extended kernels leave out RUN4 (see group_quantize1_..._sr)
+                quantize_tile_rc<FMT, DT, SR || FULL, SR ? QFLAG_STOCHASTIC : QFLAG_EXT_ALL, 0, true,
+                                 F::packed && !((SR || FULL) && !F::mx)>(
                     xg, M, K, row_data ? row_data + doff : row_data, row_scales ? row_scales + d1.x : row_scales,
                     col_data ? col_data + doff : col_data, col_scales ? col_scales + d1.y : col_scales,
                     amax_row ? amax_row + d2.x : amax_row, amax_col ? amax_col + d2.y : amax_col, fl,
-                    SR ? rows_total : 0ull, 0u, d3.x, (i64)blockIdx.x - j * tiles_k);
+                    SR || FULL ? rows_total : 0ull, FULL ? rht_mask : 0u, d3.x, (i64)blockIdx.x - j * tiles_k);
             }
         }
     }
@@ -1309,12 +1307,33 @@ __device__ __forceinline__ void group_dequantize_cols(const u8* data, const u8* 
                      unsigned long long* done) {                                                        \
         FP4KIT_GRID_DEP();                                                                                       \
         group_stats<D>(x, G, meta, first, last, mode, rht_mask, amax_row, amax_col, dbias, dbias_K, tabs, done); \
+    }                                                                                                   \
+    extern "C" __global__ void __launch_bounds__(ARC_THREADS)                                          \
+    group_amax_rows_cols_d##D(const void* x, i64 G, const i64* meta, i64 K, u32* amax_row, u32* amax_col) { \
+        FP4KIT_GRID_DEP();                                                                              \
+        amax_rows_cols_vec<D, true>(x, 0, K, amax_row, amax_col, meta + (i64)META_ROWS * (G + 1), G,    \
+                                    meta + (i64)META_ACOL * (G + 1));                                   \
     }
 
 // group_quantize_f<F>_d<D>: every option; ..._plain: no tile_2d / row_scaled / rht / stochastic
-// rounding (their flags ignored), 32 registers, 8 CTAs per SM (the persistent grid's size).
+// rounding (their flags ignored), 32 registers, 8 CTAs per SM (the persistent grid's size). The full
+// kernels (kinds without one K since group_quantize1_f5_d<D>_ext) run 3 CTAs per SM (80 registers,
+// 24-32 bytes of spills on sm_90, NVRTC 13.5; the persistent grid is one wave of what is resident):
+// their minimum of 1 had given them 130 registers and one CTA per SM, and none 124 and two (H200,
+// G = 8, 65536 x 7168 bfloat16 with one K, "both", us: row_scaled 2914.0 / 1871.2 / 1679.9,
+// tile_2d 2524.6 / 1658.8 / 1506.4; docs/performance.md item 156). FP4KIT_GQ_EXT_MINB: A/B
+// probes (0: no minimum).
+#ifndef FP4KIT_GQ_EXT_MINB
+#define FP4KIT_GQ_EXT_MINB 3
+#endif
+#if FP4KIT_GQ_EXT_MINB > 0
+#define FP4KIT_GQ_LB_true __launch_bounds__(QT_THREADS, FP4KIT_GQ_EXT_MINB)
+#else
+#define FP4KIT_GQ_LB_true __launch_bounds__(QT_THREADS)
+#endif
+#define FP4KIT_GQ_LB_false __launch_bounds__(QT_THREADS, 8)
 #define FP4KIT_GROUP_QUANTIZE(F, D, EXT, SUFFIX)                                                        \
-    extern "C" __global__ void __launch_bounds__(QT_THREADS, EXT ? 1 : 8)                              \
+    extern "C" __global__ void FP4KIT_GQ_LB_##EXT                                                      \
     group_quantize_f##F##_d##D##SUFFIX(const void* x, i64 G, const i64* meta, const i64* first,        \
                                const i64* last, u8* row_data, u8* row_scales, u8* col_data,            \
                                u8* col_scales, const float* amax_row, const float* amax_col, int flags, \
@@ -1375,6 +1394,24 @@ __device__ __forceinline__ void group_dequantize_cols(const u8* data, const u8* 
         group_quantize_one<F, D, false, false, true>(x, G, meta, first, last, row_data, row_scales,     \
                                                       col_data, col_scales, amax_row, amax_col, flags,  \
                                                       band, K1, seed, tk_m, tk_p);                      \
+    }
+// group_quantize1_f5_d<D>_ext: NVFP4 with tile_2d / row_scaled / rht (any with stochastic rounding),
+// one K, one tile per CTA (FULL), the band descriptors' member offsets, as the _sr kernels: it
+// replaced the persistent full kernel group_quantize_f5_d<D> there (H200, G = 8, 65536 x 7168
+// bfloat16, "both": docs/performance.md item 156). FP4KIT_GQ1_EXT_MINB: its CTAs per SM.
+#ifndef FP4KIT_GQ1_EXT_MINB
+#define FP4KIT_GQ1_EXT_MINB 3
+#endif
+#define FP4KIT_GROUP_QUANTIZE1_EXT(F, D)                                                                \
+    extern "C" __global__ void __launch_bounds__(QT_THREADS, FP4KIT_GQ1_EXT_MINB)                      \
+    group_quantize1_f##F##_d##D##_ext(const void* x, i64 G, const i64* meta, const i64* first,         \
+                               const i64* last, u8* row_data, u8* row_scales, u8* col_data,            \
+                               u8* col_scales, const float* amax_row, const float* amax_col, int flags, \
+                               u64 seed, u32 rht_mask, const i64* band, i64 K1, u32 tk_m, u32 tk_p) {  \
+        FP4KIT_GRID_DEP();                                                                              \
+        group_quantize_one<F, D, false, false, false, true>(x, G, meta, first, last, row_data, row_scales, \
+                                                             col_data, col_scales, amax_row, amax_col,  \
+                                                             flags, band, K1, seed, tk_m, tk_p, rht_mask); \
     }
 #define FP4KIT_GROUP_QUANTIZE1_ALL(F)                                                   \
     FP4KIT_GROUP_QUANTIZE1(F, 0, _plain, false, false) FP4KIT_GROUP_QUANTIZE1(F, 1, _plain, false, false) \
@@ -1497,6 +1534,7 @@ __device__ __forceinline__ void group_dequantize_cols(const u8* data, const u8* 
 // rounding, takes the _sr kernels above)
 #define FP4KIT_GROUP_QUANTIZE_FULL(F)                                                                   \
     FP4KIT_GROUP_QUANTIZE(F, 0, true, ) FP4KIT_GROUP_QUANTIZE(F, 1, true, ) FP4KIT_GROUP_QUANTIZE(F, 2, true, ) \
+    FP4KIT_GROUP_QUANTIZE1_EXT(F, 0) FP4KIT_GROUP_QUANTIZE1_EXT(F, 1) FP4KIT_GROUP_QUANTIZE1_EXT(F, 2)        \
     FP4KIT_GROUP_QUANTIZE_ROWSD_EXT(F, 0) FP4KIT_GROUP_QUANTIZE_ROWSD_EXT(F, 1) FP4KIT_GROUP_QUANTIZE_ROWSD_EXT(F, 2)
 
 #define FP4KIT_GROUP_DEQUANTIZE(F, O)                                                                   \

@@ -113,11 +113,19 @@ def _band_descriptors(f, input_dtype: str) -> bool:
     return f.packed or (f.name in MX_DESC_FORMATS and input_dtype != "float32")
 
 
+# False (A/B only): NVFP4's extended recipes other than stochastic rounding alone (tile_2d, row_scaled,
+# rht) keep the persistent full kernel group_quantize_f5_d<D> with one K instead of the one-tile
+# group_quantize1_f5_d<D>_ext
+ONE_TILE_EXT = True
+
+
 def one_tile_per_cta(f, ext, rows_only, one_k, G, Kshared, rows_total, sr: bool = False) -> bool:
     """Whether the tile kernel's grid (_quantize_grid) has one CTA for every tile, so that
-    group_quantize1 (one tile per CTA, no loop; MX and plain NVFP4, and MXFP4 / NVFP4 with stochastic
-    rounding alone, `sr`: group_quantize1_f<F>_d<D>_sr) can run instead of group_quantize."""
-    return (not rows_only and one_k and bool(Kshared) and (not ext or (sr and f.packed))
+    group_quantize1 (one tile per CTA, no loop; MX and plain NVFP4, MXFP4 / NVFP4 with stochastic
+    rounding alone, `sr`: group_quantize1_f<F>_d<D>_sr, and NVFP4's other extended recipes:
+    group_quantize1_f5_d<D>_ext) can run instead of group_quantize."""
+    return (not rows_only and one_k and bool(Kshared)
+            and (not ext or (sr and f.packed) or (ONE_TILE_EXT and f.is_nvfp4))
             and _tile_bands_bound(rows_total, G) * -(-Kshared // _QT) <= _MAX_GRID)
 
 
@@ -179,6 +187,11 @@ def quad_squares(f, ext, opts, input_dtype, rows_only, one_k, G, Kshared, rows_t
 # A/B probe: False sends every plain one-K rowwise call to group_quantize_rowsk (the grid-strided
 # kernel whose blocks span the whole (sum M_i, K) matrix) instead of group_quantize_rowsd
 ROWS_DIRECT = True
+
+
+# False (A/B only): row-scaled NVFP4 with one K computes its per-row / per-column amaxes in group_stats's
+# 64 x 64 tile loop instead of group_amax_rows_cols (16 bytes of a row per thread)
+AMAX_ROWS_COLS = True
 
 
 # False (A/B only): NVFP4's extended rowwise recipe (row_scaled, with stochastic rounding or not) keeps
@@ -322,8 +335,10 @@ def build_group_quantize_plan(input_dtype, opts, G, n_el, caps, amax_size, dbias
     # (`one`: the plain recipe, or stochastic rounding alone in the _sr one-tile kernel, whose tables
     # are the same; a CTA that built its own spent ~12 % of the kernel's instructions on them); with
     # supplied amaxes the metadata launch builds them (extra CTAs), for any number of members
-    tabs_on = bool(one and f.is_nvfp4 and amax_size is None and not dbias and G <= STATS_TABS_MAX_G)
-    tabs_sup = bool(one and f.is_nvfp4 and amax_size is not None and G > 0)
+    # (not for the _ext kernel: row_scaled has no table, rht's columnwise amax is not the plain one)
+    tables = one and f.is_nvfp4 and (not ext or P.sr_only(opts))
+    tabs_on = bool(tables and amax_size is None and not dbias and G <= STATS_TABS_MAX_G)
+    tabs_sup = bool(tables and amax_size is not None and G > 0)
     out: dict[str, int | None] = dict.fromkeys(("meta", "err", "fd", "ld", "row_data", "row_scales", "row_amax", "col_data", "col_scales",
                          "col_amax", "dbias"))
     n_vals = G if one_k else 2 * G     # host values of a ("param", G) plan
@@ -401,8 +416,8 @@ def build_group_quantize_plan(input_dtype, opts, G, n_el, caps, amax_size, dbias
             both = ((f.packed or (_MX_BOTH and _band_descriptors(f, input_dtype)))
                     and opts.want_rowwise and opts.want_columnwise)
             qname = f"group_quantize1_f{f.format_id}_d{dt}_{'both' if both else 'plain'}"
-            if ext:   # stochastic rounding alone (one_tile_per_cta)
-                qname = f"group_quantize1_f{f.format_id}_d{dt}_sr"
+            if ext:   # stochastic rounding alone, or NVFP4's full kernel (one_tile_per_cta)
+                qname = f"group_quantize1_f{f.format_id}_d{dt}_{'sr' if P.sr_only(opts) else 'ext'}"
             elif both and (opts.scale_layout == "swizzled" or staged1) and opts.scale_rule != "floor":
                 qname += "s"   # swizzled (or staged) scales and the rceil rule as compile-time facts
             if _band_descriptors(f, input_dtype):
@@ -448,7 +463,13 @@ def build_group_quantize_plan(input_dtype, opts, G, n_el, caps, amax_size, dbias
     if dbias:
         out["dbias"] = b.buffer((G, Kshared), "float64", P.ZEROS)
         mode |= 8
-    if mode:
+    if mode == 2 and one_k and AMAX_ROWS_COLS:
+        # row-scaled NVFP4 alone with one K: the per-row / per-column amaxes over the (sum M_i, K)
+        # matrix, 16 bytes of a row per thread (grouped.cu group_amax_rows_cols)
+        b.launch("grouped", f"group_amax_rows_cols_d{dt}",
+                 P.amax_rows_cols_grid(rows_total, Kshared, 16 // P.ITEMSIZE[input_dtype], sm),
+                 (Arg("x"), P._i64(G), P._buf(meta), P._i64(Kshared), P._ptr(row_t), P._ptr(col_t)))
+    elif mode:
         sname = f"group_stats_d{dt}"
         # one wave of resident CTAs (4 per SM at 64 registers; 8 per SM ran as two waves: H100, G = 8
         # NVFP4 "both", group_stats 335.7 -> 329.0 us, G = 64 unchanged)

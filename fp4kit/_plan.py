@@ -544,6 +544,20 @@ def needs_ext(opts) -> bool:
 # ---------------------------------------------------------------------------------------------
 # compute_amax
 
+# common/amax.cuh amax_rows_cols_vec: rows per step (8 warps x ARC_U rows) and CTAs per SM sought
+ARC_STEP = 32
+ARC_CTAS_PER_SM = 8
+
+
+def amax_rows_cols_grid(M: int, K: int, V: int, sm: int) -> tuple[int, int, int]:
+    """(x, y, 1) grid of amax_rows_cols_vec over an (M, K) matrix (M: the rows, or an upper bound on
+    them): x the spans of 32 V columns, y chunks of ARC_STEP-row steps, about ARC_CTAS_PER_SM CTAs
+    per SM in all (the kernel splits its steps over gridDim.y; y <= 65535)."""
+    spans = max(1, -(-K // (32 * V)))
+    steps = max(1, -(-M // ARC_STEP))
+    return spans, max(1, min(steps, -(-sm * ARC_CTAS_PER_SM // spans), 65535)), 1
+
+
 def _amax_steps(b: _Builder, M: int, K: int, input_dtype: str, mode: str, rht_sign_mask: int, align: int,
                 sm: int) -> tuple:
     """Append the NVFP4 amax steps of `mode` (see fp4kit._cuda.compute_amax); returns the result
@@ -557,14 +571,24 @@ def _amax_steps(b: _Builder, M: int, K: int, input_dtype: str, mode: str, rht_si
             b.launch("amax", f"amax_global_d{dt}", grid_stride_blocks(-(-n // V), 8, sm),
                      (_X, _i64(n), _i32(align >= 16), _buf(out)))
         return (out,)
-    if mode in ("rows", "cols"):
-        out = b.buffer((M,) if mode == "rows" else (K,), "float32", ZEROS)
+    if mode in ("rows", "cols", "rows+cols"):
+        rows: int | None
+        cols: int | None
+        outs: tuple[int, ...]
+        if mode == "rows+cols":   # one buffer: the rows' amaxes, the columns' from the next 16 bytes
+            ca = -(-M // 4) * 4
+            buf = b.buffer((ca + K,), "float32", ZEROS)
+            rows = b.buffer((M,), "float32", VIEW, src=buf, start=0)
+            cols = b.buffer((K,), "float32", VIEW, src=buf, start=ca)
+            outs = (rows, cols)
+        else:
+            out = b.buffer((M,) if mode == "rows" else (K,), "float32", ZEROS)
+            rows, cols = (out, None) if mode == "rows" else (None, out)
+            outs = (out,)
         if M * K:
-            tiles = -(-M // 16) * -(-K // THREADS)
-            b.launch("amax", f"amax_rows_cols_d{dt}", tiles,
-                     (_X, _i64(M), _i64(K), _ptr(out if mode == "rows" else None),
-                      _ptr(out if mode == "cols" else None)))
-        return (out,)
+            b.launch("amax", f"amax_rows_cols_d{dt}", amax_rows_cols_grid(M, K, 16 // ITEMSIZE[input_dtype], sm),
+                     (_X, _i64(M), _i64(K), _ptr(rows), _ptr(cols)))
+        return outs
     if mode in ("rht", "global+rht"):
         if input_dtype != "bfloat16":
             raise ValueError(f"rht: expected bfloat16 input, got {input_dtype}")
@@ -651,6 +675,9 @@ def build_quantize_plan(M: int, K: int, input_dtype: str, opts, amax_size: int |
 
         plain = None
         rht_amax = None
+        rc = None   # row_scaled "both" with computed amaxes: both operands' in one pass
+        if opts.row_scaled and "rowwise" in ops and "columnwise" in ops and not given:
+            rc = computed("rows+cols")
         if fused:
             plain = ops["rowwise"][2] = b.buffer((1,), "float32", EMPTY)      # written by _rowsam
         elif "rowwise" in ops and "columnwise" in ops and opts.rht and not given and not opts.row_scaled:
@@ -661,13 +688,13 @@ def build_quantize_plan(M: int, K: int, input_dtype: str, opts, amax_size: int |
                 ops["rowwise"][2] = b.buffer((amax_size,), "float32", EMPTY)
                 store = [_AMAX, amax_size, 0x7FFFFFFF, ops["rowwise"][2], None]
             elif opts.row_scaled:
-                ops["rowwise"][2], = computed("rows")
+                ops["rowwise"][2] = rc[0] if rc else computed("rows")[0]
             else:
                 plain, = computed("global")
                 ops["rowwise"][2] = plain
         if "columnwise" in ops:
             if opts.row_scaled:
-                a, = computed("cols")
+                a = rc[1] if rc else computed("cols")[0]
             elif rht_amax is not None:
                 a = rht_amax
             elif opts.rht:

@@ -197,6 +197,21 @@ def cases_rows(torch, fp4kit, quick):
             del x
 
 
+def cases_row_scaled(torch, fp4kit, quick):
+    """Row-scaled NVFP4 quantize (amaxes computed per row, and per column for "both": amax.cu's
+    amax_rows_cols, then the rows or tile kernel) of 8192^2 and 16384^2 bfloat16 (--quick: 8192^2)
+    and 8192^2 float32, rowwise and "both", swizzled scales. For --module amax."""
+    from bench import _bytes_out
+    shapes = [(8192, 8192, "bfloat16"), (8192, 8192, "float32")] + ([] if quick else [(16384, 16384, "bfloat16")])
+    for M, K, dt in shapes:
+        x = torch.randn(M, K, device="cuda").to(getattr(torch, dt))
+        for axis in ("rowwise", "both"):
+            nb = M * K * x.element_size() + _bytes_out("nvfp4", M, K, axis)
+            yield (f"{M}x{K} {dt} {axis}", lambda x=x, axis=axis: _tensors(
+                fp4kit.quantize(x, "nvfp4", axis=axis, scale_layout="swizzled", row_scaled=True)), nb, None)
+        del x
+
+
 def _group_rows_inputs(torch, quick):
     """(x, total, K) and per (G, sizes multiple): G, mult, host dims, device dims, member starts, one
     amax tensor per member and all of them on the device: 65536 x 7168 bfloat16, G = 8 with sizes %
@@ -256,6 +271,25 @@ def cases_group_rows_ext(torch, fp4kit, quick):
                 _tensors(fp4kit.quantize(x[s:s + m], fmt, axis="rowwise", scale_layout="swizzled", **opt,
                                          **({"amax": amaxes[i]} if fmt == "nvfp4" and "rounding" in opt else {})))
                 for i, (s, m) in enumerate(zip(starts, dims)) if m], nb, None)
+
+
+def cases_group_both_ext(torch, fp4kit, quick):
+    """group_quantize "both" at 65536 x 7168 from bfloat16 with NVFP4's extended recipes, which take
+    the persistent full tile kernel group_quantize_f5_d1: row_scaled, tile_2d and rht, device dims,
+    swizzled scales, amaxes computed, G = 8 with sizes % 128 and (not --quick) G = 64 with sizes % 2
+    (row_scaled only), and each one's per-member loop."""
+    from bench import _bytes_out
+    x, total, K, groups = _group_rows_inputs(torch, quick)
+    part = _loader.part_of("grouped", "group_quantize_f5_d1")
+    nb = total * K * 2 + _bytes_out("nvfp4", total, K, "both")
+    for G, mult, dims, dims_dev, starts, _, _ in groups:
+        for opt in (dict(row_scaled=True), dict(tile_2d=True), dict(rht=True))[:1 if G == 64 else 3]:
+            name = f"G={G} %{mult} nvfp4 both {next(iter(opt))}"
+            yield (name, lambda d=dims_dev, opt=opt: _tensors(
+                fp4kit.group_quantize(x, "nvfp4", first_dims=d, axis="both", scale_layout="swizzled", **opt)), nb, part)
+            yield (f"{name} loop", lambda dims=dims, starts=starts, opt=opt: [
+                _tensors(fp4kit.quantize(x[s:s + m], "nvfp4", axis="both", scale_layout="swizzled", **opt))
+                for s, m in zip(starts, dims) if m], nb, None)
 
 
 def cases_group_both(torch, fp4kit, quick):
@@ -344,7 +378,7 @@ def cases_sequence(torch, fp4kit, quick):
                        lambda qs=qs: [fp4kit.dequantize(q, dtype="bfloat16") for q in qs], nb, "")
 
 
-CASES = {"dequantize": cases_dequantize, "rows": cases_rows, "group_rows": cases_group_rows, "group_rows_ext": cases_group_rows_ext, "group_both": cases_group_both, "group_dequantize": cases_group_dequantize, "multi_launch": cases_multi_launch, "sequence": cases_sequence}
+CASES = {"dequantize": cases_dequantize, "rows": cases_rows, "row_scaled": cases_row_scaled, "group_rows": cases_group_rows, "group_rows_ext": cases_group_rows_ext, "group_both": cases_group_both, "group_both_ext": cases_group_both_ext, "group_dequantize": cases_group_dequantize, "multi_launch": cases_multi_launch, "sequence": cases_sequence}
 
 
 def _bytes_of(out):

@@ -28,7 +28,10 @@ fifty-fourth session the MXFP6 one-tile kernel reads the bands' descriptors from
 old side takes the same rule by an edit (OLD_EDITS).
 Since the fifty-eighth session plain one-K rowwise calls with rows-kernel blocks of at most 64 rows
 take group_quantize_rowsd (each member tiled on its own, from the band descriptors): those cases are
-compared with fp4kit._cuda_grouped.ROWS_DIRECT off, i.e. with the kernel they replaced.
+compared with fp4kit._cuda_grouped.ROWS_DIRECT off, i.e. with the kernel they replaced. Since the
+sixtieth session row-scaled NVFP4 with one K computes its amaxes in group_amax_rows_cols: compared
+with AMAX_ROWS_COLS off (group_stats), and NVFP4's extended recipes with one K (but stochastic
+rounding alone) take group_quantize1_f5_d<D>_ext: compared with ONE_TILE_EXT off.
 Output poisoning is off (the planned launcher poisons every EMPTY buffer when it is on, the old
 one did not poison its metadata buffers).
 
@@ -250,7 +253,7 @@ SHAPES = [
     ("same", [64] * 3, 256), ("same", [8192] * 8, 7168),
     ("varying_last", [5] * 3, [64, 0, 32]), ("varying_both", [32, 16, 64], [64, 32, 0]),
 ]
-n = bad = moved = direct = 0
+n = bad = moved = direct = amax_rc = one_ext = 0
 kernels = set()
 for fmt in FORMATS:
     for (kind, first, last), host, axis, layout, dtype, rec, given, dbias in itertools.product(
@@ -313,17 +316,30 @@ for fmt in FORMATS:
             # persistent kernel; the GPU tests check its bytes against the reference
             moved += 1
             continue
-        if any(e[0] == "launch" and e[2].startswith("group_quantize_rowsd") for e in b[0]):
-            # plain one-K rowwise with blocks of at most 64 rows takes group_quantize_rowsd since the
-            # fifty-eighth session (members tiled one by one: another grid and the band descriptors);
-            # compared with the kernel it replaced (ROWS_DIRECT off), the GPU tests check its bytes
-            direct += 1
-            new.ROWS_DIRECT = False
+        # launches that replaced the old launcher's, compared with the old ones (the switch off); the
+        # GPU tests check their bytes:
+        # - plain one-K rowwise with blocks of at most 64 rows takes group_quantize_rowsd since the
+        #   fifty-eighth session (members tiled one by one: another grid and the band descriptors);
+        # - row-scaled NVFP4 with one K computes its amaxes in group_amax_rows_cols since the
+        #   sixtieth session (group_stats before);
+        # - NVFP4's extended recipes but stochastic rounding alone take the one-tile kernel
+        #   group_quantize1_f5_d<D>_ext with one K since the sixtieth session (group_quantize_f5_d<D>)
+        switches = [sw for sw, hit in (("ROWS_DIRECT", lambda k: k.startswith("group_quantize_rowsd")),
+                                       ("AMAX_ROWS_COLS", lambda k: k.startswith("group_amax_rows_cols")),
+                                       ("ONE_TILE_EXT", lambda k: k.startswith("group_quantize1_") and k.endswith("_ext")))
+                    if any(e[0] == "launch" and hit(e[2]) for e in b[0])]
+        if switches:
+            direct += "ROWS_DIRECT" in switches
+            amax_rc += "AMAX_ROWS_COLS" in switches
+            one_ext += "ONE_TILE_EXT" in switches
+            for sw in switches:
+                setattr(new, sw, False)
             try:
                 _plan.clear_plans()
                 b = trace("new", *args)
             finally:
-                new.ROWS_DIRECT = True
+                for sw in switches:
+                    setattr(new, sw, True)
         n += 1
         if a != b:
             bad += 1
@@ -338,6 +354,7 @@ for fmt in FORMATS:
                     print("    results:", a[2], "|", b[2])
 print(f"group_quantize: {n} cases, {bad} with different traces ({moved} more with stochastic rounding and one K "
       f"run group_quantize1_..._sr, not compared; {direct} run group_quantize_rowsd, compared with ROWS_DIRECT "
-      f"off); {len(kernels)} kernels launched: "
+      f"off; {amax_rc} run group_amax_rows_cols, compared with AMAX_ROWS_COLS off; {one_ext} run "
+      f"group_quantize1_..._ext, compared with ONE_TILE_EXT off); {len(kernels)} kernels launched: "
       + ", ".join(sorted({k.split('_f')[0] if '_f' in k else k for k in kernels})))
 sys.exit(1 if bad or not n else 0)

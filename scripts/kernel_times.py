@@ -178,6 +178,9 @@ OPS = {
     "mxfp4-sr-row": _single("mxfp4_e2m1", axis="rowwise", rounding="stochastic", seed=7),
     "nvfp4-2d": _single("nvfp4", axis="both", tile_2d=True),
     "nvfp4-rs": _single("nvfp4", axis="both", row_scaled=True),
+    "nvfp4-rs-row": _single("nvfp4", axis="rowwise", row_scaled=True),
+    "nvfp4-rs-16k": _single("nvfp4", M=16384, K=16384, axis="both", row_scaled=True),
+    "nvfp4-rs-row-16k": _single("nvfp4", M=16384, K=16384, axis="rowwise", row_scaled=True),
 }
 
 
@@ -243,6 +246,10 @@ for _G in (8, 64):
                                             rounding="stochastic", seed=7)
             OPS[_name + "-even-loop"] = _grouped(_fn, _G, 2, True, axis=_ax, scale_layout="swizzled",
                                                  rounding="stochastic", seed=7)
+    for _ax in ("rowwise", "both"):   # NVFP4 row-scaled (per-row / per-column amaxes), sizes % 128
+        _name = f"grp{_G}-nvfp4-rs-{'row' if _ax == 'rowwise' else 'both'}"
+        OPS[_name] = _grouped("nvfp4", _G, 128, False, axis=_ax, scale_layout="swizzled", row_scaled=True)
+        OPS[_name + "-loop"] = _grouped("nvfp4", _G, 128, True, axis=_ax, scale_layout="swizzled", row_scaled=True)
     for _m in (128, 2):   # NVFP4 "both" with supplied amaxes
         _name = f"grp{_G}-nvfp4-both-amax{'' if _m == 128 else '-even'}"
         OPS[_name] = _grouped("nvfp4", _G, _m, False, amax=True, axis="both", scale_layout="swizzled")

@@ -419,16 +419,27 @@ def test_quantize_flag_bits_match_the_cuda_header():
 
 def test_nvfp4_row_scaled_stochastic():
     p = plan_of((48, 80), "float32", "nvfp4", axis="both", row_scaled=True, rounding="stochastic", seed=5)
-    assert [s for s in p.steps if type(s) is Buffer][4:] == [Buffer(4, (48,), "float32", ZEROS),
-                                                              Buffer(5, (80,), "float32", ZEROS)]
-    # ceil(48/16) * ceil(80/256) tiles; K*4 = 320 bytes: 16-byte rows, so VEC_IN
+    # both operands' amaxes in one zeroed buffer: the 48 rows', then the 80 columns' (16 bytes on)
+    assert [s for s in p.steps if type(s) is Buffer][4:] == [Buffer(4, (128,), "float32", ZEROS),
+                                                              Buffer(5, (48,), "float32", VIEW, src=4, start=0),
+                                                              Buffer(6, (80,), "float32", VIEW, src=4, start=48)]
+    # one pass for both (one span of 32 x 4 columns, ceil(48/32) = 2 row steps, one per CTA);
+    # K*4 = 320 bytes: 16-byte rows, so VEC_IN
     assert p.launches() == [
-        Launch("amax", "amax_rows_cols_d0", 3, 256, (X, i64(48), i64(80), buf(4), NULL)),
-        Launch("amax", "amax_rows_cols_d0", 3, 256, (X, i64(48), i64(80), NULL, buf(5))),
+        Launch("amax", "amax_rows_cols_d0", 1, 256, (X, i64(48), i64(80), buf(5), buf(6)), 2, 1),
         Launch("quantize", "quantize_f5_d0", 2, 256,
-               (X, i64(48), i64(80), buf(0), buf(1), buf(2), buf(3), buf(4), buf(5), i32(1 | 2 | 16 | 64 | 256),
+               (X, i64(48), i64(80), buf(0), buf(1), buf(2), buf(3), buf(5), buf(6), i32(1 | 2 | 16 | 64 | 256),
                 SEED, u32(0xD7E8))),
     ]
+
+
+def test_amax_rows_cols_grid():
+    # (spans of 32 V columns, row chunks, 1): about 8 CTAs per SM, never more chunks than 32-row steps
+    assert _plan.amax_rows_cols_grid(8192, 8192, 8, 132) == (32, 33, 1)
+    assert _plan.amax_rows_cols_grid(8192, 8192, 4, 132) == (64, 17, 1)
+    assert _plan.amax_rows_cols_grid(40, 7168, 8, 132) == (28, 2, 1)
+    assert _plan.amax_rows_cols_grid(10 ** 9, 16, 8, 132) == (1, 1056, 1)
+    assert _plan.amax_rows_cols_grid(0, 0, 8, 132) == (1, 1, 1)
 
 
 def test_rowwise_ext_and_tile_2d_kernels():
@@ -1034,9 +1045,9 @@ def test_grouped_planned_launches_name_defined_kernels():
                             assert len(params) == len(kinds), (s.kernel, params, kinds)
                             assert all(_fits_c(c, k) for c, k in zip(params, kinds)), (s.kernel, list(zip(params, kinds)))
                             if s.kernel.startswith("group_quantize1_"):
-                                # the u64 after the flags: the seed for the _sr kernels, the caller's row
-                                # count (the L2 prefetch's bound) for the plain ones (grouped.cu)
-                                want = Arg("seed") if s.kernel.endswith("_sr") else Arg("u64", rows)
+                                # the u64 after the flags: the seed for the _sr / _ext kernels, the caller's
+                                # row count (the L2 prefetch's bound) for the plain ones (grouped.cu)
+                                want = Arg("seed") if s.kernel.endswith(("_sr", "_ext")) else Arg("u64", rows)
                                 assert s.args[12] == want, (s.kernel, s.args[12])
                             seen.add(s.kernel)
     # the variants this test is for were reached
@@ -1044,6 +1055,7 @@ def test_grouped_planned_launches_name_defined_kernels():
                  "group_quantize1_f5_d0_both", "group_quantize1_f2_d1_plain", "group_quantize4_f0_d1",
                  "group_quantize1_f2_d1_boths", "group_quantize1_f3_d2_both", "group_quantize1_f2_d0_plain",
                  "group_quantize1_f4_d2_sr", "group_quantize1_f5_d0_sr", "group_quantize_f5_d1_sr",
+                 "group_quantize1_f5_d1_ext", "group_amax_rows_cols_d1",
                  "group_meta", "group_meta_dims", "group_unswizzle_scales", "group_stats_d1"):
         assert name in seen, (name, sorted(seen))
     assert any(k.startswith("group_quantize_rowsk_") for k in seen) and any(k.startswith("group_quantize_f") for k in seen)
@@ -1589,7 +1601,14 @@ def test_grouped_quantize_grid_sizes(monkeypatch):
     one = _cuda_grouped.one_tile_per_cta
     assert one(mx, False, False, True, 8, 7168, 65536)
     assert one(nv, False, False, True, 8, 7168, 65536)              # plain NVFP4 too
-    assert not one(nv, True, False, True, 8, 7168, 65536)           # NVFP4 extended: persistent
+    # NVFP4's extended recipes: group_quantize1_f5_d<D>_ext (persistent without one K, or switched off)
+    assert one(nv, True, False, True, 8, 7168, 65536)
+    assert not one(nv, True, False, False, 8, 7168, 65536)
+    try:
+        _cuda_grouped.ONE_TILE_EXT = False
+        assert not one(nv, True, False, True, 8, 7168, 65536)
+    finally:
+        _cuda_grouped.ONE_TILE_EXT = True
     mx4 = FORMATS["mxfp4_e2m1"]
     assert not one(mx4, True, False, True, 8, 7168, 65536)          # extended, not stochastic rounding alone
     # stochastic rounding alone (sr): the packed formats' group_quantize1_f<F>_d<D>_sr

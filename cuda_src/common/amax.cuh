@@ -91,4 +91,130 @@ __device__ __forceinline__ u32 cluster_max_u32(u32 acc) {
     return v;
 }
 
+// Per-row and per-column max |x| (absmax_bits: NaN ignored; either output may be null) of the
+// (M, K) matrix x, thread by thread 16 bytes of a row (V elements: one 16-byte load when x is
+// 16-byte aligned and K % V == 0, else V element loads). Grid: (ceil(K / SPAN) column
+// spans of SPAN = 32 V columns, row chunks); CTA (i, j) takes span i of the j-th of gridDim.y equal
+// chunks of ARC_STEP-row steps, warp w rows w ARC_U .. w ARC_U + ARC_U - 1 of each step (all ARC_U
+// loads issued first, a warp's 32 loads one 512-byte run of a row). A row's max: a warp reduction
+// and one atomicMax per row and span. A column's: a running max per thread over the chunk, reduced
+// over the CTA's warps through shared memory and folded in with one atomicMax per column and CTA.
+// GRP (grouped.cu, members with one K stacked along M; M = rows_prefix[G]): rows index the
+// whole matrix (the row-scaled per-row amax offsets are the row prefix), columns go to member g's
+// out_cols + acol[g]: the running max is folded in whenever the step's member changes, and a step
+// that straddles a member boundary (at most G - 1 per span) sends every value to its row's member.
+// Streaming loads in row order: ordinary loads, or the rows in reverse order (so that the quantize
+// kernel after it would find the last-read rows, its first ones, in L2), were no faster (16384^2:
+// 1-4 % slower). FP4KIT_ARC_U: loads per thread and step (A/B probes). It replaced amax_rows_cols'
+// 16-row x 256-column CTAs of 2-byte loads (H200, 8192^2 bfloat16: 69.9 -> 48.5 us for the per-row
+// amax, against 36.0 for the global one; docs/performance.md item 155).
+#ifndef FP4KIT_ARC_U
+#define FP4KIT_ARC_U 4
+#endif
+constexpr int ARC_THREADS = 256, ARC_U = FP4KIT_ARC_U, ARC_STEP = (ARC_THREADS / 32) * ARC_U;
+
+template <int V>
+__device__ __forceinline__ void arc_fold_cols(u32 (&cacc)[V], u32 (*cred)[32 * V], i64 k0, i64 K, u32* out) {
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+        cred[w][lane * V + j] = cacc[j];
+        cacc[j] = 0u;
+    }
+    __syncthreads();
+    for (int t = threadIdx.x; t < 32 * V; t += ARC_THREADS) {
+        u32 m = 0u;
+#pragma unroll
+        for (int i = 0; i < ARC_THREADS / 32; ++i) m = cred[i][t] > m ? cred[i][t] : m;
+        if (m != 0u && k0 + t < K) atomicMax(out + k0 + t, m);
+    }
+    __syncthreads();   // cred is reused by the next fold
+}
+
+template <int DT, bool GRP>
+__device__ __forceinline__ void amax_rows_cols_vec(const void* xv, i64 M, i64 K, u32* out_rows, u32* out_cols,
+                                                   const i64* rows_prefix, i64 G, const i64* acol) {
+    typedef typename In<DT>::T T;
+    constexpr int V = In<DT>::vec, SPAN = 32 * V;
+    __shared__ u32 cred[ARC_THREADS / 32][SPAN];
+    const T* x = reinterpret_cast<const T*>(xv);
+    if constexpr (GRP) M = rows_prefix[G];   // 0 after a metadata error: nothing to do
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const i64 k0 = (i64)blockIdx.x * SPAN, c = k0 + lane * V;
+    const bool cin = c < K;
+    const bool vec = ((reinterpret_cast<u64>(xv) & 15) == 0) && (K % V == 0);   // 16-byte rows
+    if (M <= 0 || K <= 0) return;
+    const i64 steps = (M + ARC_STEP - 1) / ARC_STEP;
+    const i64 per = (steps + gridDim.y - 1) / gridDim.y;
+    const i64 s_lo = (i64)blockIdx.y * per, s_hi = s_lo + per < steps ? s_lo + per : steps;
+    u32 cacc[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j) cacc[j] = 0u;
+    i64 cur = GRP ? -1 : 0;   // the member whose columns cacc holds (-1: none)
+    for (i64 st = s_lo; st < s_hi; ++st) {
+        const i64 r0 = st * ARC_STEP + w * ARC_U;   // this warp's first row
+        uint4 raw[ARC_U];
+#pragma unroll
+        for (int u = 0; u < ARC_U; ++u) {
+            raw[u] = make_uint4(0u, 0u, 0u, 0u);   // +0: no effect on a max
+            if (r0 + u < M && cin) {
+                const T* p = x + (r0 + u) * K + c;
+                if (vec) {
+                    raw[u] = load_stream16(p);
+                } else {   // element by element (in the same 16-byte layout), those before K
+                    u32 wd[4] = {0u, 0u, 0u, 0u};
+#pragma unroll
+                    for (int i = 0; i < V; ++i) {
+                        if (c + i < K) {
+                            if constexpr (sizeof(T) == 4) wd[i] = f2u(p[i]);
+                            else wd[i >> 1] |= (u32)p[i] << (16 * (i & 1));
+                        }
+                    }
+                    raw[u] = make_uint4(wd[0], wd[1], wd[2], wd[3]);
+                }
+            }
+        }
+        bool split = false;   // CTA-uniform
+        if constexpr (GRP) {
+            if (out_cols != nullptr) {
+                const i64 a = st * ARC_STEP, e = (a + ARC_STEP < M ? a + ARC_STEP : M) - 1;
+                const i64 glo = find_member(rows_prefix, G, a), ghi = find_member(rows_prefix, G, e);
+                split = glo != ghi;
+                if (split || glo != cur) {
+                    if (cur >= 0) arc_fold_cols<V>(cacc, cred, k0, K, out_cols + acol[cur]);
+                    cur = split ? -1 : glo;
+                }
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < ARC_U; ++u) {
+            float v[V];
+            In<DT>::unpack(raw[u], v);
+            u32 b[V], rm = 0u;
+#pragma unroll
+            for (int j = 0; j < V; ++j) {
+                b[j] = absmax_bits(0u, v[j]);
+                rm = b[j] > rm ? b[j] : rm;
+            }
+            if (split) {   // GRP only: straight to the row's member
+                if (r0 + u < M && cin) {
+                    const i64 g = find_member(rows_prefix, G, r0 + u);
+#pragma unroll
+                    for (int j = 0; j < V; ++j)
+                        if (b[j] != 0u) atomicMax(out_cols + acol[g] + c + j, b[j]);   // b[j] != 0: c + j < K
+                }
+            } else {
+#pragma unroll
+                for (int j = 0; j < V; ++j) cacc[j] = b[j] > cacc[j] ? b[j] : cacc[j];
+            }
+            if (out_rows != nullptr) {
+                rm = __reduce_max_sync(0xFFFFFFFFu, rm);
+                if (lane == 0 && rm != 0u && r0 + u < M) atomicMax(out_rows + r0 + u, rm);
+            }
+        }
+    }
+    if (out_cols != nullptr && cur >= 0 && s_lo < s_hi)
+        arc_fold_cols<V>(cacc, cred, k0, K, out_cols + (GRP ? acol[cur] : 0));
+}
+
 }  // namespace fp4kit

@@ -39,6 +39,16 @@ __device__ __forceinline__ i64 div_fast(i64 a, i64 b) {
 // ceil(log2 d), m = ceil(2^p / d) < 2^32): one wide multiply and a shift instead of a division.
 __device__ __forceinline__ u32 div_magic(u32 n, u32 m, u32 p) { return (u32)(((u64)n * m) >> p); }
 
+// Largest g in [0, G) with prefix[g] <= t (prefix non-decreasing, prefix[0] = 0 <= t < prefix[G]).
+__device__ __forceinline__ i64 find_member(const i64* prefix, i64 G, i64 t) {
+    i64 lo = 0, hi = G;   // invariant: prefix[lo] <= t < prefix[hi]
+    while (hi - lo > 1) {
+        const i64 mid = (lo + hi) >> 1;
+        if (prefix[mid] <= t) lo = mid; else hi = mid;
+    }
+    return lo;
+}
+
 __device__ __forceinline__ bool is_nan(float f) { return (f2u(f) & 0x7FFFFFFFu) > FP4KIT_INF_BITS; }
 
 // One IEEE binary32 operation, round to nearest even (never contracted into an FMA).

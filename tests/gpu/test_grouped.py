@@ -977,6 +977,79 @@ def test_row_scaled_device_dims_members_without_columns(cp):
     _check(fp4kit.group_quantize(cp.asarray(x1), "nvfp4", row_scaled=True, first_dims=first, last_dims=last), exp)
 
 
+def _row_scaled_input(M, K, npdt, seed):
+    """x (M, K) of npdt with NaN, +-inf, -0 and subnormals at the edges of the amax kernel's 32-row
+    steps and 32 V-column spans (V = 16 bytes of elements) and of the last rows / columns."""
+    import ml_dtypes
+    x = _x((M, K), seed=seed)
+    V = 16 // np.dtype(npdt).itemsize
+    sub = float(ml_dtypes.finfo(npdt).smallest_subnormal)
+    for r, c, v in ((0, 0, np.nan), (31, 32 * V - 1, np.inf), (32, 32 * V, -np.inf), (M - 1, K - 1, np.nan),
+                    (M // 2, K // 2, -0.0), (M - 33, 32 * V + 1, sub), (M - 2, K - 1, -np.inf)):
+        x[min(r, M - 1), min(c, K - 1)] = v
+    x[M // 3, :] = np.nan                  # a row of NaN only: amax 0
+    x[:, min(K - 2, 3 * V)] = -sub         # a column of one subnormal
+    return x.astype(npdt)
+
+
+def _torch_at(x, offset):
+    """x on the GPU as a torch tensor starting `offset` elements into a larger allocation (offset 1:
+    rows off 16 bytes, the amax kernel's element-wise loads)."""
+    import torch
+    n = x.size
+    flat = x.reshape(-1).view(np.int32 if x.dtype.itemsize == 4 else np.int16)
+    tdt = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[str(x.dtype)]
+    base = torch.zeros(n + 8, dtype=torch.int32 if x.dtype.itemsize == 4 else torch.int16, device="cuda")
+    base[offset:offset + n] = torch.from_numpy(flat.copy()).cuda()
+    return base.view(tdt)[offset:offset + n].view(x.shape)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_row_scaled_amax_pass(cp, dtype):
+    """The per-row / per-column amax pass of row-scaled NVFP4 (common/amax.cuh amax_rows_cols_vec:
+    single tensors' amax_rows_cols_d<D>, one launch for both operands, and grouped.cu
+    group_amax_rows_cols_d<D> for one K). Single tensor: 11266 rows (more 32-row steps than CTA
+    rows of the grid, so CTAs take two) x K columns past two 32 V-column spans with a partial third;
+    grouped: 40 members of 0-1198 even rows (empty ones at both ends and in the middle, boundaries
+    inside steps, member changes inside a CTA's chunk), device and host dims. Inputs 16-byte aligned
+    and one element off (with K % V != 0 for 16-bit input: element-wise loads), NaN / inf / -0 /
+    subnormals at step and span edges; "both" and rowwise: bytes and amaxes equal the reference's."""
+    import ml_dtypes
+    npdt = {"float32": np.float32, "bfloat16": ml_dtypes.bfloat16, "float16": np.float16}[dtype]
+    V = 16 // np.dtype(npdt).itemsize
+    for offset, K in ((0, 75 * V), (1, 75 * V + (2 if V == 8 else 0))):
+        x = _row_scaled_input(11266, K, npdt, seed=60 + offset)
+        xd = _torch_at(x, offset)
+        assert (xd.data_ptr() % 16 == 0) == (offset == 0)
+        for axis in ("both", "rowwise"):
+            exp = fp4kit.reference.quantize(x, "nvfp4", axis=axis, row_scaled=True)
+            got = fp4kit.quantize(xd, "nvfp4", axis=axis, row_scaled=True)
+            _check(got, exp)
+            assert np.array_equal(got.rowwise.amax.cpu().numpy().view(np.uint32), exp.rowwise.amax.view(np.uint32))
+            if axis == "both":
+                assert np.array_equal(got.columnwise.amax.cpu().numpy().view(np.uint32),
+                                      exp.columnwise.amax.view(np.uint32))
+    rng = np.random.default_rng(61)
+    first = [int(v) for v in rng.integers(0, 600, 40) * 2]
+    first[0] = first[20] = first[-1] = 0
+    first[5], first[6] = 2, 34     # boundaries 2 and 36 rows into a step
+    for offset, K in ((0, 3 * 32 * V), (1, 3 * 32 * V - (4 if V == 8 else 0))):
+        x = _row_scaled_input(sum(first), K, npdt, seed=62 + offset)
+        xd = _torch_at(x, offset)
+        for axis in ("both", "rowwise"):
+            exp = fp4kit.reference.group_quantize(x, "nvfp4", first_dims=first, axis=axis, row_scaled=True)
+            for dims in (_dev_dims(cp, first, xd), first):
+                got = fp4kit.group_quantize(xd, "nvfp4", first_dims=dims, axis=axis, row_scaled=True)
+                got.check()
+                for a, b in zip(got, exp):
+                    _check(a, b)
+                    for op in ("rowwise", "columnwise"):
+                        if getattr(b, op) is not None:
+                            ga = getattr(a, op).amax
+                            ga = ga.cpu().numpy() if hasattr(ga, "cpu") else cp.asnumpy(ga)
+                            assert np.array_equal(ga.view(np.uint32), getattr(b, op).amax.view(np.uint32))
+
+
 def test_row_scaled_amax_varying_last_exact_length(cp):
     """varying_last with device last dims and one M: sum M_i = G x M is known on the host, so the
     row-scaled amax length is checked there, before any launch."""
