@@ -57,21 +57,7 @@ __device__ __forceinline__ void amax_plain_rht(const u32* x, i64 M, i64 K, u32 s
         u32 raw[16];
 #pragma unroll
         for (int i = 0; i < 16; ++i) raw[i] = __ldcs(src + i * KW);
-        u32 pm = 0u;   // plain amax of the 32 values as bf16x2 (max.bf16x2 drops NaN)
-#pragma unroll
-        for (int i = 0; i < 16; ++i) asm("max.bf16x2 %0, %0, %1;" : "+r"(pm) : "r"(raw[i] & 0x7FFF7FFFu));
-        const u32 plo = pm << 16, phi = pm & 0xFFFF0000u;
-        acc_plain = plo > acc_plain ? plo : acc_plain;
-        acc_plain = phi > acc_plain ? phi : acc_plain;
-        float v[16];   // low column, then high column
-#pragma unroll
-        for (int i = 0; i < 16; ++i) v[i] = u2f(raw[i] << 16);
-        u32 m = rht16_absmax_bits(v, sign_mask);
-        acc = m > acc ? m : acc;
-#pragma unroll
-        for (int i = 0; i < 16; ++i) v[i] = u2f(raw[i] & 0xFFFF0000u);
-        m = rht16_absmax_bits(v, sign_mask);
-        acc = m > acc ? m : acc;
+        plain_rht_pair(raw, sign_mask, acc_plain, acc);
     }
     block_atomic_max(acc, out_rht);
     if (out_plain != nullptr) {

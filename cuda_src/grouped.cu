@@ -12,6 +12,7 @@
 //                   dbias column sums (float64 atomics), one pass over the input.
 // group_amax_rows_cols_d* row-scaled NVFP4 with one K: per-row / per-column amaxes over the (sum M_i,
 //                   K) matrix with 16-byte loads (common/amax.cuh amax_rows_cols_vec).
+// group_amax_plain_rht_bf16 NVFP4 rht with one K: every member's plain and post-RHT amax, one pass.
 // group_quantize_*  persistent, statically scheduled: CTA b takes tiles b, b + grid, ... of the
 //                   concatenated 64x64 tile list and finds each tile's member by binary search.
 // group_quantize1_* MX and plain NVFP4, one K: the tile kernel with one tile per CTA (no loop); the
@@ -665,6 +666,64 @@ __device__ __forceinline__ void group_stats(const void* x, i64 G, const i64* met
             }
         }
         __syncthreads();
+    }
+}
+
+// NVFP4 rht with one K (members stacked along M, every M_i % 16 == 0, bfloat16, K even; x 4-byte
+// aligned, else two 2-byte loads per word), at most GAMAX_MAX members: the plain amax (out_plain[g], may be null) and the post-RHT
+// columnwise amax (out_rht[g]) of every member in ONE pass, thread per (16-row group, pair of
+// columns) as amax.cu's amax_plain_rht (plain_rht_pair), grid-strided. A 16-row group lies in one
+// member; a thread keeps the member of its last group and its row range, so a lookup happens only
+// when its group leaves that range, and folds its running maxima into the CTA's shared per-member
+// maxima then; the CTA folds those into the outputs at the end (one atomicMax per member and CTA).
+// It replaced group_stats' 64 x 64 tiles through shared memory (mode 4 | 1) there (H200, G = 8,
+// 65536 x 7168, "both": docs/performance.md item 157).
+constexpr int GAMAX_MAX = 512;
+__device__ __forceinline__ void group_amax_plain_rht(const void* x, i64 G, const i64* meta, i64 K, u32 sign_mask,
+                                                     u32* out_plain, u32* out_rht) {
+    const bool a4 = (reinterpret_cast<u64>(x) & 3) == 0;
+    __shared__ u32 sh_plain[GAMAX_MAX], sh_rht[GAMAX_MAX];
+    const i64* rows = meta + (i64)META_ROWS * (G + 1);
+    for (int g = threadIdx.x; g < G; g += QT_THREADS) sh_plain[g] = sh_rht[g] = 0u;
+    __syncthreads();
+    const i64 KW = K / 2;   // words per row
+    const i64 total = (rows[G] / 16) * KW;   // rows[G]: 0 after a metadata error
+    const i64 stride = (i64)gridDim.x * QT_THREADS;
+    i64 cur = -1, lo = 0, hi = 0;   // member of this thread's maxima and its rows [lo, hi)
+    u32 acc = 0u, acc_plain = 0u;
+    for (i64 t = (i64)blockIdx.x * QT_THREADS + threadIdx.x; t < total; t += stride) {
+        const i64 q = div_fast(t, KW), w = t - q * KW;
+        const i64 r = q * 16;
+        if (r < lo || r >= hi) {
+            if (cur >= 0) {
+                if (acc_plain) atomicMax(&sh_plain[cur], acc_plain);
+                if (acc) atomicMax(&sh_rht[cur], acc);
+            }
+            cur = find_member(rows, G, r);
+            lo = rows[cur];
+            hi = rows[cur + 1];
+            acc = acc_plain = 0u;
+        }
+        u32 raw[16];
+        if (a4) {
+            const u32* src = reinterpret_cast<const u32*>(x) + r * KW + w;
+#pragma unroll
+            for (int i = 0; i < 16; ++i) raw[i] = __ldcs(src + i * KW);
+        } else {
+            const u16* src = reinterpret_cast<const u16*>(x) + (r * KW + w) * 2;
+#pragma unroll
+            for (int i = 0; i < 16; ++i) raw[i] = (u32)src[i * K] | (u32)src[i * K + 1] << 16;
+        }
+        plain_rht_pair(raw, sign_mask, acc_plain, acc);
+    }
+    if (cur >= 0) {
+        if (acc_plain) atomicMax(&sh_plain[cur], acc_plain);
+        if (acc) atomicMax(&sh_rht[cur], acc);
+    }
+    __syncthreads();
+    for (int g = threadIdx.x; g < G; g += QT_THREADS) {
+        if (out_plain != nullptr && sh_plain[g]) atomicMax(out_plain + g, sh_plain[g]);
+        if (sh_rht[g]) atomicMax(out_rht + g, sh_rht[g]);
     }
 }
 
@@ -1565,6 +1624,11 @@ __device__ __forceinline__ void group_dequantize_cols(const u8* data, const u8* 
 FP4KIT_GROUP_STATS(0)
 FP4KIT_GROUP_STATS(1)
 FP4KIT_GROUP_STATS(2)
+extern "C" __global__ void __launch_bounds__(QT_THREADS, 4)   // grid: 4 CTAs per SM, one wave
+group_amax_plain_rht_bf16(const void* x, i64 G, const i64* meta, i64 K, u32 sign_mask, u32* out_plain, u32* out_rht) {
+    FP4KIT_GRID_DEP();
+    group_amax_plain_rht(x, G, meta, K, sign_mask, out_plain, out_rht);
+}
 #endif
 #if FP4KIT_IN_PART(0)
 FP4KIT_GROUP_QUANTIZE1_ALL(0)

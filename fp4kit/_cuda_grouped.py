@@ -194,6 +194,13 @@ ROWS_DIRECT = True
 AMAX_ROWS_COLS = True
 
 
+# False (A/B only): NVFP4 rht with one K computes its members' amaxes in group_stats's 64 x 64 tile
+# loop instead of group_amax_plain_rht_bf16 (one pass, thread per 16 rows x 2 columns); the latter
+# takes at most GAMAX_MAX members (grouped.cu, per-member maxima in shared memory)
+AMAX_PLAIN_RHT = True
+GAMAX_MAX = 512
+
+
 # False (A/B only): NVFP4's extended rowwise recipe (row_scaled, with stochastic rounding or not) keeps
 # group_quantize_rowsk where rows_direct would give it group_quantize_rowsd_f5_d<D>
 ROWS_DIRECT_EXT = True
@@ -463,7 +470,14 @@ def build_group_quantize_plan(input_dtype, opts, G, n_el, caps, amax_size, dbias
     if dbias:
         out["dbias"] = b.buffer((G, Kshared), "float64", P.ZEROS)
         mode |= 8
-    if mode == 2 and one_k and AMAX_ROWS_COLS:
+    if (mode & 4 and not mode & ~5 and one_k and AMAX_PLAIN_RHT and input_dtype == "bfloat16" and Kshared
+            and Kshared % 2 == 0 and G <= GAMAX_MAX):
+        # NVFP4 rht with one K: every member's post-RHT (and with mode 1 plain) amax in one pass of
+        # 16-row x 2-column steps (grouped.cu group_amax_plain_rht_bf16, 4 CTAs per SM)
+        b.launch("grouped", "group_amax_plain_rht_bf16", P.grid_stride_blocks(rows_total // 16 * (Kshared // 2), 4, sm),
+                 (Arg("x"), P._i64(G), P._buf(meta), P._i64(Kshared), P._u32(opts.rht_sign_mask),
+                  P._ptr(row_t if mode & 1 else None), P._ptr(col_t)))
+    elif mode == 2 and one_k and AMAX_ROWS_COLS:
         # row-scaled NVFP4 alone with one K: the per-row / per-column amaxes over the (sum M_i, K)
         # matrix, 16 bytes of a row per thread (grouped.cu group_amax_rows_cols)
         b.launch("grouped", f"group_amax_rows_cols_d{dt}",

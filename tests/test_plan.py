@@ -1055,7 +1055,7 @@ def test_grouped_planned_launches_name_defined_kernels():
                  "group_quantize1_f5_d0_both", "group_quantize1_f2_d1_plain", "group_quantize4_f0_d1",
                  "group_quantize1_f2_d1_boths", "group_quantize1_f3_d2_both", "group_quantize1_f2_d0_plain",
                  "group_quantize1_f4_d2_sr", "group_quantize1_f5_d0_sr", "group_quantize_f5_d1_sr",
-                 "group_quantize1_f5_d1_ext", "group_amax_rows_cols_d1",
+                 "group_quantize1_f5_d1_ext", "group_amax_rows_cols_d1", "group_amax_plain_rht_bf16",
                  "group_meta", "group_meta_dims", "group_unswizzle_scales", "group_stats_d1"):
         assert name in seen, (name, sorted(seen))
     assert any(k.startswith("group_quantize_rowsk_") for k in seen) and any(k.startswith("group_quantize_f") for k in seen)
@@ -1979,6 +1979,9 @@ def test_grouped_stats_tables_bound_matches_cuda():
     assert "(bits & 256) ? NV_TAB + 1 : 1" in text
     src = (Path(_cuda_grouped.__file__)).read_text()
     assert "int(tables and descriptors) << 8" in src
+    # group_amax_plain_rht_bf16's shared per-member maxima: the launcher's bound on members
+    m = re.search(r"constexpr int GAMAX_MAX = (\d+);", text)
+    assert m and int(m.group(1)) == _cuda_grouped.GAMAX_MAX
 
 
 def test_grouped_mx_band_descriptors_match_cuda():

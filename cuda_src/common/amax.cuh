@@ -3,6 +3,7 @@
 #pragma once
 #include "common/types.cuh"
 #include "common/io.cuh"
+#include "common/rht.cuh"
 
 namespace fp4kit {
 
@@ -42,6 +43,28 @@ __device__ __forceinline__ u32 amax_accumulate(const void* xv, i64 n, bool vec_o
     }
     for (i64 e = nvec * V + tid; e < n; e += stride) acc = absmax_bits(acc, In<DT>::cvt(x[e]));
     return acc;
+}
+
+// One step of the plain + post-RHT amax pass over bfloat16 (amax.cu amax_plain_rht, grouped.cu
+// group_amax_plain_rht): raw[i], the 32-bit word of two adjacent columns in row i of 16, folds its
+// plain max |x| into acc_plain and the max |u| of the two 16-point transforms into acc_rht (bits of
+// non-negative floats; NaN ignored).
+__device__ __forceinline__ void plain_rht_pair(const u32 (&raw)[16], u32 sign_mask, u32& acc_plain, u32& acc_rht) {
+    u32 pm = 0u;   // plain amax of the 32 values as bf16x2 (max.bf16x2 drops NaN)
+#pragma unroll
+    for (int i = 0; i < 16; ++i) asm("max.bf16x2 %0, %0, %1;" : "+r"(pm) : "r"(raw[i] & 0x7FFF7FFFu));
+    const u32 plo = pm << 16, phi = pm & 0xFFFF0000u;
+    acc_plain = plo > acc_plain ? plo : acc_plain;
+    acc_plain = phi > acc_plain ? phi : acc_plain;
+    float v[16];   // low column, then high column
+#pragma unroll
+    for (int i = 0; i < 16; ++i) v[i] = u2f(raw[i] << 16);
+    u32 m = rht16_absmax_bits(v, sign_mask);
+    acc_rht = m > acc_rht ? m : acc_rht;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) v[i] = u2f(raw[i] & 0xFFFF0000u);
+    m = rht16_absmax_bits(v, sign_mask);
+    acc_rht = m > acc_rht ? m : acc_rht;
 }
 
 // The unsigned max of `acc` over the CTA's THREADS threads, returned to the threads of warp 0 (the

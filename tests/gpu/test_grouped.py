@@ -1050,6 +1050,38 @@ def test_row_scaled_amax_pass(cp, dtype):
                             assert np.array_equal(ga.view(np.uint32), getattr(b, op).amax.view(np.uint32))
 
 
+def test_rht_amax_pass(cp):
+    """NVFP4 rht with one K: grouped.cu group_amax_plain_rht_bf16 (every member's plain and post-RHT
+    amax in one pass, per-member maxima in shared memory): 24 members of 0-1600 rows % 16 (empty
+    ones at both ends and in the middle, members far smaller than a thread's stride and one spanning
+    many), K = 7168 and 96, x 4-byte aligned and 2 bytes off (two 2-byte loads per word), NaN and inf
+    in two members, the default and a custom sign mask, "both" and columnwise alone, device and
+    host dims: bytes and amaxes equal the reference's."""
+    import ml_dtypes
+    rng = np.random.default_rng(70)
+    first = [int(v) for v in rng.integers(0, 100, 24) * 16]
+    first[0] = first[11] = first[-1] = 0
+    first[3], first[4] = 16, 1600
+    for K, offset, mask in ((7168, 0, None), (96, 1, 0x5A5A), (96, 0, 0)):
+        x = _x((sum(first), K), seed=K + offset)
+        x[sum(first[:3]) + 3, 5] = np.nan       # member 3 (16 rows)
+        x[sum(first[:4]) + 1, K - 1] = np.inf   # member 4 (1600 rows)
+        x = x.astype(ml_dtypes.bfloat16)
+        xd = _torch_at(x, offset)
+        kw = {} if mask is None else dict(rht_sign_mask=mask)
+        for axis in ("both", "columnwise"):
+            exp = fp4kit.reference.group_quantize(x, "nvfp4", first_dims=first, axis=axis, rht=True, **kw)
+            for dims in (_dev_dims(cp, first, xd), first):
+                got = fp4kit.group_quantize(xd, "nvfp4", first_dims=dims, axis=axis, rht=True, **kw)
+                got.check()
+                for a, b in zip(got, exp):
+                    _check(a, b)
+                    for op in ("rowwise", "columnwise"):
+                        if getattr(b, op) is not None:
+                            ga = getattr(a, op).amax.cpu().numpy()
+                            assert np.array_equal(ga.view(np.uint32), getattr(b, op).amax.view(np.uint32)), (K, op)
+
+
 def test_row_scaled_amax_varying_last_exact_length(cp):
     """varying_last with device last dims and one M: sum M_i = G x M is known on the host, so the
     row-scaled amax length is checked there, before any launch."""
