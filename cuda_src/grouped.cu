@@ -1038,7 +1038,8 @@ __device__ __forceinline__ void group_quantize(const void* x, i64 G, const i64* 
 // even sizes 1915 -> 1879, G = 64 1785 -> 1731); MXFP4's keep it (1721 against 1719 us without).
 // FULL (NVFP4's _ext kernels): every extended option (tile_2d, row_scaled, rht, stochastic rounding),
 // rows_total holding the seed as for SR, rht_mask the sign mask.
-template <int FMT, int DT, bool BOTH = false, bool SWZ = false, bool SR = false, bool FULL = false>
+template <int FMT, int DT, bool BOTH = false, bool SWZ = false, bool SR = false, bool FULL = false,
+          int XM = QFLAG_EXT_ALL>
 __device__ __forceinline__ void group_quantize_one(const void* x, i64 G, const i64* meta, const i64* first,
                                                    const i64* last, u8* row_data, u8* row_scales, u8* col_data,
                                                    u8* col_scales, const float* amax_row, const float* amax_col,
@@ -1125,7 +1126,7 @@ __device__ __forceinline__ void group_quantize_one(const void* x, i64 G, const i
                     0ull, 0u, d3.x, (i64)blockIdx.x - j * tiles_k);
             } else {
                 // NVFP4's extended kernels leave out RUN4 (see group_quantize1_..._sr)
-                quantize_tile_rc<FMT, DT, SR || FULL, SR ? QFLAG_STOCHASTIC : QFLAG_EXT_ALL, 0, true,
+                quantize_tile_rc<FMT, DT, SR || FULL, SR ? QFLAG_STOCHASTIC : XM, 0, true,
                                  F::packed && !((SR || FULL) && !F::mx)>(
                     xg, M, K, row_data ? row_data + doff : row_data, row_scales ? row_scales + d1.x : row_scales,
                     col_data ? col_data + doff : col_data, col_scales ? col_scales + d1.y : col_scales,
@@ -1457,20 +1458,27 @@ __device__ __forceinline__ void group_dequantize_cols(const u8* data, const u8* 
 // group_quantize1_f5_d<D>_ext: NVFP4 with tile_2d / row_scaled / rht (any with stochastic rounding),
 // one K, one tile per CTA (FULL), the band descriptors' member offsets, as the _sr kernels: it
 // replaced the persistent full kernel group_quantize_f5_d<D> there (H200, G = 8, 65536 x 7168
-// bfloat16, "both": docs/performance.md item 156). FP4KIT_GQ1_EXT_MINB: its CTAs per SM.
+// bfloat16, "both": docs/performance.md item 156). FP4KIT_GQ1_EXT_MINB: its CTAs per SM (77-80
+// registers at 3, sm_90). One extended option alone, the others compiled out (XM, as quantize.cu's
+// _rht / _sr): _rht (bfloat16), _rs (row_scaled), _t2d (tile_2d), 56-64 registers, 4 CTAs per SM
+// (FP4KIT_GQ1_ONE_MINB); fp4kit/_cuda_grouped.py ext_one_suffix picks them.
 #ifndef FP4KIT_GQ1_EXT_MINB
 #define FP4KIT_GQ1_EXT_MINB 3
 #endif
-#define FP4KIT_GROUP_QUANTIZE1_EXT(F, D)                                                                \
-    extern "C" __global__ void __launch_bounds__(QT_THREADS, FP4KIT_GQ1_EXT_MINB)                      \
-    group_quantize1_f##F##_d##D##_ext(const void* x, i64 G, const i64* meta, const i64* first,         \
+#ifndef FP4KIT_GQ1_ONE_MINB
+#define FP4KIT_GQ1_ONE_MINB 4
+#endif
+#define FP4KIT_GROUP_QUANTIZE1_EXT(F, D, SUFFIX, XM, MINB)                                              \
+    extern "C" __global__ void __launch_bounds__(QT_THREADS, MINB)                                     \
+    group_quantize1_f##F##_d##D##SUFFIX(const void* x, i64 G, const i64* meta, const i64* first,       \
                                const i64* last, u8* row_data, u8* row_scales, u8* col_data,            \
                                u8* col_scales, const float* amax_row, const float* amax_col, int flags, \
                                u64 seed, u32 rht_mask, const i64* band, i64 K1, u32 tk_m, u32 tk_p) {  \
         FP4KIT_GRID_DEP();                                                                              \
-        group_quantize_one<F, D, false, false, false, true>(x, G, meta, first, last, row_data, row_scales, \
-                                                             col_data, col_scales, amax_row, amax_col,  \
-                                                             flags, band, K1, seed, tk_m, tk_p, rht_mask); \
+        group_quantize_one<F, D, false, false, false, true, XM>(x, G, meta, first, last, row_data,     \
+                                                                 row_scales, col_data, col_scales,      \
+                                                                 amax_row, amax_col, flags, band, K1,   \
+                                                                 seed, tk_m, tk_p, rht_mask);           \
     }
 #define FP4KIT_GROUP_QUANTIZE1_ALL(F)                                                   \
     FP4KIT_GROUP_QUANTIZE1(F, 0, _plain, false, false) FP4KIT_GROUP_QUANTIZE1(F, 1, _plain, false, false) \
@@ -1593,7 +1601,16 @@ __device__ __forceinline__ void group_dequantize_cols(const u8* data, const u8* 
 // rounding, takes the _sr kernels above)
 #define FP4KIT_GROUP_QUANTIZE_FULL(F)                                                                   \
     FP4KIT_GROUP_QUANTIZE(F, 0, true, ) FP4KIT_GROUP_QUANTIZE(F, 1, true, ) FP4KIT_GROUP_QUANTIZE(F, 2, true, ) \
-    FP4KIT_GROUP_QUANTIZE1_EXT(F, 0) FP4KIT_GROUP_QUANTIZE1_EXT(F, 1) FP4KIT_GROUP_QUANTIZE1_EXT(F, 2)        \
+    FP4KIT_GROUP_QUANTIZE1_EXT(F, 0, _ext, QFLAG_EXT_ALL, FP4KIT_GQ1_EXT_MINB)                          \
+    FP4KIT_GROUP_QUANTIZE1_EXT(F, 1, _ext, QFLAG_EXT_ALL, FP4KIT_GQ1_EXT_MINB)                          \
+    FP4KIT_GROUP_QUANTIZE1_EXT(F, 2, _ext, QFLAG_EXT_ALL, FP4KIT_GQ1_EXT_MINB)                          \
+    FP4KIT_GROUP_QUANTIZE1_EXT(F, 1, _rht, QFLAG_RHT, FP4KIT_GQ1_ONE_MINB)                              \
+    FP4KIT_GROUP_QUANTIZE1_EXT(F, 0, _rs, QFLAG_ROW_SCALED, FP4KIT_GQ1_ONE_MINB)                        \
+    FP4KIT_GROUP_QUANTIZE1_EXT(F, 1, _rs, QFLAG_ROW_SCALED, FP4KIT_GQ1_ONE_MINB)                        \
+    FP4KIT_GROUP_QUANTIZE1_EXT(F, 2, _rs, QFLAG_ROW_SCALED, FP4KIT_GQ1_ONE_MINB)                        \
+    FP4KIT_GROUP_QUANTIZE1_EXT(F, 0, _t2d, QFLAG_TILE_2D, FP4KIT_GQ1_ONE_MINB)                          \
+    FP4KIT_GROUP_QUANTIZE1_EXT(F, 1, _t2d, QFLAG_TILE_2D, FP4KIT_GQ1_ONE_MINB)                          \
+    FP4KIT_GROUP_QUANTIZE1_EXT(F, 2, _t2d, QFLAG_TILE_2D, FP4KIT_GQ1_ONE_MINB)                          \
     FP4KIT_GROUP_QUANTIZE_ROWSD_EXT(F, 0) FP4KIT_GROUP_QUANTIZE_ROWSD_EXT(F, 1) FP4KIT_GROUP_QUANTIZE_ROWSD_EXT(F, 2)
 
 #define FP4KIT_GROUP_DEQUANTIZE(F, O)                                                                   \

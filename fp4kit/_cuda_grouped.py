@@ -119,6 +119,18 @@ def _band_descriptors(f, input_dtype: str) -> bool:
 ONE_TILE_EXT = True
 
 
+def ext_one_suffix(opts, input_dtype: str) -> str:
+    """The one-tile recipe kernel group_quantize1_f<F>_d<D><suffix> of extended options: _sr for
+    stochastic rounding alone, NVFP4's one option alone with the others compiled out (_rht from
+    bfloat16, _rs row_scaled, _t2d tile_2d; grouped.cu), else _ext (every option)."""
+    if _plan.sr_only(opts):
+        return "_sr"
+    one = [k for k, on in (("_rht", opts.rht), ("_rs", opts.row_scaled), ("_t2d", opts.tile_2d)) if on]
+    if len(one) == 1 and opts.rounding != "stochastic" and (one[0] != "_rht" or input_dtype == "bfloat16"):
+        return one[0]
+    return "_ext"
+
+
 def one_tile_per_cta(f, ext, rows_only, one_k, G, Kshared, rows_total, sr: bool = False) -> bool:
     """Whether the tile kernel's grid (_quantize_grid) has one CTA for every tile, so that
     group_quantize1 (one tile per CTA, no loop; MX and plain NVFP4, MXFP4 / NVFP4 with stochastic
@@ -423,8 +435,8 @@ def build_group_quantize_plan(input_dtype, opts, G, n_el, caps, amax_size, dbias
             both = ((f.packed or (_MX_BOTH and _band_descriptors(f, input_dtype)))
                     and opts.want_rowwise and opts.want_columnwise)
             qname = f"group_quantize1_f{f.format_id}_d{dt}_{'both' if both else 'plain'}"
-            if ext:   # stochastic rounding alone, or NVFP4's full kernel (one_tile_per_cta)
-                qname = f"group_quantize1_f{f.format_id}_d{dt}_{'sr' if P.sr_only(opts) else 'ext'}"
+            if ext:   # stochastic rounding alone, or NVFP4's recipe kernels (one_tile_per_cta)
+                qname = f"group_quantize1_f{f.format_id}_d{dt}{ext_one_suffix(opts, input_dtype)}"
             elif both and (opts.scale_layout == "swizzled" or staged1) and opts.scale_rule != "floor":
                 qname += "s"   # swizzled (or staged) scales and the rceil rule as compile-time facts
             if _band_descriptors(f, input_dtype):

@@ -91,7 +91,7 @@ PARTS: dict[str, tuple[int, ...]] = {"quantize": (0, 1, 2, 3, 4, 5, 9, 14, 15),
                                      "grouped": (0, 1, 2, 3, 4, 5, 9, 14, 15)}
 _FORMAT_IN_NAME = re.compile(r"_f(\d)_")
 # the full kernels of the FP4 recipes (parts.cuh FP4KIT_PART_RECIPES(F) = 10 + F)
-_RECIPE_KERNEL = re.compile(r"_d\d(_rowsx|_sr|_rowssr|_rht|_ext)?$")
+_RECIPE_KERNEL = re.compile(r"_d\d(_rowsx|_sr|_rowssr|_rht|_ext|_rs|_t2d)?$")
 _COMMON_PART = 9   # cuda_src/common/parts.cuh FP4KIT_PART_COMMON (tests/test_kernel_coverage.py)
 
 
@@ -103,7 +103,7 @@ def parts_of(module: str) -> tuple:
 def part_of(module: str, kernel: str) -> int | None:
     """The compile part holding `kernel` of `module` (None: the module is compiled whole): the
     format id F of a name with ``_f<F>_`` (10 + F for the FP4 formats' full recipe kernels, names
-    ending in ``_d<D>``, ``_rowsx``, ``_sr``, ``_rowssr``, ``_rht`` or ``_ext``), else the common part 9
+    ending in ``_d<D>``, ``_rowsx``, ``_sr``, ``_rowssr``, ``_rht``, ``_ext``, ``_rs`` or ``_t2d``), else the common part 9
     (parts.cuh)."""
     if module not in PARTS:
         return None

@@ -31,7 +31,7 @@ take group_quantize_rowsd (each member tiled on its own, from the band descripto
 compared with fp4kit._cuda_grouped.ROWS_DIRECT off, i.e. with the kernel they replaced. Since the
 sixtieth session row-scaled NVFP4 with one K computes its amaxes in group_amax_rows_cols: compared
 with AMAX_ROWS_COLS off (group_stats), and NVFP4's extended recipes with one K (but stochastic
-rounding alone) take group_quantize1_f5_d<D>_ext: compared with ONE_TILE_EXT off; NVFP4 rht with one
+rounding alone) take group_quantize1_f5_d<D>_ext / _rht / _rs / _t2d: compared with ONE_TILE_EXT off; NVFP4 rht with one
 K computes its amaxes in group_amax_plain_rht_bf16: compared with AMAX_PLAIN_RHT off.
 Output poisoning is off (the planned launcher poisons every EMPTY buffer when it is on, the old
 one did not poison its metadata buffers).
@@ -323,14 +323,16 @@ for fmt in FORMATS:
         #   fifty-eighth session (members tiled one by one: another grid and the band descriptors);
         # - row-scaled NVFP4 with one K computes its amaxes in group_amax_rows_cols since the
         #   sixtieth session (group_stats before);
-        # - NVFP4's extended recipes but stochastic rounding alone take the one-tile kernel
-        #   group_quantize1_f5_d<D>_ext with one K since the sixtieth session (group_quantize_f5_d<D>);
+        # - NVFP4's extended recipes but stochastic rounding alone take the one-tile kernels
+        #   group_quantize1_f5_d<D>_ext / _rht / _rs / _t2d with one K since the sixtieth session
+        #   (group_quantize_f5_d<D>);
         # - NVFP4 rht with one K computes its amaxes in group_amax_plain_rht_bf16 since the sixtieth
         #   session (group_stats before)
         switches = [sw for sw, hit in (("ROWS_DIRECT", lambda k: k.startswith("group_quantize_rowsd")),
                                        ("AMAX_ROWS_COLS", lambda k: k.startswith("group_amax_rows_cols")),
                                        ("AMAX_PLAIN_RHT", lambda k: k == "group_amax_plain_rht_bf16"),
-                                       ("ONE_TILE_EXT", lambda k: k.startswith("group_quantize1_") and k.endswith("_ext")))
+                                       ("ONE_TILE_EXT", lambda k: k.startswith("group_quantize1_")
+                                        and k.endswith(("_ext", "_rht", "_rs", "_t2d"))))
                     if any(e[0] == "launch" and hit(e[2]) for e in b[0])]
         if switches:
             direct += "ROWS_DIRECT" in switches
@@ -360,7 +362,7 @@ for fmt in FORMATS:
 print(f"group_quantize: {n} cases, {bad} with different traces ({moved} more with stochastic rounding and one K "
       f"run group_quantize1_..._sr, not compared; {direct} run group_quantize_rowsd, compared with ROWS_DIRECT "
       f"off; {amax_rc} run group_amax_rows_cols, compared with AMAX_ROWS_COLS off; {one_ext} run "
-      f"group_quantize1_..._ext, compared with ONE_TILE_EXT off; {rht1} run group_amax_plain_rht_bf16, compared "
+      f"group_quantize1_..._ext / _rht / _rs / _t2d, compared with ONE_TILE_EXT off; {rht1} run group_amax_plain_rht_bf16, compared "
       f"with AMAX_PLAIN_RHT off); {len(kernels)} kernels launched: "
       + ", ".join(sorted({k.split('_f')[0] if '_f' in k else k for k in kernels})))
 sys.exit(1 if bad or not n else 0)

@@ -1013,6 +1013,7 @@ def test_grouped_planned_launches_name_defined_kernels():
                 dict(axis="both", scale_layout="swizzled", scale_rule="floor"),
                 dict(axis="both", rounding="stochastic"), dict(axis="both", rht=True),
                 dict(axis="both", row_scaled=True), dict(axis="both", tile_2d=True),
+                dict(axis="both", tile_2d=True, rounding="stochastic"),
                 dict(axis="rowwise", rounding="stochastic"), dict(axis="rowwise", row_scaled=True)]
     for fmt in ("mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2", "mxfp4_e2m1", "nvfp4"):
         for kw in variants:
@@ -1047,7 +1048,8 @@ def test_grouped_planned_launches_name_defined_kernels():
                             if s.kernel.startswith("group_quantize1_"):
                                 # the u64 after the flags: the seed for the _sr / _ext kernels, the caller's
                                 # row count (the L2 prefetch's bound) for the plain ones (grouped.cu)
-                                want = Arg("seed") if s.kernel.endswith(("_sr", "_ext")) else Arg("u64", rows)
+                                recipe = s.kernel.endswith(("_sr", "_ext", "_rht", "_rs", "_t2d"))
+                                want = Arg("seed") if recipe else Arg("u64", rows)
                                 assert s.args[12] == want, (s.kernel, s.args[12])
                             seen.add(s.kernel)
     # the variants this test is for were reached
@@ -1055,7 +1057,8 @@ def test_grouped_planned_launches_name_defined_kernels():
                  "group_quantize1_f5_d0_both", "group_quantize1_f2_d1_plain", "group_quantize4_f0_d1",
                  "group_quantize1_f2_d1_boths", "group_quantize1_f3_d2_both", "group_quantize1_f2_d0_plain",
                  "group_quantize1_f4_d2_sr", "group_quantize1_f5_d0_sr", "group_quantize_f5_d1_sr",
-                 "group_quantize1_f5_d1_ext", "group_amax_rows_cols_d1", "group_amax_plain_rht_bf16",
+                 "group_quantize1_f5_d1_ext", "group_quantize1_f5_d1_rht", "group_quantize1_f5_d1_rs",
+                 "group_quantize1_f5_d1_t2d", "group_amax_rows_cols_d1", "group_amax_plain_rht_bf16",
                  "group_meta", "group_meta_dims", "group_unswizzle_scales", "group_stats_d1"):
         assert name in seen, (name, sorted(seen))
     assert any(k.startswith("group_quantize_rowsk_") for k in seen) and any(k.startswith("group_quantize_f") for k in seen)
