@@ -348,7 +348,31 @@ FP4KIT_QUANTIZE_ROWSAM_KERNEL(0, 2)
 FP4KIT_QUANTIZE_ROWSAM_KERNEL(1, 4)
 FP4KIT_QUANTIZE_ROWSAM_KERNEL(2, 4)
 #endif
+// quantize_f5_d<D>_rs / _t2d: NVFP4's tile kernel with row_scaled / tile_2d alone, the other
+// options compiled out (as _rht / _sr), FP4KIT_ONE_MINB CTAs per SM (the full kernel: 74 registers,
+// three; these 56-58 at four, sm_90, NVRTC 13.5); fp4kit._plan.ext_one_suffix picks them.
+// docs/performance.md item 158.
+#ifndef FP4KIT_ONE_MINB
+#define FP4KIT_ONE_MINB 4
+#endif
+#define FP4KIT_QUANTIZE_ONE_KERNEL(D, SUFFIX, XM)                                                       \
+    extern "C" __global__ void __launch_bounds__(QT_THREADS, FP4KIT_ONE_MINB)                          \
+    quantize_f5_d##D##SUFFIX(const void* x, i64 M, i64 K, u8* row_data, u8* row_scales, u8* col_data,  \
+                             u8* col_scales, const float* amax_row, const float* amax_col, int flags,  \
+                             u64 seed, u32 rht_mask) {                                                 \
+        FP4KIT_GRID_DEP();                                                                             \
+        i64 tq, kt;                                                                                    \
+        if (!grid_tile(M, tq, kt)) return;                                                             \
+        quantize_tile_rc<5, D, true, XM>(x, M, K, row_data, row_scales, col_data, col_scales, amax_row, \
+                                         amax_col, flags, seed, rht_mask, tq, kt);                      \
+    }
 #if FP4KIT_IN_PART(FP4KIT_PART_RECIPES(5))
 FP4KIT_QUANTIZE_EXT_DTYPES(5)
 FP4KIT_QUANTIZE_SR_ALL(5)
+FP4KIT_QUANTIZE_ONE_KERNEL(0, _rs, QFLAG_ROW_SCALED)
+FP4KIT_QUANTIZE_ONE_KERNEL(1, _rs, QFLAG_ROW_SCALED)
+FP4KIT_QUANTIZE_ONE_KERNEL(2, _rs, QFLAG_ROW_SCALED)
+FP4KIT_QUANTIZE_ONE_KERNEL(0, _t2d, QFLAG_TILE_2D)
+FP4KIT_QUANTIZE_ONE_KERNEL(1, _t2d, QFLAG_TILE_2D)
+FP4KIT_QUANTIZE_ONE_KERNEL(2, _t2d, QFLAG_TILE_2D)
 #endif

@@ -18,7 +18,7 @@ from ._cuda import (_DQ_MIN_CTAS, _DTYPE_IDS, _MAX_GRID, _NULL, _THREADS, _empty
                     _sm_count_of)
 from ._cuda import run_plan as _run_plan
 from ._plan import (ENC_TAB, Arg, div_magic, QFLAG_ENC_TABS, QFLAG_SWIZZLED, STAGED_BOTH_FORMATS, STAGED_SCALE_FORMATS,
-                    min_elements, needs_ext, quantize_flags, rows_blocks, rows_lw, rows_stack)
+                    ext_one_suffix, min_elements, needs_ext, quantize_flags, rows_blocks, rows_lw, rows_stack)
 from .formats import FORMATS
 
 __all__ = ["group_quantize", "group_dequantize"]
@@ -117,18 +117,6 @@ def _band_descriptors(f, input_dtype: str) -> bool:
 # rht) keep the persistent full kernel group_quantize_f5_d<D> with one K instead of the one-tile
 # group_quantize1_f5_d<D>_ext
 ONE_TILE_EXT = True
-
-
-def ext_one_suffix(opts, input_dtype: str) -> str:
-    """The one-tile recipe kernel group_quantize1_f<F>_d<D><suffix> of extended options: _sr for
-    stochastic rounding alone, NVFP4's one option alone with the others compiled out (_rht from
-    bfloat16, _rs row_scaled, _t2d tile_2d; grouped.cu), else _ext (every option)."""
-    if _plan.sr_only(opts):
-        return "_sr"
-    one = [k for k, on in (("_rht", opts.rht), ("_rs", opts.row_scaled), ("_t2d", opts.tile_2d)) if on]
-    if len(one) == 1 and opts.rounding != "stochastic" and (one[0] != "_rht" or input_dtype == "bfloat16"):
-        return one[0]
-    return "_ext"
 
 
 def one_tile_per_cta(f, ext, rows_only, one_k, G, Kshared, rows_total, sr: bool = False) -> bool:
@@ -436,7 +424,7 @@ def build_group_quantize_plan(input_dtype, opts, G, n_el, caps, amax_size, dbias
                     and opts.want_rowwise and opts.want_columnwise)
             qname = f"group_quantize1_f{f.format_id}_d{dt}_{'both' if both else 'plain'}"
             if ext:   # stochastic rounding alone, or NVFP4's recipe kernels (one_tile_per_cta)
-                qname = f"group_quantize1_f{f.format_id}_d{dt}{ext_one_suffix(opts, input_dtype)}"
+                qname = f"group_quantize1_f{f.format_id}_d{dt}{ext_one_suffix(opts, input_dtype, '_ext')}"
             elif both and (opts.scale_layout == "swizzled" or staged1) and opts.scale_rule != "floor":
                 qname += "s"   # swizzled (or staged) scales and the rceil rule as compile-time facts
             if _band_descriptors(f, input_dtype):

@@ -534,6 +534,20 @@ def sr_only(opts) -> bool:
                                                   (opts.tile_2d or opts.row_scaled or opts.rht))
 
 
+def ext_one_suffix(opts, input_dtype: str, full: str = "") -> str:
+    """The suffix of the tile kernel for extended options (needs_ext): _rht (rht_only), _sr
+    (sr_only), NVFP4's row_scaled alone _rs or tile_2d alone _t2d (quantize.cu / grouped.cu compile
+    the other options out of those), else `full` (the kernel of every option: quantize_f5_d<D>, or
+    grouped.cu's group_quantize1_f5_d<D>_ext)."""
+    if rht_only(opts, input_dtype):
+        return "_rht"
+    if sr_only(opts):
+        return "_sr"
+    if opts.rounding != "stochastic" and not opts.rht and opts.row_scaled != opts.tile_2d:
+        return "_rs" if opts.row_scaled else "_t2d"
+    return full
+
+
 def needs_ext(opts) -> bool:
     """True when the options need the full kernels (stochastic rounding, NVFP4 tile_2d / row_scaled /
     rht); the plain ones (_plain, _rows) compile those paths out and use fewer registers."""
@@ -792,8 +806,7 @@ def build_quantize_plan(M: int, K: int, input_dtype: str, opts, amax_size: int |
                 ra = None if ra is None else b.buffer((ENC_TAB,), "float32", VIEW, src=tabs, start=0)
                 ca = None if ca is None else b.buffer((ENC_TAB,), "float32", VIEW, src=tabs, start=ENC_TAB)
                 flags |= QFLAG_ENC_TABS
-            suffix = ("_rht" if rht_only(opts, input_dtype) else "_sr" if sr_only(opts) else "" if ext
-                      else "_plain")
+            suffix = ext_one_suffix(opts, input_dtype) if ext else "_plain"
             block = THREADS
             if (suffix == "_plain" and quad_tiles(opts.format, input_dtype, M, K, r is not None and c is not None)
                     and all(layout == "swizzled" or key in staged for key in ops)):

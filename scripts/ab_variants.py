@@ -197,18 +197,19 @@ def cases_rows(torch, fp4kit, quick):
             del x
 
 
-def cases_row_scaled(torch, fp4kit, quick):
-    """Row-scaled NVFP4 quantize (amaxes computed per row, and per column for "both": amax.cu's
-    amax_rows_cols, then the rows or tile kernel) of 8192^2 and 16384^2 bfloat16 (--quick: 8192^2)
-    and 8192^2 float32, rowwise and "both", swizzled scales. For --module amax."""
+def cases_recipes(torch, fp4kit, quick):
+    """NVFP4 quantize with an extended recipe of 8192^2 and 16384^2 bfloat16 (--quick: 8192^2) and
+    8192^2 float32, swizzled scales: row-scaled rowwise and "both" (amaxes computed per row, and per
+    column for "both": amax.cu's amax_rows_cols, then the rows or tile kernel) and tile_2d "both"
+    (the global amax, then the tile kernel). For --module amax or quantize."""
     from bench import _bytes_out
     shapes = [(8192, 8192, "bfloat16"), (8192, 8192, "float32")] + ([] if quick else [(16384, 16384, "bfloat16")])
     for M, K, dt in shapes:
         x = torch.randn(M, K, device="cuda").to(getattr(torch, dt))
-        for axis in ("rowwise", "both"):
+        for axis, opt in (("rowwise", "row_scaled"), ("both", "row_scaled"), ("both", "tile_2d")):
             nb = M * K * x.element_size() + _bytes_out("nvfp4", M, K, axis)
-            yield (f"{M}x{K} {dt} {axis}", lambda x=x, axis=axis: _tensors(
-                fp4kit.quantize(x, "nvfp4", axis=axis, scale_layout="swizzled", row_scaled=True)), nb, None)
+            yield (f"{M}x{K} {dt} {axis} {opt}", lambda x=x, axis=axis, opt=opt: _tensors(
+                fp4kit.quantize(x, "nvfp4", axis=axis, scale_layout="swizzled", **{opt: True})), nb, None)
         del x
 
 
@@ -378,7 +379,7 @@ def cases_sequence(torch, fp4kit, quick):
                        lambda qs=qs: [fp4kit.dequantize(q, dtype="bfloat16") for q in qs], nb, "")
 
 
-CASES = {"dequantize": cases_dequantize, "rows": cases_rows, "row_scaled": cases_row_scaled, "group_rows": cases_group_rows, "group_rows_ext": cases_group_rows_ext, "group_both": cases_group_both, "group_both_ext": cases_group_both_ext, "group_dequantize": cases_group_dequantize, "multi_launch": cases_multi_launch, "sequence": cases_sequence}
+CASES = {"dequantize": cases_dequantize, "rows": cases_rows, "recipes": cases_recipes, "group_rows": cases_group_rows, "group_rows_ext": cases_group_rows_ext, "group_both": cases_group_both, "group_both_ext": cases_group_both_ext, "group_dequantize": cases_group_dequantize, "multi_launch": cases_multi_launch, "sequence": cases_sequence}
 
 
 def _bytes_of(out):

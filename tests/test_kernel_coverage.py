@@ -131,7 +131,8 @@ def test_part_of_follows_the_format_in_the_name():
     assert [_loader.part_of("quantize", k) for k in ("quantize_f5_d1", "quantize_f5_d1_rowsx", "quantize_f4_d0_sr",
                                                      "quantize_f5_d2_rowssr", "quantize_f5_d1_rht",
                                                      "quantize_f5_d1_plain", "quantize_f5_d0_rowsam",
-                                                     "quantize_f4_d1_quad")] == [15, 15, 14, 15, 15, 5, 5, 4]
+                                                     "quantize_f4_d1_quad", "quantize_f5_d0_rs",
+                                                     "quantize_f5_d2_t2d")] == [15, 15, 14, 15, 15, 5, 5, 4, 15, 15]
     assert [_loader.part_of("grouped", k) for k in ("group_quantize_rows_f4_d0", "group_quantize_f5_d2",
                                                     "group_quantize1_f5_d1_both", "group_quantize_f4_d1_plain",
                                                     "group_quantize4_f0_d1", "group_quantize_f4_d2_sr")] == [14, 15, 5, 4, 0, 14]

@@ -388,7 +388,7 @@ def test_nvfp4_tile_kernel_precomputed_tables():
     assert p.outputs == (OperandSlots(0, 1, 4), OperandSlots(2, 3, 5))   # the amaxes stay the results
     # a given amax, one operand (tile_2d rowwise: the tile kernel), the RHT and SR kernels
     p = plan_of((8192, 4096), "float32", "nvfp4", tile_2d=True, amax_shape=(1,))
-    assert [s.kernel for s in p.launches()] == ["nvfp4_amax_out", "quantize_f5_d0"]
+    assert [s.kernel for s in p.launches()] == ["nvfp4_amax_out", "quantize_f5_d0_t2d"]
     assert p.launches()[0].args == (AMAX, i64(1), u32(0x7FFFFFFF), buf(2), NULL, AMAX, NULL, buf(3))
     assert p.launches()[1].args[7:9] == (buf(4), NULL)
     for kw in ({"rht": True}, {"rounding": "stochastic"}):
@@ -457,7 +457,18 @@ def test_rowwise_ext_and_tile_2d_kernels():
     p = plan_of((130, 200), "float32", "nvfp4", axis="both", rounding="stochastic", tile_2d=True)
     assert [s.kernel for s in p.launches()][-1] == "quantize_f5_d0"
     p = plan_of((130, 200), "bfloat16", "nvfp4", tile_2d=True)      # rowwise, but 2-D tiles: tile kernel
-    assert [s.kernel for s in p.launches()] == ["amax_global_d1", "quantize_f5_d1"]
+    assert [s.kernel for s in p.launches()] == ["amax_global_d1", "quantize_f5_d1_t2d"]
+    # one extended option alone: its own tile kernel (_rs, _t2d, _rht, _sr), two: the full one
+    for kw, suffix in ((dict(row_scaled=True), "_rs"), (dict(tile_2d=True), "_t2d"), (dict(rht=True), "_rht"),
+                       (dict(rounding="stochastic"), "_sr"), (dict(row_scaled=True, rounding="stochastic"), ""),
+                       (dict(tile_2d=True, rht=True), ""), (dict(tile_2d=True, rounding="stochastic"), "")):
+        for dt in ("bfloat16", "float16"):
+            if kw.get("rht") and dt != "bfloat16":
+                continue
+            pk = plan_of((128, 256), dt, "nvfp4", axis="both", **kw)
+            assert pk.launches()[-1].kernel == f"quantize_f5_d{_plan.DTYPE_IDS[dt]}{suffix}", (kw, dt)
+            opts = quantize_options((128, 256), dt, "nvfp4", amax_shape=None, amax_dtype=None, axis="both", **kw)
+            assert _plan.ext_one_suffix(opts, dt, "_ext") == (suffix or "_ext")
     assert (p.launches()[1].grid, p.launches()[1].grid_y) == (4, 3)   # (tiles along K, tiles along M)
     assert p.launches()[1].args[5:8] == (NULL, NULL, buf(2))
     p = plan_of((3, 34), "float32", "mxfp6_e2m3")                  # K*4 = 136: no vector loads
@@ -869,6 +880,7 @@ def test_planned_arguments_match_the_kernel_signatures():
     variants = [{}, {"axis": "both"}, {"axis": "columnwise"}, {"axis": "both", "scale_layout": "swizzled"},
                 {"rounding": "stochastic"}, {"axis": "both", "rht": True}, {"axis": "both", "row_scaled": True},
                 {"tile_2d": True}, {"axis": "both", "amax_shape": (1,)}, {"axis": "both", "rounding": "stochastic"},
+                {"axis": "both", "tile_2d": True, "rounding": "stochastic"},
                 {"row_scaled": True}, {"axis": "columnwise", "scale_layout": "swizzled"},
                 {"axis": "columnwise", "amax_shape": (1,)}, {"axis": "columnwise", "scale_layout": "swizzled", "amax_shape": (1,)},
                 {"scale_layout": "swizzled", "amax_shape": (1,)}]
