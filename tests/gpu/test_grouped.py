@@ -135,6 +135,34 @@ def test_nvfp4_variants_grouped(cp, variant):
     _check(got, exp)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_nvfp4_recipe_kernels_every_dtype(cp, dtype):
+    """NVFP4's recipe tile kernels from every input dtype, single tensor and grouped with one K
+    (device dims, members % 16 with empty ones): one option alone takes its own kernel (quantize.cu
+    quantize_f5_d<D>_rs / _t2d, quantize_f5_d1_rht; grouped.cu group_quantize1_f5_d<D>_rs / _t2d,
+    group_quantize1_f5_d1_rht), two options the full ones (quantize_f5_d<D>,
+    group_quantize1_f5_d<D>_ext); compact and swizzled scales; bytes equal the reference's."""
+    import ml_dtypes
+    npdt = {"float32": np.float32, "bfloat16": ml_dtypes.bfloat16, "float16": np.float16}[dtype]
+    first = _dims(7, 17, mult16=True)
+    x = _x((sum(first), 160), seed=18, dtype=npdt)
+    xd = _dev(cp, x)
+    variants = [dict(row_scaled=True), dict(tile_2d=True), dict(row_scaled=True, rounding="stochastic", seed=3),
+                dict(tile_2d=True, rounding="stochastic", seed=4)]
+    if dtype == "bfloat16":
+        variants += [dict(rht=True), dict(rht=True, tile_2d=True), dict(rht=True, rounding="stochastic", seed=5)]
+    for i, kw in enumerate(variants):
+        layout = "swizzled" if i % 2 else "compact"
+        exp = fp4kit.reference.quantize(x, "nvfp4", axis="both", scale_layout=layout, **kw)
+        _check(fp4kit.quantize(xd, "nvfp4", axis="both", scale_layout=layout, **kw), exp)
+        exp = fp4kit.reference.group_quantize(x, "nvfp4", first_dims=first, axis="both", scale_layout=layout, **kw)
+        got = fp4kit.group_quantize(xd, "nvfp4", first_dims=_dev_dims(cp, first, xd), axis="both",
+                                    scale_layout=layout, **kw)
+        got.check()
+        for a, b in zip(got, exp):
+            _check(a, b)
+
+
 def test_device_dims_equal_host_dims(cp):
     fmt = "nvfp4"
     first = [0, 130, 64, 0, 2, 256, 0]
