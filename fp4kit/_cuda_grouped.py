@@ -119,6 +119,11 @@ def _band_descriptors(f, input_dtype: str) -> bool:
 ONE_TILE_EXT = True
 
 
+# False (A/B only): NVFP4 tile_2d in the one-tile kernels builds its members' multiplier tables in
+# every CTA instead of copying those that group_stats / group_meta build once per member
+ONE_TILE_TABLES = True
+
+
 def one_tile_per_cta(f, ext, rows_only, one_k, G, Kshared, rows_total, sr: bool = False) -> bool:
     """Whether the tile kernel's grid (_quantize_grid) has one CTA for every tile, so that
     group_quantize1 (one tile per CTA, no loop; MX and plain NVFP4, MXFP4 / NVFP4 with stochastic
@@ -342,8 +347,9 @@ def build_group_quantize_plan(input_dtype, opts, G, n_el, caps, amax_size, dbias
     # (`one`: the plain recipe, or stochastic rounding alone in the _sr one-tile kernel, whose tables
     # are the same; a CTA that built its own spent ~12 % of the kernel's instructions on them); with
     # supplied amaxes the metadata launch builds them (extra CTAs), for any number of members
-    # (not for the _ext kernel: row_scaled has no table, rht's columnwise amax is not the plain one)
-    tables = one and f.is_nvfp4 and (not ext or P.sr_only(opts))
+    # (with tile_2d too, whose blocks take the member's plain amax as well; not with row_scaled, which
+    # has no table, nor rht, whose columnwise amax is not the plain one)
+    tables = one and f.is_nvfp4 and (not ext or (ONE_TILE_TABLES and not opts.row_scaled and not opts.rht))
     tabs_on = bool(tables and amax_size is None and not dbias and G <= STATS_TABS_MAX_G)
     tabs_sup = bool(tables and amax_size is not None and G > 0)
     out: dict[str, int | None] = dict.fromkeys(("meta", "err", "fd", "ld", "row_data", "row_scales", "row_amax", "col_data", "col_scales",
