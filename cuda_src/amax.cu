@@ -70,7 +70,7 @@ __device__ __forceinline__ void amax_plain_rht(const u32* x, i64 M, i64 K, u32 s
 
 using namespace fp4kit;
 
-// amax_rows_cols_d<D>: no minimum of CTAs per SM (63 registers from 16-bit input, 4 CTAs per SM);
+// amax_rows_cols_d<D>: no minimum of CTAs per SM (55-62 registers from 16-bit input: 4 per SM);
 // FP4KIT_ARC_MINB > 0: that minimum (A/B probes).
 #ifndef FP4KIT_ARC_MINB
 #define FP4KIT_ARC_MINB 0

@@ -350,7 +350,7 @@ FP4KIT_QUANTIZE_ROWSAM_KERNEL(2, 4)
 #endif
 // quantize_f5_d<D>_rs / _t2d: NVFP4's tile kernel with row_scaled / tile_2d alone, the other
 // options compiled out (as _rht / _sr), FP4KIT_ONE_MINB CTAs per SM (the full kernel: 74 registers,
-// three; these 56-58 at four, sm_90, NVRTC 13.5); fp4kit._plan.ext_one_suffix picks them.
+// three; these 41-48, four or more, sm_90, NVRTC 13.5); fp4kit._plan.ext_one_suffix picks them.
 // docs/performance.md item 158.
 #ifndef FP4KIT_ONE_MINB
 #define FP4KIT_ONE_MINB 4
